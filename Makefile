@@ -1,0 +1,35 @@
+# The two commands of the README: `make run` (default batch on the embedded model) and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+# Never reach a model hub at run time; the embedded models come from PyPI packages.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+# llama-cpp-python builds from source (~10 min once; pip caches the wheel). A portable AVX2 build:
+# the native build enables AMX kernels that crash on CPUs whose kernel does not grant AMX state.
+export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+
+.PHONY: run test lint bench clean-outputs
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/ragtrial run params/default.yaml
+
+lint: $(STAMP)
+	$(BIN)/ruff check lib tests bench
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done
+
+clean-outputs:
+	find outputs -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

@@ -1,0 +1,5 @@
+import sys
+
+from ragtrial.cli import main
+
+sys.exit(main())

@@ -1,0 +1,43 @@
+"""`ragtrial run params/<batch>.yaml [--set key.sub=value ...]` (also `python -m ragtrial`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ragtrial.config import ParamsError, parse_set_overrides
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ragtrial", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="execute a batch of notebooks with papermill")
+    run.add_argument("batch", help="params/<batch>.yaml")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a setting for every run, e.g. --set llm.model=gpt-4o-mini")
+    run.add_argument("--only", action="append", metavar="NOTEBOOK", help="run only these notebooks")
+    run.add_argument("--force", action="store_true", help="re-run completed runs (the cache still applies)")
+    run.add_argument("--workers", type=int, help="parallel notebook executions (default: the batch's)")
+    run.add_argument("--outputs", help="outputs folder (default: ./outputs)")
+    run.add_argument("--show-code", action="store_true", help="keep code cells in report.html")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from ragtrial.runner import run_batch
+
+    try:
+        results = run_batch(args.batch, parse_set_overrides(args.overrides), root=Path.cwd(),
+                            outputs=args.outputs, only=args.only, force=args.force, workers=args.workers,
+                            show_code=args.show_code)
+    except ParamsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    outputs = Path(args.outputs).resolve() if args.outputs else Path.cwd() / "outputs"
+    failed = [r for r in results if r.status == "failed"]
+    for r in failed:
+        print(f"FAILED {r.run_id}: {r.error.splitlines()[0] if r.error else ''} (see {r.run_dir})",
+              file=sys.stderr)
+    print(outputs / "index.html")
+    return 1 if failed else 0

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).parent))  # tests import scripted_server as a plain module
+
+from scripted_server import ScriptedServer  # noqa: E402
+
+from ragtrial.cache import ResponseCache  # noqa: E402
+from ragtrial.config import LLMSettings  # noqa: E402
+from ragtrial.ledger import Ledger  # noqa: E402
+from ragtrial.llm import LLM  # noqa: E402
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATASETS = PROJECT_ROOT.parent / "shared" / "datasets"
+
+
+@pytest.fixture
+def scripted():
+    with ScriptedServer() as server:
+        yield server
+
+
+def make_llm(base_url: str, tmp_path: Path, **settings) -> LLM:
+    """An LLM against `base_url` with fast backoff, its own cache and ledger."""
+    values = {"backend": "openai_compatible", "base_url": base_url, "model": "scripted",
+              "backoff_initial_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 2.0, "fold_system": False}
+    values.update(settings)
+    cfg = LLMSettings(**values)
+    return LLM(cfg, ResponseCache(tmp_path / "cache.sqlite"), Ledger("test-run", tmp_path / "ledger.csv"),
+               lambda: cfg.base_url)

@@ -1,0 +1,91 @@
+"""A scripted OpenAI-compatible HTTP server on 127.0.0.1, for tests only.
+
+Each request pops the next scripted step; when the script is empty the default reply echoes the
+last user message. Steps:
+  ("status", code)            reply with that HTTP status and an OpenAI-style error body
+  ("sleep", seconds)          hold the request longer than the client's timeout
+  ("drop",)                   close the connection without replying
+  ("text", content)           a successful chat completion with this content
+Every request's path, JSON body and Authorization header are kept in `requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def _completion(content: str, prompt_tokens: int, model: str) -> dict[str, Any]:
+    return {"id": "cmpl-test", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(content.split()),
+                      "total_tokens": prompt_tokens + len(content.split())}}
+
+
+class ScriptedServer:
+    def __init__(self) -> None:
+        self.script: deque[tuple] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.default_reply = lambda body: "echo: " + body["messages"][-1]["content"][:40]
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+                server.requests.append({"path": self.path, "body": body,
+                                        "authorization": self.headers.get("Authorization", "")})
+                step = server.script.popleft() if server.script else ("default",)
+                if step[0] == "drop":
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if step[0] == "sleep":
+                    time.sleep(step[1])
+                    step = ("default",)
+                if step[0] == "status":
+                    self._send(step[1], {"error": {"message": f"scripted {step[1]}", "type": "scripted"}})
+                    return
+                if self.path.endswith("/embeddings"):
+                    inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                    data = [{"object": "embedding", "index": i,
+                             "embedding": [float(len(t)), 1.0, float(i + 1)]} for i, t in enumerate(inputs)]
+                    self._send(200, {"object": "list", "data": data, "model": body["model"],
+                                     "usage": {"prompt_tokens": 3 * len(inputs), "total_tokens": 3 * len(inputs)}})
+                    return
+                content = step[1] if step[0] == "text" else server.default_reply(body)
+                prompt_tokens = sum(len(m["content"].split()) for m in body["messages"])
+                self._send(200, _completion(content, prompt_tokens, body.get("model", "scripted")))
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> ScriptedServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        return [r for r in self.requests if r["path"].endswith("/chat/completions")]

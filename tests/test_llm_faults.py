@@ -1,0 +1,121 @@
+"""The LLM layer against a scripted OpenAI-compatible server: retries, failures, cache, ledger."""
+
+import pytest
+from conftest import make_llm
+from pydantic import BaseModel
+
+from ragtrial.llm import LLMError, StructuredOutputError, fold_system_messages
+
+
+class Pair(BaseModel):
+    city: str
+    continent: str
+
+
+def test_429_then_success_is_retried_and_cached(scripted, tmp_path):
+    scripted.script.extend([("status", 429), ("status", 429)])
+    llm = make_llm(scripted.base_url, tmp_path)
+    done = llm.complete("hello", stage="t")
+    assert done.text.startswith("echo: hello") and done.attempts == 3 and not done.cached
+    again = llm.complete("hello", stage="t")
+    assert again.cached and again.text == done.text and again.prompt_tokens == done.prompt_tokens
+    assert len(scripted.chat_requests()) == 3
+    ledger = llm.ledger.frame()
+    assert list(ledger["cached"]) == [False, True] and list(ledger["attempts"]) == [3, 0]
+
+
+def test_500_burst_beyond_retries_fails_is_counted_and_not_cached(scripted, tmp_path):
+    scripted.script.extend([("status", 500)] * 3)
+    llm = make_llm(scripted.base_url, tmp_path, max_retries=2)
+    with pytest.raises(LLMError) as err:
+        llm.complete("burst", stage="t")
+    assert err.value.kind == "server_error" and scripted.base_url in str(err.value)
+    assert llm.ledger.frame()["failure"].tolist() == ["server_error"]
+    done = llm.complete("burst", stage="t")  # the failure was not cached: this call is live
+    assert not done.cached and len(scripted.chat_requests()) == 4
+
+
+def test_timeout_then_success(scripted, tmp_path):
+    scripted.script.append(("sleep", 1.0))
+    llm = make_llm(scripted.base_url, tmp_path, timeout_s=0.3)
+    done = llm.complete("slow", stage="t")
+    assert done.attempts == 2 and done.text.startswith("echo: slow")
+
+
+def test_dropped_connection_then_success(scripted, tmp_path):
+    scripted.script.append(("drop",))
+    llm = make_llm(scripted.base_url, tmp_path)
+    assert llm.complete("drop", stage="t").attempts == 2
+
+
+def test_client_error_is_not_retried(scripted, tmp_path):
+    scripted.script.append(("status", 400))
+    llm = make_llm(scripted.base_url, tmp_path)
+    with pytest.raises(LLMError) as err:
+        llm.complete("bad", stage="t")
+    assert err.value.kind == "http_400" and len(scripted.chat_requests()) == 1
+
+
+def test_dead_endpoint_names_the_endpoint(tmp_path):
+    llm = make_llm("http://127.0.0.1:9/v1", tmp_path, max_retries=1)
+    with pytest.raises(LLMError, match=r"127\.0\.0\.1:9/v1.*connection after 2 attempt"):
+        llm.complete("anyone?", stage="t")
+
+
+def test_malformed_json_is_repaired_once(scripted, tmp_path):
+    scripted.script.extend([("text", "the city is Tokyo"), ("text", '{"city": "Tokyo", "continent": "Asia"}')])
+    llm = make_llm(scripted.base_url, tmp_path)
+    answer = llm.structured("capital of Japan?", Pair, stage="t")
+    assert answer == Pair(city="Tokyo", continent="Asia")
+    repair = scripted.chat_requests()[1]["body"]["messages"]
+    assert repair[-2]["content"] == "the city is Tokyo" and "not valid JSON" in repair[-1]["content"]
+    # the repaired answer is cached under the original request: a replay makes no call at all
+    assert llm.structured("capital of Japan?", Pair, stage="t") == answer
+    assert len(scripted.chat_requests()) == 2
+    rows = llm.ledger.frame()
+    assert rows["cached"].tolist() == [False, True] and rows["attempts"].tolist() == [2, 0]
+
+
+def test_malformed_twice_raises_records_and_caches_nothing(scripted, tmp_path):
+    scripted.script.extend([("text", "{not json"), ("text", '{"city": "Tokyo"}')])
+    llm = make_llm(scripted.base_url, tmp_path)
+    with pytest.raises(StructuredOutputError) as err:
+        llm.structured("capital?", Pair, stage="t")
+    assert "continent" in str(err.value) and err.value.raw_text == '{"city": "Tokyo"}'
+    assert llm.ledger.frame()["failure"].tolist() == ["parse"]
+    assert llm.cache.counts()["completions"] == 0
+
+
+@pytest.mark.parametrize("mode,expected", [
+    ("json_object_schema", "json_object"), ("json_schema", "json_schema"), ("prompt_only", None)])
+def test_json_mode_shapes_the_request(scripted, tmp_path, mode, expected):
+    scripted.script.append(("text", '{"city": "Paris", "continent": "Europe"}'))
+    make_llm(scripted.base_url, tmp_path, json_mode=mode).structured("France?", Pair, stage="t")
+    body = scripted.chat_requests()[0]["body"]
+    assert (body.get("response_format") or {}).get("type") == expected
+    if expected is None:
+        assert "JSON schema" in body["messages"][-1]["content"]
+
+
+def test_replicates_are_distinct_calls_with_distinct_seeds(scripted, tmp_path):
+    llm = make_llm(scripted.base_url, tmp_path)
+    for replicate in (0, 1, 0):
+        llm.complete("same prompt", stage="t", replicate=replicate)
+    seeds = [r["body"]["seed"] for r in scripted.chat_requests()]
+    assert seeds == [0, 1]  # the third call replays replicate 0 from the cache
+
+
+def test_system_messages_are_folded_into_the_user_turn(scripted, tmp_path):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    assert fold_system_messages(messages) == [{"role": "user", "content": "Be brief.\n\nHi"}]
+    make_llm(scripted.base_url, tmp_path, fold_system=True).complete(messages, stage="t")
+    assert scripted.chat_requests()[0]["body"]["messages"] == [{"role": "user", "content": "Be brief.\n\nHi"}]
+
+
+def test_api_key_is_read_at_call_time_and_sent(scripted, tmp_path, monkeypatch):
+    llm = make_llm(scripted.base_url, tmp_path, api_key_env="RAGTRIAL_TEST_KEY")
+    monkeypatch.setenv("RAGTRIAL_TEST_KEY", "first-key")
+    llm.complete("a", stage="t")
+    monkeypatch.setenv("RAGTRIAL_TEST_KEY", "second-key")
+    llm.complete("b", stage="t")
+    assert [r["authorization"] for r in scripted.chat_requests()] == ["Bearer first-key", "Bearer second-key"]
