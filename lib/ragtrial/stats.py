@@ -1,0 +1,322 @@
+"""Every statistic of the kit: bootstrap intervals, paired tests, Holm correction, judge win rates.
+
+Pure functions over arrays and DataFrames. Randomness comes from `numpy.random.default_rng(seed)`.
+NaN is never dropped silently: callers filter failed questions explicitly, so NaN raises ValueError.
+Paired functions take two arrays aligned on the same questions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+from scipy import stats
+
+OUTCOME_CODES = {"win": 1, "tie": 0, "loss": -1}
+EXACT_MCNEMAR_BELOW = 25  # discordant pairs below this use the exact binomial test
+
+
+@dataclass(frozen=True)
+class Interval:
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+@dataclass(frozen=True)
+class McNemarResult:
+    b01: int  # a wrong, b right
+    b10: int  # a right, b wrong
+    statistic: float
+    p_value: float
+    method: str
+
+
+@dataclass(frozen=True)
+class TestResult:
+    __test__ = False  # not a pytest test class
+
+    statistic: float
+    p_value: float
+    n_nonzero: int
+    method: str
+
+
+@dataclass(frozen=True)
+class BoxStats:
+    median: float
+    q1: float
+    q3: float
+    whisker_low: float  # most extreme data point within 1.5 IQR of the box (matplotlib convention)
+    whisker_high: float
+    outliers: tuple[float, ...]
+
+
+def _values(values: ArrayLike, name: str = "values", nonempty: bool = False) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if nonempty and arr.size == 0:
+        raise ValueError(f"{name} is empty")
+    n_nan = int(np.isnan(arr).sum())
+    if n_nan:
+        raise ValueError(f"{name} contains {n_nan} NaN of {arr.size}; filter failures explicitly")
+    return arr
+
+
+def _pair(a: ArrayLike, b: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    x, y = _values(a, "a"), _values(b, "b")
+    if x.size != y.size:
+        raise ValueError(f"paired arrays differ in length: {x.size} vs {y.size}")
+    return x, y
+
+
+def _bool_pair(a: ArrayLike, b: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    x, y = _pair(a, b)
+    if not np.isin(np.concatenate([x, y]), (0.0, 1.0)).all():
+        raise ValueError("correctness arrays must hold booleans or 0/1 values")
+    return x.astype(bool), y.astype(bool)
+
+
+def bootstrap_mean_ci(
+    values: ArrayLike, n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> Interval:
+    """Percentile bootstrap interval of the mean, resampling questions with replacement."""
+    arr = _values(values, nonempty=True)
+    rng = np.random.default_rng(seed)
+    means = arr[rng.integers(0, arr.size, size=(n_resamples, arr.size))].mean(axis=1)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return Interval(float(arr.mean()), float(low), float(high), int(arr.size))
+
+
+def paired_bootstrap_diff(
+    a: ArrayLike, b: ArrayLike, n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> Interval:
+    """Interval of mean(a - b); resampling the differences resamples question indices jointly."""
+    x, y = _pair(a, b)
+    return bootstrap_mean_ci(x - y, n_resamples, confidence, seed)
+
+
+def mcnemar_test(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemarResult:
+    """McNemar test on paired correctness: exact binomial below 25 discordant pairs, else chi-square
+    with continuity correction."""
+    x, y = _bool_pair(correct_a, correct_b)
+    b01, b10 = int((~x & y).sum()), int((x & ~y).sum())
+    n = b01 + b10
+    if n == 0:
+        return McNemarResult(0, 0, 0.0, 1.0, "none: no discordant pairs")
+    if n < EXACT_MCNEMAR_BELOW:
+        p = stats.binomtest(b10, n, 0.5).pvalue
+        return McNemarResult(b01, b10, float(min(b01, b10)), float(p), "exact binomial")
+    statistic = (abs(b01 - b10) - 1) ** 2 / n
+    p = stats.chi2.sf(statistic, df=1)
+    return McNemarResult(b01, b10, float(statistic), float(p), "chi-square, continuity corrected")
+
+
+def wilcoxon_signed_rank(a: ArrayLike, b: ArrayLike) -> TestResult:
+    """Two-sided Wilcoxon signed-rank test; zero differences are dropped (scipy's 'wilcox')."""
+    x, y = _pair(a, b)
+    n_nonzero = int(np.count_nonzero(x - y))
+    if n_nonzero == 0:
+        return TestResult(0.0, 1.0, 0, "wilcoxon: all differences zero")
+    res = stats.wilcoxon(x, y)
+    return TestResult(float(res.statistic), float(res.pvalue), n_nonzero, "wilcoxon")
+
+
+def paired_t(a: ArrayLike, b: ArrayLike) -> TestResult:
+    """Two-sided paired t-test; all-zero differences give p = 1."""
+    x, y = _pair(a, b)
+    n_nonzero = int(np.count_nonzero(x - y))
+    if n_nonzero == 0:
+        return TestResult(0.0, 1.0, 0, "paired t: all differences zero")
+    res = stats.ttest_rel(x, y)
+    return TestResult(float(res.statistic), float(res.pvalue), n_nonzero, "paired t")
+
+
+def paired_test(a: ArrayLike, b: ArrayLike, normality_alpha: float = 0.05) -> TestResult:
+    """Paired t-test when Shapiro-Wilk (n >= 8, non-constant differences) does not reject normality
+    of the differences; Wilcoxon signed-rank otherwise. `method` records which ran and why."""
+    x, y = _pair(a, b)
+    diff = x - y
+    if diff.size < 8 or np.ptp(diff) == 0:
+        chosen, reason = wilcoxon_signed_rank(x, y), "n < 8" if diff.size < 8 else "constant differences"
+    else:
+        shapiro_p = float(stats.shapiro(diff).pvalue)
+        chosen = paired_t(x, y) if shapiro_p > normality_alpha else wilcoxon_signed_rank(x, y)
+        reason = f"shapiro p={shapiro_p:.3g}"
+    return replace(chosen, method=f"{chosen.method} ({reason})")
+
+
+def holm_correction(p_values: Mapping[str, float] | Sequence[float], alpha: float = 0.05) -> pd.DataFrame:
+    """Holm-Bonferroni step-down adjusted p-values (monotone, capped at 1), in input order.
+    A sequence is named by position ("0", "1", ...)."""
+    if isinstance(p_values, Mapping):
+        names, raw = [str(k) for k in p_values], _values(list(p_values.values()), "p_values")
+    else:
+        raw = _values(p_values, "p_values")
+        names = [str(i) for i in range(raw.size)]
+    if ((raw < 0) | (raw > 1)).any():
+        raise ValueError("p-values must lie in [0, 1]")
+    order = np.argsort(raw, kind="stable")
+    m = raw.size
+    stepped = np.maximum.accumulate(raw[order] * (m - np.arange(m)))
+    adjusted = np.empty(m)
+    adjusted[order] = np.minimum(stepped, 1.0)
+    return pd.DataFrame({"name": names, "p_raw": raw, "p_holm": adjusted, "reject": adjusted <= alpha})
+
+
+def complementarity(correct_a: ArrayLike, correct_b: ArrayLike) -> dict[str, dict[str, float]]:
+    """How two methods' correct answers overlap: {only_a, only_b, both, neither} -> {count, share}."""
+    x, y = _bool_pair(correct_a, correct_b)
+    if x.size == 0:
+        raise ValueError("complementarity needs at least one question")
+    masks = {"only_a": x & ~y, "only_b": ~x & y, "both": x & y, "neither": ~x & ~y}
+    return {k: {"count": int(m.sum()), "share": float(m.mean())} for k, m in masks.items()}
+
+
+def _score_matrix(scores: pd.DataFrame, value_col: str = "score") -> pd.DataFrame:
+    """question_id x method matrix; duplicates, gaps and NaN are errors, not silently dropped."""
+    dup = scores.duplicated(["question_id", "method"])
+    if dup.any():
+        raise ValueError(f"{int(dup.sum())} duplicate (question_id, method) rows")
+    _values(scores[value_col], value_col)
+    wide = scores.pivot(index="question_id", columns="method", values=value_col)
+    missing = wide.isna().sum()
+    if missing.any():
+        raise ValueError(f"methods lack scores for some questions: {missing[missing > 0].to_dict()}")
+    return wide[list(pd.unique(scores["method"]))]
+
+
+def paired_comparison_table(
+    scores: pd.DataFrame,
+    baseline: str,
+    binary: bool,
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> pd.DataFrame:
+    """Each method against `baseline` on the same questions (long frame: question_id, method, score).
+
+    mean_diff = mean(method - baseline) with a paired bootstrap interval; McNemar when scores are
+    binary, Wilcoxon otherwise; p_holm adjusts across methods; supported = interval excludes 0."""
+    wide = _score_matrix(scores)
+    if baseline not in wide.columns:
+        raise ValueError(f"baseline {baseline!r} not among methods {list(wide.columns)}")
+    base = wide[baseline].to_numpy(float)
+    rows = []
+    for method in (m for m in wide.columns if m != baseline):
+        other = wide[method].to_numpy(float)
+        ci = paired_bootstrap_diff(other, base, n_resamples, confidence, seed)
+        test = mcnemar_test(other, base) if binary else wilcoxon_signed_rank(other, base)
+        win, tie, loss = win_tie_loss(other, base)
+        row = {"method": method, "baseline": baseline, "n": ci.n, "mean_diff": ci.mean}
+        row |= {"ci_low": ci.low, "ci_high": ci.high, "wins": win, "losses": loss, "ties": tie}
+        rows.append(row | {"test": test.method, "statistic": test.statistic, "p_value": test.p_value})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    table["p_holm"] = holm_correction(table["p_value"].tolist(), alpha)["p_holm"].to_numpy()
+    table["supported"] = (table["ci_low"] > 0) | (table["ci_high"] < 0)
+    return table
+
+
+def summary_by_group(
+    scores: pd.DataFrame,
+    group_cols: str | Sequence[str],
+    value_col: str,
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Mean with a bootstrap interval per group (e.g. per method, per method x question_type)."""
+    cols = [group_cols] if isinstance(group_cols, str) else list(group_cols)
+    _values(scores[value_col], value_col)
+    rows = []
+    for key, group in scores.groupby(cols, sort=False, dropna=False):
+        ci = bootstrap_mean_ci(group[value_col], n_resamples, confidence, seed)
+        keys = dict(zip(cols, key, strict=True))
+        rows.append({**keys, "n": ci.n, "mean": ci.mean, "ci_low": ci.low, "ci_high": ci.high})
+    return pd.DataFrame(rows, columns=[*cols, "n", "mean", "ci_low", "ci_high"])
+
+
+def win_tie_loss(score_a: ArrayLike, score_b: ArrayLike) -> tuple[int, int, int]:
+    """Per-question (win, tie, loss) counts of A against B from overall judge scores."""
+    x, y = _pair(score_a, score_b)
+    return int((x > y).sum()), int((x == y).sum()), int((x < y).sum())
+
+
+def relative_win_rate(win: int, tie: int, loss: int) -> float:
+    """(A_win - B_win) / (A_win + B_win + Tie), in [-1, 1]."""
+    total = win + tie + loss
+    if total <= 0:
+        raise ValueError("relative win rate needs at least one judged question")
+    return (win - loss) / total
+
+
+def trial_win_rates(judgements: pd.DataFrame) -> pd.DataFrame:
+    """One row per trial (columns trial, question_id, score_a, score_b): counts and rates of A vs B."""
+    rows = []
+    for trial, group in judgements.groupby("trial", sort=True, dropna=False):
+        win, tie, loss = win_tie_loss(group["score_a"], group["score_b"])
+        n = win + tie + loss
+        rates = {"win_rate": win / n, "tie_rate": tie / n, "loss_rate": loss / n}
+        counts = {"trial": trial, "n": n, "win": win, "tie": tie, "loss": loss}
+        rows.append(counts | rates | {"relative_win_rate": relative_win_rate(win, tie, loss)})
+    return pd.DataFrame(rows)
+
+
+def box_stats(values: ArrayLike) -> BoxStats:
+    """Box-plot numbers (linear-interpolated quartiles, 1.5 IQR whiskers), as matplotlib draws them."""
+    arr = _values(values, nonempty=True)
+    q1, median, q3 = np.percentile(arr, [25, 50, 75])
+    fence_low, fence_high = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
+    inside = arr[(arr >= fence_low) & (arr <= fence_high)]
+    outliers = tuple(float(v) for v in np.sort(arr[(arr < fence_low) | (arr > fence_high)]))
+    return BoxStats(float(median), float(q1), float(q3), float(inside.min()), float(inside.max()), outliers)
+
+
+def majority_verdict(verdicts: Sequence[str]) -> str:
+    """The verdict held by a strict majority of trials ('win', 'loss' or 'tie'), else 'tie'."""
+    unknown = set(verdicts) - OUTCOME_CODES.keys()
+    if unknown or not verdicts:
+        raise ValueError(f"need a non-empty list of win/tie/loss verdicts, got unknown {sorted(unknown)}")
+    verdict, count = Counter(verdicts).most_common(1)[0]
+    return verdict if count * 2 > len(verdicts) else "tie"
+
+
+def bootstrap_relative_win_rate(
+    outcomes: Sequence[str], n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> Interval:
+    """Bootstrap interval of the relative win rate from per-question 'win'/'tie'/'loss' outcomes
+    (the relative win rate is the mean of win=+1, tie=0, loss=-1)."""
+    unknown = set(outcomes) - OUTCOME_CODES.keys()
+    if unknown:
+        raise ValueError(f"outcomes must be win/tie/loss, got {sorted(unknown)}")
+    codes = np.array([OUTCOME_CODES[o] for o in outcomes], dtype=float)
+    return bootstrap_mean_ci(codes, n_resamples, confidence, seed)
+
+
+def pareto_front(df: pd.DataFrame, cost_col: str, quality_col: str) -> pd.Series:
+    """True for rows no other row dominates (cost <= and quality >=, strictly better in one)."""
+    cost, quality = _values(df[cost_col], cost_col), _values(df[quality_col], quality_col)
+    no_worse = (cost[None, :] <= cost[:, None]) & (quality[None, :] >= quality[:, None])
+    better = (cost[None, :] < cost[:, None]) | (quality[None, :] > quality[:, None])
+    return pd.Series(~(no_worse & better).any(axis=1), index=df.index, name="pareto")
+
+
+def p95(values: ArrayLike) -> float:
+    """95th percentile (linear interpolation), e.g. of per-call latencies."""
+    return float(np.percentile(_values(values, nonempty=True), 95))
+
+
+def latency_summary(latencies_s: ArrayLike) -> dict[str, float]:
+    """n, mean, p50, p95 and max of latencies in seconds."""
+    arr = _values(latencies_s, "latencies_s", nonempty=True)
+    return {"n": arr.size, "mean": arr.mean(), "p50": np.median(arr), "p95": p95(arr), "max": arr.max()}
