@@ -1,0 +1,49 @@
+"""Project hygiene: the conda file matches pyproject, notebooks carry no outputs, prompts are versioned."""
+
+import tomllib
+from importlib.resources import files
+
+import nbformat
+import pytest
+import yaml
+from conftest import PROJECT_ROOT
+
+from ragtrial.prompts import load_prompt
+
+
+def test_environment_yml_names_the_same_dependencies_as_pyproject():
+    pyproject = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = yaml.safe_load((PROJECT_ROOT / "environment.yml").read_text())
+    assert "python=3.11" in env["dependencies"]
+    pip_section = next(d for d in env["dependencies"] if isinstance(d, dict))["pip"]
+    assert sorted(d for d in pip_section if not d.startswith("-e")) == sorted(pyproject)
+
+
+NOTEBOOKS = sorted((PROJECT_ROOT / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_committed_without_outputs_and_has_one_parameters_cell(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code), "clear outputs before committing"
+    tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1
+    assert "settings = {}" in tagged[0].source and "run_dir = None" in tagged[0].source
+    assert f'notebook="{path.stem}"' in "".join(c.source for c in code)
+
+
+def test_every_prompt_file_parses_with_a_version():
+    names = [p.name[:-4] for p in (files("ragtrial") / "prompts").iterdir() if p.name.endswith(".txt")]
+    assert names
+    for name in names:
+        prompt = load_prompt(name)
+        assert prompt.version and prompt.template.strip(), name
+
+
+def test_default_batch_validates():
+    from ragtrial.config import load_batch
+
+    specs, _ = load_batch(PROJECT_ROOT / "params" / "default.yaml", notebooks_dir=PROJECT_ROOT / "notebooks")
+    assert specs[0].notebook == "00_backend_check"
+    assert all(s.settings.llm.backend == "embedded" for s in specs)
