@@ -8,6 +8,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+
 from ragtrial.data import LOADERS, PUBLISHED_AT, load_dataset
 from ragtrial.records import DataError, Dataset
 

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib import cbook
+
 from ragtrial import stats as st
 
 # --------------------------------------------------------------------------- bootstrap intervals

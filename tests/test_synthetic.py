@@ -7,6 +7,7 @@ import re
 from collections import Counter
 
 import pytest
+
 from ragtrial.records import Dataset
 from ragtrial.synthetic import (
     EVENT_KINDS,

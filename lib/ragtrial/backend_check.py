@@ -31,7 +31,9 @@ def run_backend_check(ctx: RunContext) -> pd.DataFrame:
     try:
         answer = ctx.llm.structured(prompt.render(country="Japan"), CapitalAnswer, stage="backend_check",
                                     method="structured", prompt=prompt, max_tokens=cfg.structured_max_tokens)
-        rows.append(("structured", "Japan", answer.model_dump_json(), "", None, None, None))
+        call = ctx.ledger_frame().iloc[-1]  # the ledger row of the call just made
+        rows.append(("structured", "Japan", answer.model_dump_json(), "", call["prompt_tokens"],
+                     call["completion_tokens"], call["cached"]))
     except LLMError as err:
         rows.append(("structured", "Japan", "", f"{err.kind}: {err}", None, None, None))
     texts = ["A knowledge graph links entities by relations.", "Graphs connect entities through edges.",

@@ -206,6 +206,8 @@ class LLM:
             parsed = schema.model_validate_json(extract_json(text)) if schema else None
             return Completion(text, p_tok, c_tok, True, time.perf_counter() - started, 0), parsed
         p_tok = c_tok = attempts = 0
+        self._endpoint()  # starting the embedded server is not model latency
+        started = time.perf_counter()
         try:
             text, p_tok, c_tok, attempts = self._live(request)
             parsed = None

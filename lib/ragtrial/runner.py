@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
+import os
 import platform
 import shutil
 import subprocess
@@ -111,6 +112,9 @@ def open_run(settings: dict[str, Any] | Settings | None = None, run_dir: str | P
              notebook: str = "interactive", outputs: str | Path = "outputs") -> RunContext:
     """Open a run from a notebook. papermill injects `settings` and `run_dir`; interactively both
     may be omitted (code defaults, folder `outputs/interactive/<notebook>`)."""
+    # Progress bars of model loading are noise in a rendered report.
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if not isinstance(settings, Settings):
         settings = validate_settings(settings or {}, f"settings of notebook {notebook}")
     run_id = RunSpec(notebook=notebook, settings=settings).run_id
