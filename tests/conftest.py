@@ -34,3 +34,14 @@ def make_llm(base_url: str, tmp_path: Path, **settings) -> LLM:
     cfg = LLMSettings(**values)
     return LLM(cfg, ResponseCache(tmp_path / "cache.sqlite"), Ledger("test-run", tmp_path / "ledger.csv"),
                lambda: cfg.base_url)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_orphan_model_server():
+    """Every embedded server a test started in this process is stopped by the end of the session."""
+    yield
+    from ragtrial.server import _servers, stop_all
+
+    running = [s for s in _servers.values() if s.process is not None and s.process.poll() is None]
+    stop_all()
+    assert not running, f"{len(running)} embedded server(s) were left running by the tests"

@@ -1,5 +1,11 @@
 """The real embedded default: llama.cpp serving Gemma 3 270M, started and stopped by the kit."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 from pydantic import BaseModel
 
@@ -37,3 +43,25 @@ def test_embedded_server_answers_and_stops(tmp_path):
     finally:
         server.stop()
     assert process.poll() is not None  # no orphan
+
+
+def test_server_dies_with_a_killed_parent():
+    """A kernel killed with SIGKILL runs no atexit handler; the watchdog must still stop its server."""
+    starter = ("import time; from ragtrial.config import LLMSettings; from ragtrial.server import EmbeddedServer\n"
+               "s = EmbeddedServer(LLMSettings()); s.start(); print(s.process.pid, flush=True); time.sleep(600)")
+    parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)
+    server_pid = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _alive(server_pid):
+        time.sleep(0.2)
+    assert not _alive(server_pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False

@@ -1,15 +1,16 @@
 """The embedded default model: Gemma 3 270M (GGUF from PyPI) behind llama-cpp-python's server.
 
 Started on demand on 127.0.0.1 at a free port, awaited until it answers, and stopped at exit.
-The child gets SIGTERM when its parent dies (PR_SET_PDEATHSIG), so even a killed kernel leaves
-no orphan server behind.
+The server runs under a watchdog (this module's `__main__`) that exits as soon as the process
+that started it is gone, so even a killed kernel leaves no orphan server behind. (PR_SET_PDEATHSIG
+would fire when the starting *thread* ends, which kills servers started from worker threads.)
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
-import signal
+import os
+import runpy
 import socket
 import subprocess
 import sys
@@ -19,12 +20,6 @@ import urllib.request
 from pathlib import Path
 
 from ragtrial.config import LLMSettings
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def gguf_path() -> Path:
@@ -50,13 +45,12 @@ class EmbeddedServer:
 
     def start(self) -> str:
         s = self.settings
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
+        cmd = [sys.executable, "-m", "ragtrial.server", str(os.getpid()), "--model", str(gguf_path()),
                "--model_alias", s.model, "--host", "127.0.0.1", "--port", str(self.port),
                "--n_threads", str(s.embedded.n_threads), "--n_ctx", str(s.embedded.n_ctx),
                "--chat_format", s.embedded.chat_format, "--verbose", "false"]
         log = self.log_path.open("ab") if self.log_path else subprocess.DEVNULL
-        self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        preexec_fn=_die_with_parent)
+        self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         atexit.register(self.stop)
         deadline = time.monotonic() + s.embedded.start_timeout_s
         while time.monotonic() < deadline:
@@ -104,3 +98,16 @@ def stop_all() -> None:
         for server in _servers.values():
             server.stop()
         _servers.clear()
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(1.0)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    # `python -m ragtrial.server <parent pid> <llama_cpp.server arguments...>`
+    threading.Thread(target=_watch_parent, args=(int(sys.argv[1]),), daemon=True).start()
+    sys.argv = ["llama_cpp.server", *sys.argv[2:]]
+    runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
