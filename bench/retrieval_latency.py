@@ -1,0 +1,95 @@
+"""Benchmark: query latency of every LLM-free retriever on an index of more than 10,000 chunks.
+
+The generated corpus at the `large` preset is cut into 128-token chunks, the NLP graph is extracted
+and clustered with hierarchical Leiden (no model anywhere), and chunks / entities are embedded with
+the deterministic `HashingEmbedder` (all-MiniLM-L6-v2 on this 2-core machine embeds ~15 chunks/s,
+i.e. >10 minutes for the corpus, and ~0.2 s per question). Community reports need an LLM, so
+local search runs without them. Prints a markdown table: build time, p50 / p95 query latency over
+the sampled questions (after a warm-up), fallbacks, and gold-document recall@k.
+
+    .venv/bin/python bench/retrieval_latency.py [--questions 200] [--k 5] [--chunk-size 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+
+import numpy as np
+
+from ragtrial.config import RetrievalSettings
+from ragtrial.graph import build_communities, extract_nlp_graph
+from ragtrial.index import GraphIndex, chunk_documents, embed_index
+from ragtrial.retrieval import RETRIEVERS, HashingEmbedder, RetrieverParts, make_retriever
+from ragtrial.synthetic import generate_corpus
+
+LLM_FREE = ["vector", "bm25", "hybrid", "graph_walk", "graph_hybrid", "fastgraphrag", "local_search", "lightrag",
+            "kg_triplets"]
+
+
+def build_index(chunk_size: int, embedder: HashingEmbedder) -> tuple[GraphIndex, list, dict[str, float]]:
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    dataset, _ = generate_corpus("large", seed=0)
+    documents = dataset.documents_frame()
+    chunks = chunk_documents(documents, chunk_size=chunk_size, overlap=0)
+    times["corpus + chunking"] = time.perf_counter() - start
+    start = time.perf_counter()
+    entities, relations = extract_nlp_graph(chunks)
+    times["NLP graph"] = time.perf_counter() - start
+    start = time.perf_counter()
+    communities = build_communities(entities, relations)
+    times["Leiden"] = time.perf_counter() - start
+    start = time.perf_counter()
+    index = embed_index(GraphIndex(documents=documents, chunks=chunks, entities=entities, relations=relations,
+                                   communities=communities), lambda texts: embedder.embed(texts))
+    times["embeddings"] = time.perf_counter() - start
+    return index, dataset.questions, times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--chunk-size", type=int, default=128)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--retrievers", nargs="*", default=LLM_FREE, choices=list(RETRIEVERS))
+    args = parser.parse_args()
+
+    embedder = HashingEmbedder()
+    index, questions, times = build_index(args.chunk_size, embedder)
+    sample = random.Random(0).sample(questions, min(args.questions, len(questions)))
+    doc_of = dict(zip(index.chunks["chunk_id"], index.chunks["doc_id"], strict=True))
+    print(f"index: {len(index.chunks):,} chunks (mean {index.chunks['n_tokens'].mean():.0f} tokens), "
+          f"{len(index.entities):,} entities, {len(index.relations):,} relations, "
+          f"{index.communities['level'].nunique()} Leiden levels; embeddings: {embedder.model_name} "
+          f"({index.chunk_embeddings.shape[1]} dims, deterministic feature hashing, not MiniLM)")
+    print("index build: " + ", ".join(f"{stage} {s:.1f} s" for stage, s in times.items()))
+    print(f"{len(sample)} questions (+{args.warmup} warm-up), k={args.k}, load average at start "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
+    print("| retriever | build (s) | p50 (ms) | p95 (ms) | fallbacks | gold-doc recall@k |")
+    print("|---|---:|---:|---:|---:|---:|")
+    parts = RetrieverParts(embedder)
+    for name in args.retrievers:
+        start = time.perf_counter()
+        retriever = make_retriever(name, index, parts, RetrievalSettings(k=args.k))
+        build = time.perf_counter() - start
+        for question in sample[:args.warmup]:
+            retriever.retrieve(question.question, args.k)
+        latencies, fallbacks, recalls = [], 0, []
+        for question in sample:
+            start = time.perf_counter()
+            found = retriever.retrieve(question.question, args.k)
+            latencies.append(time.perf_counter() - start)
+            fallbacks += bool(found.fallback)
+            if question.gold_doc_ids:  # chunks shown or (triplets) cited, first k
+                docs = {doc_of[c] for c in found.chunk_ids[:args.k]}
+                recalls.append(len(docs & set(question.gold_doc_ids)) / len(question.gold_doc_ids))
+        p50, p95 = np.percentile(np.array(latencies) * 1000, [50, 95])
+        print(f"| {name} | {build:.1f} | {p50:.1f} | {p95:.1f} | {fallbacks} | {np.mean(recalls):.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
