@@ -58,7 +58,7 @@ def test_indexed_store_gives_the_parents_results():
         return sorted((s.id, r.id, o.id) for s, r, o in triplets)
 
     for seeds in (["Alvor"], ["Durmask", "Fanrir"], ["Nobody"], []):
-        assert [n.id for n in indexed.get(ids=seeds)] == [n.id for n in parent.get(ids=seeds)]
+        assert sorted(n.id for n in indexed.get(ids=seeds)) == sorted(n.id for n in parent.get(ids=seeds))
         assert keys(indexed.get_triplets(ids=seeds)) == keys(parent.get_triplets(ids=seeds))
         assert keys(indexed.get_triplets(entity_names=seeds)) == keys(parent.get_triplets(entity_names=seeds))
         for depth in (1, 2, 3):

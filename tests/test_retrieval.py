@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import networkx as nx
 import numpy as np
 import pandas as pd
@@ -211,13 +213,18 @@ def test_local_search_respects_each_share_of_the_token_budget():
     mentions = {f"c{i}": [names[i], names[(i + 1) % 12]] for i in range(12)}
     reports = reports_for({"A": names[:6], "B": names[6:]}, words=30)
     index = graph_index(edges, mentions, names, reports, describe="{} " + "is described at some length " * 4)
+    claims = pd.DataFrame({"claim_id": ["k1"], "subject_id": ["e-Ent3"], "object_id": [None], "claim_type": ["FACT"],
+                           "status": ["TRUE"], "start_date": [None], "end_date": [None],
+                           "description": ["Ent3 was founded in 1990."], "chunk_ids": [["c3"]]})
+    index = dataclasses.replace(index, claims=claims)
     found = retriever("local_search", index, local_max_tokens=300, local_community_prop=0.2,
                       local_text_unit_prop=0.4).retrieve("Ent3 and Ent7", 10)
     tokens = {kind: sum(count_tokens(i.text) for i in found.items if i.kind == kind)
-              for kind in ("community_report", "entity", "relation", "chunk")}
+              for kind in ("community_report", "entity", "relation", "claim", "chunk")}
     assert found.notes["budgets"] == {"community": 60, "local": 120, "text_unit": 120}
     assert 0 < tokens["community_report"] <= 60
-    assert 0 < tokens["entity"] and tokens["entity"] + tokens["relation"] <= 120
+    assert 0 < tokens["entity"] and tokens["entity"] + tokens["relation"] + tokens["claim"] <= 120
+    assert [i.entity_ids for i in found.items if i.kind == "claim"] == [["e-Ent3"]]
     assert 0 < tokens["chunk"] <= 120
     kinds = [i.kind for i in found.items]
     assert kinds == sorted(kinds, key=["community_report", "entity", "relation", "claim", "chunk"].index)

@@ -77,7 +77,7 @@ class LocalSearchRetriever(GraphRetrieverBase):
                 self.claims_of.setdefault(subject, []).append(ContextItem(
                     kind="claim", text=f"{self.graph.names[subject]} [{c.claim_type}, {c.status}]: {c.description}",
                     score=1.0, retriever=self.name, chunk_ids=list(c.chunk_ids),
-                    entity_ids=[e for e in (c.subject_id, c.object_id) if e]))
+                    entity_ids=[e for e in (c.subject_id, c.object_id) if isinstance(e, str) and e]))
 
     def relations_for(self, selected: Sequence[int]) -> list[int]:
         """GraphRAG's relationship filter: relations among the selected entities by rank, then those

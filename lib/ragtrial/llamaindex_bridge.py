@@ -29,7 +29,7 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ragtrial.config import RetrievalSettings
-from ragtrial.graph_retrieval import GraphRetrieverBase, hop_distances
+from ragtrial.graph_retrieval import GraphRetrieverBase
 from ragtrial.index import GraphIndex
 from ragtrial.llm import LLM
 from ragtrial.retrieval import ChunkTable, ContextItem, Embeds, Retrieval, RetrieverParts, one_blas_thread
@@ -155,14 +155,16 @@ class IndexedPropertyGraphStore(SimplePropertyGraphStore):
         if relation_names or properties or (entity_names and ids):
             return super().get_triplets(entity_names, relation_names, properties, ids)
         keys = dict.fromkeys(key for name in dict.fromkeys(entity_names or ids or []) for key in self._by_node.get(name, ()))
-        nodes, relations = self.graph.nodes, self.graph.relations
-        return [(nodes[s], relations[f"{s}_{r}_{o}"], nodes[o]) for s, r, o in keys]
+        graph = self.graph
+        return [(graph.nodes[s], graph.relations[graph._get_relation_key(subj_id=s, obj_id=o, rel_id=r)], graph.nodes[o])
+                for s, r, o in keys]
 
     def get_rel_map(self, graph_nodes: list[LabelledNode], depth: int = 2, limit: int | None = 30,
                     ignore_rels: list[str] | None = None) -> list[Triplet]:
         """The parent's traversal step for step (first hop: triplets touching the nodes; each later
-        hop: triplets touching the previous hop's objects and not seen at a later hop), comparing
-        triplets by their (subject, relation, object) ids instead of by their rendered text."""
+        hop: triplets touching the previous hop's objects, minus those found at an earlier later hop;
+        the parent never marks first-hop triplets as seen, so they can come back), comparing triplets
+        by their (subject, relation, object) ids instead of by their rendered text."""
         found: list[Triplet] = []
         frontier = self.get_triplets(ids=[n.id for n in graph_nodes])
         seen: set[tuple[str, str, str]] = set()
@@ -183,8 +185,7 @@ def property_graph_store(index: GraphIndex, node_names: Sequence[str]) -> Indexe
     "related to"; its properties carry the kit's relation id, weight and source chunk ids."""
     graph = LabelledPropertyGraph()
     node_of: dict[str, EntityNode] = {}
-    for name, typ, eid in index.entities[["entity_id", "type"]].assign(name=list(node_names))[
-            ["name", "type", "entity_id"]].itertuples(index=False):
+    for name, typ, eid in zip(node_names, index.entities["type"], index.entities["entity_id"], strict=True):
         node_of[eid] = EntityNode(name=name, label=typ or "entity", properties={"entity_id": eid})
         graph.add_node(node_of[eid])
     for rid, src, tgt, description, weight, chunks in index.relations[
@@ -225,10 +226,11 @@ class SeedPathRetriever(BasePGRetriever):
 
 class KGTripletRetriever(GraphRetrieverBase):
     """LlamaIndex-style KG-GraphRAG: link the question's entities (the shared linker: model-listed
-    or n-gram), expand `hops` hops with llama-index's property-graph retriever, and return k
-    triplets ("head -> relation -> tail"), each scored 1 / (1 + hops from a seed to its nearer end),
-    ranked by score, then relation weight, then relation id. `kg_with_source_text` appends the chunks
-    the returned triplets came from (at most k). No usable entity: vector fallback."""
+    or n-gram), expand up to `hops` hops with llama-index's property-graph retriever, and return k
+    triplets ("head -> relation -> tail") ranked by the hop llama-index reached them at (score
+    1 / (1 + hop)), then relation weight, then relation id. The traversal stops at the first hop
+    that yields k distinct triplets (deeper ones could not outrank them). `kg_with_source_text`
+    appends the chunks the returned triplets came from (at most k). No usable entity: vector fallback."""
 
     name = "kg_triplets"
 
@@ -251,25 +253,23 @@ class KGTripletRetriever(GraphRetrieverBase):
         notes = self.linker.notes(links)
         if not links:
             return self.fall_back(question, k, "no usable entity", notes)
-        s, g = self.settings, self.graph
-        seeds = [x.entity for x in links]
-        found = SeedPathRetriever(self.store, [self.node_ids[e] for e in seeds], s.hops).retrieve(question)
-        dist = hop_distances(g.adjacency, g.degree, seeds, s.hops)
-        ranked = []
-        for node in found:
-            meta = node.node.metadata
-            hops = min(int(dist[g.row_of[e]]) for e in meta["entity_ids"] if dist[g.row_of[e]] >= 0)
-            ranked.append((-1.0 / (1 + hops), -meta["weight"], meta["relation_id"], node))
-        triplets: dict[str, ContextItem] = {}  # llama-index may return a first-hop triplet again at hop two
-        for score, _, relation_id, node in sorted(ranked, key=lambda r: r[:3]):
-            if len(triplets) < k and relation_id not in triplets:
-                triplets[relation_id] = ContextItem(
-                    kind="triplet", text=node.node.get_content(), score=-score, retriever=self.name,
-                    chunk_ids=list(node.node.metadata["chunk_ids"]), entity_ids=list(node.node.metadata["entity_ids"]),
-                    relation_ids=[relation_id])
-        notes["triplets_reached"] = len(found)
-        items = list(triplets.values())
-        if s.kg_with_source_text:
+        seeds = [self.node_ids[x.entity] for x in links]
+        first_reached: dict[str, tuple[int, float, str, NodeWithScore]] = {}  # relation id -> (hop, -weight, id, node)
+        reached = depth = 0
+        for depth in range(1, self.settings.hops + 1):
+            found = SeedPathRetriever(self.store, seeds, depth).retrieve(question)
+            for node in found[reached:]:  # each depth's result extends the previous one
+                meta = node.node.metadata
+                first_reached.setdefault(meta["relation_id"], (depth - 1, -meta["weight"], meta["relation_id"], node))
+            reached = len(found)
+            if len(first_reached) >= k:
+                break
+        items = [ContextItem(kind="triplet", text=node.node.get_content(), score=1.0 / (1 + hop), retriever=self.name,
+                             chunk_ids=list(node.node.metadata["chunk_ids"]),
+                             entity_ids=list(node.node.metadata["entity_ids"]), relation_ids=[relation_id])
+                 for hop, _, relation_id, node in sorted(first_reached.values(), key=lambda r: r[:3])[:k]]
+        notes.update(hops_walked=depth, triplets_reached=len(first_reached))
+        if self.settings.kg_with_source_text:
             sources = list(dict.fromkeys(c for item in items for c in item.chunk_ids))[:k]
             items += [self.chunks.item(self.chunks.row_of[c], 0.0, self.name) for c in sources]
         return Retrieval(items, notes=notes)
