@@ -167,3 +167,28 @@ def test_reply_schema_bounds_items_lengths_and_types() -> None:
     with pytest.raises(ValueError):
         schema.model_validate_json(graph([("A", "person", "x")], [("A", "B", "x", 11)]))
     assert graph_schema(("person",), None, None).model_json_schema()["properties"]["entities"].get("maxItems") is None
+
+
+@pytest.mark.embedded
+def test_the_embedded_model_accepts_the_bounded_reply_schema(tmp_path) -> None:
+    """llama.cpp turns the reply schema (enums, maxItems, maxLength) into a grammar; one short real
+    extraction must end in a valid bounded graph or a recorded failure, never a server error."""
+    from ragtrial.cache import ResponseCache
+    from ragtrial.config import LLMSettings
+    from ragtrial.ledger import Ledger
+    from ragtrial.llm import LLM
+    from ragtrial.server import EmbeddedServer
+
+    llm_settings = LLMSettings()
+    server = EmbeddedServer(llm_settings, tmp_path / "server.log")
+    base_url = server.start()
+    try:
+        llm = LLM(llm_settings, ResponseCache(tmp_path / "c.sqlite"), Ledger("t"), lambda: base_url)
+        result = extract_llm_graph(llm, chunks("Ada Lind was born in Tarn."),
+                                   settings(max_items=1, text_max_chars=16, extraction_max_tokens=96,
+                                            max_summaries=0))
+    finally:
+        server.stop()
+    assert len(result.entities) <= 3 and len(result.relations) <= 1  # one entity, plus dangling endpoints
+    assert result.failures["kind"].isin(["parse"]).all()
+    assert llm.ledger.frame()["failure"].isin(["", "parse"]).all()

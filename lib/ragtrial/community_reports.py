@@ -59,8 +59,13 @@ def _item(section: str, key: str, text: str, about: tuple[str, ...] = ()) -> Ite
     return Item(section, key, text, count_tokens(text) + 1, about)  # + 1 for the newline
 
 
+@cache
+def _header_tokens(section: str) -> int:
+    return count_tokens(f"{SECTIONS[section]}:") + 1
+
+
 def header_tokens(items: Iterable[Item]) -> int:
-    return sum(count_tokens(f"{SECTIONS[s]}:") + 1 for s in {i.section for i in items})
+    return sum(_header_tokens(s) for s in {i.section for i in items})
 
 
 def context_tokens(items: list[Item]) -> int:
@@ -129,10 +134,14 @@ class Elements:
 def fit(items: list[Item], budget: int) -> list[Item]:
     """The longest prefix of `items` whose context stays within `budget` tokens."""
     kept: list[Item] = []
+    used, sections = 0, set()
     for item in items:
-        if context_tokens([*kept, item]) > budget:
+        cost = item.tokens + (0 if item.section in sections else _header_tokens(item.section))
+        if used + cost > budget:
             break
         kept.append(item)
+        used += cost
+        sections.add(item.section)
     return kept
 
 
@@ -211,6 +220,10 @@ def generate_reports(llm: LLM, entities: pd.DataFrame, relations: pd.DataFrame, 
     chosen, skipped = select_communities(communities, community_origin(communities, origin_of), settings)
     prompt = load_prompt("community_report")
     schema = report_schema(settings.max_items, settings.text_max_chars)
+    children_of: dict[str, list[pd.Series]] = {}
+    for _, row in communities.iterrows():
+        if pd.notna(row["parent_id"]):
+            children_of.setdefault(str(row["parent_id"]), []).append(row)
     rows: dict[str, dict[str, Any]] = {}
     by_members: dict[tuple[str, ...], dict[str, Any]] = {}
     failed, contexts = [], []
@@ -222,8 +235,7 @@ def generate_reports(llm: LLM, entities: pd.DataFrame, relations: pd.DataFrame, 
             rows[cid] = {**by_members[members], **base}
             contexts.append((cid, "reused", 0, 0))
             continue
-        children = [(child, rows[str(child["community_id"])]["full_text"])
-                    for _, child in communities[communities["parent_id"] == cid].iterrows()
+        children = [(child, rows[str(child["community_id"])]["full_text"]) for child in children_of.get(cid, [])
                     if str(child["community_id"]) in rows]
         items, substituted = community_context(elements, community, children, settings.report_context_tokens)
         contexts.append((cid, "sub-reports" if substituted else "elements", context_tokens(items), len(substituted)))

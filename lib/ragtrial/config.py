@@ -92,7 +92,7 @@ class IndexSettings(Section):
     extraction_max_tokens: int = 256
     # Bounds in the JSON schema (maxItems / maxLength) so a reply ends before max_tokens; None: unbounded.
     max_items: int | None = Field(3, ge=1)
-    text_max_chars: int | None = Field(60, ge=8)
+    text_max_chars: int | None = Field(48, ge=8)
     max_gleanings: int = Field(0, ge=0)
     claims: bool = False
     max_summaries: int | None = Field(8, ge=0)  # LLM description summaries (most-described elements first)

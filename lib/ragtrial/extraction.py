@@ -43,7 +43,7 @@ def _text(max_chars: int | None) -> Any:
 
 
 def _name() -> Any:
-    return Annotated[str, Field(min_length=1, max_length=80)]
+    return Annotated[str, Field(min_length=1, max_length=48)]
 
 
 def _items(model: type[BaseModel], max_items: int | None) -> Any:
