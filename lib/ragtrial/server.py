@@ -50,7 +50,11 @@ class EmbeddedServer:
                "--n_threads", str(s.embedded.n_threads), "--n_ctx", str(s.embedded.n_ctx),
                "--chat_format", s.embedded.chat_format, "--verbose", "false"]
         log = self.log_path.open("ab") if self.log_path else subprocess.DEVNULL
-        self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # OpenMP threads spin while idle; with several servers or other work on 2 cores that spinning
+        # starves everyone (seen here: 100x slower calls), so idle threads sleep instead.
+        env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+        self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=env)
         atexit.register(self.stop)
         deadline = time.monotonic() + s.embedded.start_timeout_s
         while time.monotonic() < deadline:
