@@ -110,14 +110,17 @@ def hop_distances(adjacency: sparse.csr_matrix, degree: np.ndarray, seeds: Seque
                   hub_degree_cap: int | None = None) -> np.ndarray:
     """Breadth-first hop count from the nearest seed (-1: not reached within `hops`). An entity with
     more than `hub_degree_cap` neighbours is reached but never walked through (seeds included)."""
-    dist = np.full(adjacency.shape[0], -1, dtype=np.int64)
+    n = adjacency.shape[0]
+    dist = np.full(n, -1, dtype=np.int64)
     frontier = np.unique(np.asarray(seeds, dtype=np.int64))
     dist[frontier] = 0
     for hop in range(1, hops + 1):
         if hub_degree_cap is not None:
             frontier = frontier[degree[frontier] <= hub_degree_cap]
-        reached = np.unique(adjacency[frontier].indices) if len(frontier) else frontier
-        frontier = reached[dist[reached] < 0]
+        walking = np.zeros(n)
+        walking[frontier] = 1.0
+        # One sparse product finds every neighbour of the frontier (the adjacency is symmetric).
+        frontier = np.flatnonzero((adjacency @ walking > 0) & (dist < 0))
         if not len(frontier):
             break
         dist[frontier] = hop

@@ -197,14 +197,17 @@ def property_graph_store(index: GraphIndex, node_names: Sequence[str]) -> Indexe
 
 
 class SeedPathRetriever(BasePGRetriever):
-    """llama-index's property-graph traversal from given seed nodes: `get_rel_map` to `path_depth`
-    (llama-index follows subject->object after the first hop). Every triplet reached is returned
-    (no limit: the store iterates a set, so a limit would keep an arbitrary, run-dependent subset;
-    the caller ranks and cuts). Each result node carries its relation's properties and its
-    endpoints' entity ids as metadata."""
+    """llama-index's property-graph traversal (`get_rel_map`: triplets touching the seeds, then,
+    hop by hop, triplets touching the previous hop's objects) from given seed nodes, deepened one
+    hop at a time up to `path_depth` until `top_k` distinct triplets are reached (deeper ones could
+    not outrank them). Triplets rank by the hop that first reached them (score 1 / (1 + hop)), then
+    relation weight, then relation id; only the top_k become nodes, each carrying its relation's
+    properties and its endpoints' entity ids as metadata. Whole hops are ranked, never a prefix of
+    one: the store iterates a set, so "the first n triplets" would be an arbitrary subset."""
 
-    def __init__(self, graph_store: SimplePropertyGraphStore, seeds: Sequence[str], path_depth: int):
-        self._seeds, self._path_depth = list(seeds), path_depth
+    def __init__(self, graph_store: SimplePropertyGraphStore, seeds: Sequence[str], path_depth: int, top_k: int):
+        self._seeds, self._path_depth, self._top_k = list(seeds), path_depth, top_k
+        self.hops_walked = 0
         super().__init__(graph_store=graph_store, include_text=False)
 
     def _get_nodes_with_score(self, triplets: list[Triplet], scores: list[float] | None = None) -> list[NodeWithScore]:
@@ -216,9 +219,18 @@ class SeedPathRetriever(BasePGRetriever):
 
     def retrieve_from_graph(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         seeds = self._graph_store.get(ids=self._seeds)
-        triplets = self._graph_store.get_rel_map(seeds, depth=self._path_depth, limit=None,
-                                                 ignore_rels=[KG_SOURCE_REL])
-        return self._get_nodes_with_score(triplets)
+        first_hop: dict[str, tuple[int, Triplet]] = {}  # relation id -> (hop first reached, triplet)
+        reached = 0
+        for depth in range(1, self._path_depth + 1):
+            triplets = self._graph_store.get_rel_map(seeds, depth=depth, limit=None, ignore_rels=[KG_SOURCE_REL])
+            for triplet in triplets[reached:]:  # each depth's result extends the previous one
+                first_hop.setdefault(triplet[1].properties["relation_id"], (depth - 1, triplet))
+            reached, self.hops_walked = len(triplets), depth
+            if len(first_hop) >= self._top_k:
+                break
+        ranked = sorted(first_hop.values(), key=lambda ht: (ht[0], -ht[1][1].properties["weight"],
+                                                             ht[1][1].properties["relation_id"]))[:self._top_k]
+        return self._get_nodes_with_score([t for _, t in ranked], [1.0 / (1 + hop) for hop, _ in ranked])
 
     async def aretrieve_from_graph(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self.retrieve_from_graph(query_bundle)
@@ -226,11 +238,9 @@ class SeedPathRetriever(BasePGRetriever):
 
 class KGTripletRetriever(GraphRetrieverBase):
     """LlamaIndex-style KG-GraphRAG: link the question's entities (the shared linker: model-listed
-    or n-gram), expand up to `hops` hops with llama-index's property-graph retriever, and return k
-    triplets ("head -> relation -> tail") ranked by the hop llama-index reached them at (score
-    1 / (1 + hop)), then relation weight, then relation id. The traversal stops at the first hop
-    that yields k distinct triplets (deeper ones could not outrank them). `kg_with_source_text`
-    appends the chunks the returned triplets came from (at most k). No usable entity: vector fallback."""
+    or n-gram) and return the k triplets ("head -> relation -> tail") that llama-index's traversal
+    (`SeedPathRetriever`, up to `hops` hops) ranks first. `kg_with_source_text` appends the chunks
+    the returned triplets came from (at most k). No usable entity: vector fallback."""
 
     name = "kg_triplets"
 
@@ -253,22 +263,12 @@ class KGTripletRetriever(GraphRetrieverBase):
         notes = self.linker.notes(links)
         if not links:
             return self.fall_back(question, k, "no usable entity", notes)
-        seeds = [self.node_ids[x.entity] for x in links]
-        first_reached: dict[str, tuple[int, float, str, NodeWithScore]] = {}  # relation id -> (hop, -weight, id, node)
-        reached = depth = 0
-        for depth in range(1, self.settings.hops + 1):
-            found = SeedPathRetriever(self.store, seeds, depth).retrieve(question)
-            for node in found[reached:]:  # each depth's result extends the previous one
-                meta = node.node.metadata
-                first_reached.setdefault(meta["relation_id"], (depth - 1, -meta["weight"], meta["relation_id"], node))
-            reached = len(found)
-            if len(first_reached) >= k:
-                break
-        items = [ContextItem(kind="triplet", text=node.node.get_content(), score=1.0 / (1 + hop), retriever=self.name,
-                             chunk_ids=list(node.node.metadata["chunk_ids"]),
-                             entity_ids=list(node.node.metadata["entity_ids"]), relation_ids=[relation_id])
-                 for hop, _, relation_id, node in sorted(first_reached.values(), key=lambda r: r[:3])[:k]]
-        notes.update(hops_walked=depth, triplets_reached=len(first_reached))
+        paths = SeedPathRetriever(self.store, [self.node_ids[x.entity] for x in links], self.settings.hops, k)
+        items = [ContextItem(kind="triplet", text=n.node.get_content(), score=float(n.score), retriever=self.name,
+                             chunk_ids=list(n.node.metadata["chunk_ids"]), entity_ids=list(n.node.metadata["entity_ids"]),
+                             relation_ids=[n.node.metadata["relation_id"]])
+                 for n in paths.retrieve(question)]
+        notes["hops_walked"] = paths.hops_walked
         if self.settings.kg_with_source_text:
             sources = list(dict.fromkeys(c for item in items for c in item.chunk_ids))[:k]
             items += [self.chunks.item(self.chunks.row_of[c], 0.0, self.name) for c in sources]
