@@ -293,8 +293,9 @@ def estimate_cost(settings: JudgeSettings, n_questions: int, n_pairs: int, *, n_
                   throughput: dict[str, float] | None = None) -> pd.DataFrame:
     """Dry-run estimate of calls and tokens, completion tokens at their maximum. Unbiased judge
     calls = M trials x N repeats x 2 positions x questions x pairs (all aspects in one call); length
-    alignment is bounded by R regenerations plus one append per pair. With a `throughput` (keys
-    prompt, text, json in tokens/s), also the seconds those tokens take."""
+    alignment is bounded by R regenerations plus one append per pair; answers count one generation
+    each (a map-reduce method's map calls come on top). With a `throughput` (keys prompt, text,
+    json in tokens/s), also the seconds those tokens take."""
     s = settings
     pairs = n_questions * n_pairs
     plan = [("answers", "text", n_answers, answer_prompt_tokens, s.answer_max_tokens),

@@ -64,9 +64,9 @@ def question_outcomes(run: Judgments, by: Sequence[str] = ()) -> pd.DataFrame:
     positions and repeats); A's outcome compares the integer totals, so ties are exact."""
     keys = [*METHOD_KEY, "trial", "question_id", "question_type", *by]
     judged = _judged(run)
-    calls = judged.drop_duplicates([*keys, "position", "repeat"]).groupby(keys).size().rename("calls")
-    out = (judged.groupby(keys)[["score_a", "score_b"]].sum().rename(columns=lambda c: c.replace("score", "total"))
-           .join(calls).reset_index())
+    calls = judged.drop_duplicates([*keys, "position", "repeat"]).groupby(keys, sort=False).size().rename("calls")
+    totals = judged.groupby(keys, sort=False)[["score_a", "score_b"]].sum()
+    out = totals.rename(columns={"score_a": "total_a", "score_b": "total_b"}).join(calls).reset_index()
     diff = out["total_a"] - out["total_b"]
     out["outcome"] = np.select([diff > 0, diff < 0], ["win", "loss"], "tie")
     return out.assign(overall_a=out["total_a"] / out["calls"], overall_b=out["total_b"] / out["calls"])
@@ -138,7 +138,7 @@ def all_pairs_matrix(summary: pd.DataFrame, methods: Sequence[str], value: str =
     matrix = pd.DataFrame(np.nan, index=list(methods), columns=list(methods))
     for row in summary.itertuples(index=False):
         matrix.loc[row.method_a, row.method_b] = getattr(row, value)
-        matrix.loc[row.method_b, row.method_a] = -getattr(row, value)
+        matrix.loc[row.method_b, row.method_a] = 0.0 - getattr(row, value)  # 0.0 - x: no "-0.00" for a tie
     return matrix
 
 
