@@ -20,6 +20,7 @@ from ragtrial.build import (
     load_experiment_dataset,
     load_or_build_index,
     select_origin,
+    ungrounded,
 )
 from ragtrial.config import DataSettings, ParamsError
 from ragtrial.data import load_dataset
@@ -165,6 +166,9 @@ def test_gold_scores_count_only_what_each_origin_read() -> None:
     assert scores.loc[("llm", "entity recall"), ["count", "of"]].tolist() == [1, 3]  # it read c1 too (and failed)
     no_relations = scores.loc[("llm", "relation precision")]
     assert no_relations["of"] == 0 and pd.isna(no_relations["share"])  # undefined, shown as such
+    assert ungrounded(index).tolist() == [True, True, True, True]  # the test chunks have no text
+    assert not ungrounded(dataclasses.replace(index, chunks=chunks.assign(text=["Ada Lind met the Kel Works.", ""]))
+                          ).iloc[:2].any()
     recall, _ = gold_hits(index, gold_e, gold_r)
     relations = recall[recall["kind"] == "relation"].set_index(["origin", "item_id"])
     assert relations[["read", "found"]].loc["nlp"].values.tolist() == [[True, True], [True, False]]

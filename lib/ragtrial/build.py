@@ -251,6 +251,15 @@ def select_origin(index: GraphIndex, origin: str) -> GraphIndex:
         report_embeddings=rows(EMBEDDINGS["community_reports"][0], rep))
 
 
+def ungrounded(index: GraphIndex) -> pd.Series:
+    """Per entity: its name occurs (case-insensitively) in none of the chunks it cites, i.e. the
+    extractor invented it or copied it from a prompt's few-shot example."""
+    text = {c: t.casefold() for c, t in zip(index.chunks["chunk_id"], index.chunks["text"], strict=True)}
+    return pd.Series([not any(name.casefold() in text.get(c, "") for c in ids)
+                      for name, ids in zip(index.entities["name"], index.entities["chunk_ids"], strict=True)],
+                     index=index.entities.index, dtype=bool)
+
+
 def origin_counts(index: GraphIndex) -> pd.DataFrame:
     """What each graph of the index holds: one row per origin."""
     rows = []
@@ -260,6 +269,7 @@ def origin_counts(index: GraphIndex) -> pd.DataFrame:
         rows.append({"origin": origin, "entities": len(ents), "relations": len(part.relations),
                      "claims": len(part.claims), "isolated entities": int((ents["degree"] == 0).sum()),
                      "unknown-type entities": int((ents["type"] == "").sum()),
+                     "entities not in their chunks": int(ungrounded(part).sum()),
                      "chunks cited": len({c for ids in ents["chunk_ids"] for c in ids}),
                      "communities": len(part.communities), "levels": part.communities["level"].nunique(),
                      "community reports": len(part.community_reports)})
