@@ -7,7 +7,7 @@ filled from the kit's extracted graph — nothing is re-chunked, re-embedded or 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from llama_index.core import VectorStoreIndex
@@ -132,18 +132,31 @@ class LlamaIndexVectorRetriever:
 # ---------------------------------------------------------------- KG-GraphRAG (triplets)
 
 
+Key = tuple[str, str, str]  # (subject id, relation label, object id), as LabelledPropertyGraph keys triplets
+
+
 class IndexedPropertyGraphStore(SimplePropertyGraphStore):
-    """llama-index's in-memory property graph store, plus a per-node list of triplets so that the
-    lookups its retrievers make (`get(ids=...)`, `get_triplets(ids=...)` or `(entity_names=...)`)
-    touch a node's own triplets instead of scanning the whole graph; results are the parent's
-    (same triplets, in a fixed order). Read-only once built: upserts would bypass the index."""
+    """llama-index's in-memory property graph store, plus each node's triplets (built once) so that
+    the lookups its retrievers make (`get(ids=...)`, `get_triplets(ids=...)` or `(entity_names=...)`,
+    `get_rel_map`) touch the nodes' own triplets instead of rebuilding and scanning every triplet of
+    the graph; results are the parent's (same triplets, in a fixed order). Read-only once built:
+    upserts would bypass the per-node lists."""
 
     def __init__(self, graph: LabelledPropertyGraph):
         super().__init__(graph)
-        self._by_node: dict[str, list[tuple[str, str, str]]] = {}
+        self._by_node: dict[str, list[tuple[Key, Triplet]]] = {}
         for key in sorted(graph.triplets):
-            for end in dict.fromkeys((key[0], key[2])):
-                self._by_node.setdefault(end, []).append(key)
+            s, r, o = key
+            triplet = (graph.nodes[s], graph.relations[graph._get_relation_key(subj_id=s, obj_id=o, rel_id=r)],
+                       graph.nodes[o])
+            for end in dict.fromkeys((s, o)):
+                self._by_node.setdefault(end, []).append((key, triplet))
+
+    def _touching(self, names: Iterable[str]) -> dict[Key, Triplet]:
+        found: dict[Key, Triplet] = {}
+        for name in dict.fromkeys(names):
+            found.update(self._by_node.get(name, ()))
+        return found
 
     def get(self, properties: dict | None = None, ids: list[str] | None = None) -> list[LabelledNode]:
         if properties or not ids:
@@ -154,10 +167,7 @@ class IndexedPropertyGraphStore(SimplePropertyGraphStore):
                      properties: dict | None = None, ids: list[str] | None = None) -> list[Triplet]:
         if relation_names or properties or (entity_names and ids):
             return super().get_triplets(entity_names, relation_names, properties, ids)
-        keys = dict.fromkeys(key for name in dict.fromkeys(entity_names or ids or []) for key in self._by_node.get(name, ()))
-        graph = self.graph
-        return [(graph.nodes[s], graph.relations[graph._get_relation_key(subj_id=s, obj_id=o, rel_id=r)], graph.nodes[o])
-                for s, r, o in keys]
+        return list(self._touching(entity_names or ids or []).values())
 
     def get_rel_map(self, graph_nodes: list[LabelledNode], depth: int = 2, limit: int | None = 30,
                     ignore_rels: list[str] | None = None) -> list[Triplet]:
@@ -166,15 +176,14 @@ class IndexedPropertyGraphStore(SimplePropertyGraphStore):
         the parent never marks first-hop triplets as seen, so they can come back), comparing triplets
         by their (subject, relation, object) ids instead of by their rendered text."""
         found: list[Triplet] = []
-        frontier = self.get_triplets(ids=[n.id for n in graph_nodes])
-        seen: set[tuple[str, str, str]] = set()
+        frontier = self._touching(n.id for n in graph_nodes)
+        seen: set[Key] = set()
         for _ in range(depth):
             if not frontier:
                 break
-            found.extend(frontier)
-            frontier = [t for t in self.get_triplets(entity_names=[t[2].id for t in frontier])
-                        if (t[0].id, t[1].id, t[2].id) not in seen]
-            seen.update((t[0].id, t[1].id, t[2].id) for t in frontier)
+            found.extend(frontier.values())
+            frontier = {key: t for key, t in self._touching(key[2] for key in frontier).items() if key not in seen}
+            seen.update(frontier)
         ignored = set(ignore_rels or [])
         return [t for t in found if t[1].id not in ignored][:limit]
 
