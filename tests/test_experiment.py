@@ -14,6 +14,7 @@ from ragtrial.experiment import (
     complementarity_table,
     cost_table,
     failures_table,
+    findings,
     method_summary,
     paired_sentences,
     paired_table,
@@ -21,8 +22,9 @@ from ragtrial.experiment import (
     score_qa,
     score_summaries,
     select_questions,
+    task_questions,
 )
-from ragtrial.records import Question
+from ragtrial.records import Dataset, Question
 
 
 def q(qid: str, answers: list[str], qtype: str = "single_hop", gold: list[str] | None = None, **meta) -> Question:
@@ -111,6 +113,11 @@ def test_paired_table_compares_on_questions_both_answered_with_the_stats_module(
     assert paired_table(scores, "f1", "naive_rag", n_resamples=300)["test"].str.startswith("wilcoxon").all()
     sentences = paired_sentences(table.reset_index())
     assert all("no claim" in s for s, ok in zip(sentences, table["supported"], strict=True) if not ok)
+    summary = method_summary(scores, ["accuracy", "recall@1"], n_resamples=200)
+    text = findings(summary, table.reset_index(), complementarity_table(scores, "naive_rag"), answers,
+                    quality="accuracy", recall="recall@1", embedded=True)
+    assert "graph_walk 2 of 4" in text and "naive_rag 0.38" in text and "Gemma 3 270M" in text
+    assert "(naive_rag)" in text  # the only passage method whose every answer took one model call
 
 
 def test_complementarity_counts_on_common_questions(answers):
@@ -148,6 +155,16 @@ def test_select_questions_samples_every_type():
     assert [x.question_type for x in chosen].count("a") == 2 and len(chosen) == 5
     assert [x.question_id for x in chosen] == sorted((x.question_id for x in chosen), key=lambda s: int(s[1:]))
     assert select_questions(questions, None) == questions
+
+
+def test_task_questions_split_qa_from_summarization_and_name_an_empty_task():
+    summary = Question(question_id="s", question="Summarize X.", question_type="summary", reference_summaries=["X."])
+    null = q("n", [], "null", is_null=True)
+    dataset = Dataset(name="mixed", documents=[], questions=[q("a", ["x"]), summary, null, q("g", [], "global")])
+    assert [x.question_id for x in task_questions(dataset, "qa", None)] == ["a", "n"]
+    assert [x.question_id for x in task_questions(dataset, "summarization", None)] == ["s"]
+    with pytest.raises(ValueError, match="'only_qa' has no summarization questions"):
+        task_questions(Dataset(name="only_qa", documents=[], questions=[q("a", ["x"])]), "summarization", 3)
 
 
 def test_score_summaries_rouge_and_bertscore_skip_failures():

@@ -264,24 +264,22 @@ def test_llm_linker_failures_are_recorded_and_the_question_has_no_mentions(scrip
 
 
 def test_distribution_metrics_on_a_hand_made_table():
-    # mentions per generator g: A twice (q1, q2), B once, C once -> shares 1/2, 1/4, 1/4 -> 1.5 bits
-    mentions = pd.DataFrame(
-        [("q1", "g", "node", "ngram", "A", "e1", "A", "exact", 1.0), ("q1", "g", "node", "ngram", "B", "e2", "B",
-                                                                      "exact", 1.0),
-         ("q2", "g", "node", "ngram", "A", "e1", "A", "exact", 1.0), ("q3", "g", "node", "ngram", "c", None, "c",
-                                                                      "unlinked", 0.0),
-         ("q5", "h", "summary", "ngram", "A", "e1", "A", "exact", 1.0)],
-        columns=MENTION_COLUMNS)
+    # generator g: A in q1 and q2, B in q1, C in q3, nothing in q4 -> shares 1/2, 1/4, 1/4 -> 1.5 bits
+    rows = [("q1", "g", "e1", "A"), ("q1", "g", "e2", "B"), ("q2", "g", "e1", "A"), ("q3", "g", "e3", "C"),
+            ("q5", "h", "e1", "A")]
+    mentions = pd.DataFrame([(q, g, "node", "ngram", name, eid, name, "exact", 1.0) for q, g, eid, name in rows],
+                            columns=MENTION_COLUMNS)
     questions = pd.DataFrame({"question_id": ["q1", "q2", "q3", "q4", "q5"], "generator": ["g"] * 4 + ["h"]})
     entities = pd.DataFrame({"entity_id": [f"e{i}" for i in range(1, 5)]})
     communities = pd.DataFrame({"community_id": ["0", "1", "2"], "level": [0, 0, 1],
-                                "entity_ids": [["e1"], ["e3", "e4"], ["e2"]]})
+                                "entity_ids": [["e1"], ["e4"], ["e2"]]})
     table = entity_distribution(mentions, questions, {"ngram": set()}, entities, communities, 0).set_index("generator")
     g = table.loc["g"]
-    assert g["questions"] == 4 and g["mentions"] == 4 and g["distinct_entities"] == 3
-    assert g["top_entity"] == "A" and g["top_share"] == 0.5 and g["top_question_share"] == 0.5
-    assert g["entropy_bits"] == pytest.approx(1.5) and g["entity_coverage"] == 0.5
-    assert g["community_coverage"] == 0.5  # level 0: community 0 reached (e1), community 1 not
+    assert g["questions"] == 4 and g["questions_with_entity"] == 3 and g["mentions"] == 4
+    assert g["distinct_entities"] == 3 and g["top_entity"] == "A" and g["top_share"] == 0.5
+    assert g["top_question_share"] == 0.5 and g["entropy_bits"] == pytest.approx(1.5)
+    assert g["entity_coverage"] == 0.75
+    assert g["community_coverage"] == 0.5  # level 0: community 0 reached (e1), community 1 (e4) not
     assert table.loc["h", "entropy_bits"] == 0.0 and table.loc["h", "top_question_share"] == 1.0
     failed = entity_distribution(mentions, questions, {"ngram": {"q4"}}, entities, communities, 0)
     assert failed.set_index("generator").loc["g", "questions"] == 3
@@ -323,3 +321,31 @@ def test_generator_comparison_pairs_on_shared_anchors_else_says_unpaired():
     assert "(n=8)" in row["evidence"] and row["verdict"].endswith("the intervals do not overlap.")
     few = compare_generators(unpaired, min_n=10).iloc[0]
     assert not few["supported"] and few["verdict"].endswith("no claim.")
+
+
+# ---------------------------------------------------------------- the real embedded model
+
+
+@pytest.mark.embedded
+def test_embedded_model_node_question_and_rating_parse_or_are_recorded(small_index, tmp_path):
+    from ragtrial.cache import ResponseCache
+    from ragtrial.config import LLMSettings
+    from ragtrial.ledger import Ledger
+    from ragtrial.llm import LLM
+    from ragtrial.server import EmbeddedServer
+
+    index, _ = small_index
+    settings = LLMSettings()
+    server = EmbeddedServer(settings, tmp_path / "server.log")
+    base_url = server.start()
+    try:
+        llm = LLM(settings, ResponseCache(tmp_path / "c.sqlite"), Ledger("t"), lambda: base_url)
+        generated = graph_questions(llm, index, QuestionsSettings(levels=["node"], per_level=1, chunk_tokens=120))
+        assert len(generated.questions) + len(generated.failures) == 1  # a question or a recorded failure
+        questions = generated.questions if len(generated.questions) else pd.DataFrame(
+            {"question_id": ["q"], "generator": "g", "level": "node", "anchor_id": "", "question": ["Who is Nufeil?"]})
+        ratings, failures = rate_relevance(llm, questions.head(1), {questions["question_id"].iloc[0]: "Nufeil is a city."},
+                                           max_tokens=24)
+        assert len(ratings) + len(failures) == 1 and ratings["score"].between(0, 5).all()
+    finally:
+        server.stop()

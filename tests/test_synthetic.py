@@ -146,6 +146,24 @@ def test_contradictory_questions_cite_two_disagreeing_sources(corpora, key):
             assert mentions(docs[claim["doc_id"]].text, claim["value"])
 
 
+@pytest.mark.parametrize("key", ["small", "medium"])
+def test_summary_questions_reference_every_fact_about_their_entity(corpora, key):
+    dataset, world = corpora[key]
+    names = {e.id: e.name for e in world.entities}
+    summaries = [q for q in dataset.questions if q.question_type == "summary"]
+    assert {q.metadata["kind"] for q in summaries} == {"organization_profile", "person_profile"}
+    for q in summaries:
+        subject = next(n for n in names.values() if mentions(q.question, n))
+        about = [r for r in world.relations if subject in (names[r.source], names[r.target])]
+        assert q.answers == [] and len(q.reference_summaries) == 1
+        reference = q.reference_summaries[0]
+        assert len(q.gold_edges) == len(about) == reference.count(". ") + 1  # one sentence per fact
+        assert all(mentions(reference, names[r.source]) and mentions(reference, names[r.target]) for r in about)
+        contested = [r for r in about if r.type in ("born_in", "headquartered_in")
+                     and sum(o.type == r.type and o.source == r.source for o in world.relations) > 1]
+        assert reference.count("according to") == len(contested)
+
+
 @pytest.mark.parametrize("size", ["tiny", "small", "medium"])
 def test_presets_give_their_sizes(corpora, size):
     dataset, world = corpora[size]
@@ -154,7 +172,7 @@ def test_presets_give_their_sizes(corpora, size):
     assert len(dataset.documents) == preset["n_documents"]
     assert len({d.doc_id for d in dataset.documents}) == len(dataset.documents)
     counts = Counter(q.question_type for q in dataset.questions)
-    assert counts == {t: preset[f"n_{t}"] for t in ("single_hop", "multi_hop", "temporal", "contradictory")}
+    assert counts == {t: preset[f"n_{t}"] for t in ("single_hop", "multi_hop", "temporal", "contradictory", "summary")}
     assert len({q.question_id for q in dataset.questions}) == len(dataset.questions)
     words = [len(d.text.split()) for d in dataset.documents]
     assert 120 <= sum(words) / len(words) <= 200
@@ -171,7 +189,7 @@ def test_large_preset_is_big_enough_for_the_retrieval_benchmark(large):
     # (with cl100k tokens the corpus gives ~12,900 chunks of 128).
     assert sum(math.ceil(len(d.text.split()) / 64) for d in dataset.documents) >= 10_000
     assert len(dataset.questions) == sum(PRESETS["large"][f"n_{t}"]
-                                         for t in ("single_hop", "multi_hop", "temporal", "contradictory"))
+                                         for t in ("single_hop", "multi_hop", "temporal", "contradictory", "summary"))
 
 
 def test_world_tables_are_the_gold_graph(corpora):

@@ -16,15 +16,33 @@ import numpy as np
 import pandas as pd
 
 from ragtrial import metrics, stats
-from ragtrial.records import Question
+from ragtrial.records import Dataset, Question
 
 if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
+    from ragtrial.config import MethodSettings
+    from ragtrial.index import GraphIndex
     from ragtrial.methods import Answer, Method
 
 BINARY_METRICS = {"em", "accuracy"}  # McNemar; every other metric is compared with Wilcoxon
 
 
 # ---------------------------------------------------------------- questions and answers
+
+
+def task_questions(dataset: Dataset, task: str, per_type: int | None, seed: int = 0) -> list[Question]:
+    """The data set's questions for one task, sampled per type: "qa" (gold answers, or null questions
+    that must be declined) or "summarization" (reference summaries); an error when it has none."""
+    if task not in ("qa", "summarization"):
+        raise ValueError(f"task must be 'qa' or 'summarization', not {task!r}")
+    if task == "qa":
+        pool = [q for q in dataset.questions if q.answers or q.metadata.get("is_null")]
+    else:
+        pool = [q for q in dataset.questions if q.reference_summaries]
+    if not pool:
+        hint = "qmsum, squality or odsum" if task == "summarization" else "generated, multihop_rag, musique or hotpotqa"
+        raise ValueError(f"data set {dataset.name!r} has no {task} questions; set data.dataset to {hint} "
+                         "and data.path to its folder (README: Data sets)")
+    return select_questions(pool, per_type, seed)
 
 
 def select_questions(questions: Sequence[Question], per_type: int | None, seed: int = 0) -> list[Question]:
@@ -262,12 +280,12 @@ def pareto_plot(front: pd.DataFrame, quality: str, label: str) -> Any:
 # ---------------------------------------------------------------- narrative
 
 
-def index_sizes(index: Any) -> pd.DataFrame:
+def index_sizes(index: GraphIndex) -> pd.DataFrame:
     tables = ("documents", "chunks", "entities", "relations", "communities", "community_reports")
     return pd.DataFrame([{t: len(getattr(index, t)) for t in tables}], index=["rows"])
 
 
-def setup_note(methods: Sequence[Method], unavailable: pd.DataFrame, settings: Any, k: int) -> str:
+def setup_note(methods: Sequence[Method], unavailable: pd.DataFrame, settings: MethodSettings, k: int) -> str:
     """What ran: methods, baseline, k, budget, prompt, and which methods the index could not support."""
     note = (f"Methods: {', '.join(m.name for m in methods)}; baseline **{settings.baseline}**; k = {k}; context "
             f"budget {settings.context_budget} tokens; prompt `{settings.answer_prompt}`, at most "
@@ -328,7 +346,7 @@ def findings(summary: pd.DataFrame, paired: pd.DataFrame, comp: pd.DataFrame, an
     lines += complementarity_sentences(comp)
     if recall and recall in summary and summary[recall].notna().any():
         shown = summary.dropna(subset=[recall])
-        values = ", ".join(f"{r.method} {getattr(r, recall):.2f}" for r in shown.itertuples(index=False))
+        values = ", ".join(f"{m} {v:.2f}" for m, v in zip(shown["method"], shown[recall], strict=True))
         model_free = sorted(m for m, g in answers.groupby("method") if (g["calls"] == 1).all() and m in set(shown.method))
         lines.append(f"Supporting-passage {recall} (share of gold documents among the passages shown): {values}. "
                      f"Methods whose only model call is the answer ({', '.join(model_free) or 'none'}) retrieved "

@@ -14,20 +14,24 @@ import random
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 from pydantic import BaseModel, Field, create_model
 
+from ragtrial.config import MethodSettings
 from ragtrial.index import GraphIndex
-from ragtrial.ledger import Ledger
+from ragtrial.ledger import CallRecord, Ledger
 from ragtrial.llm import LLM, LLMError
 from ragtrial.prompts import Prompt, load_prompt
 from ragtrial.records import Question
 from ragtrial.retrieval import ContextItem, Retrieval, Retriever, make_retriever
 from ragtrial.tokens import count_tokens, get_encoding
+
+if TYPE_CHECKING:
+    from ragtrial.runner import RunContext
 
 # What a method says when nothing it looked at helps (GraphRAG's global search returns a fixed
 # "unable to answer" in that case instead of calling the model); metrics read it as a decline.
@@ -333,7 +337,7 @@ def batch_units(units: Sequence[ContextItem], budget: int) -> list[list[ContextI
 class Toolkit:
     """What building methods needs, with retrievers built once and shared between methods."""
 
-    def __init__(self, index: GraphIndex, ctx: Any, settings: Any):
+    def __init__(self, index: GraphIndex, ctx: RunContext, settings: MethodSettings):
         self.index, self.ctx, self.settings = index, ctx, settings
         self.generator = Generator(ctx.llm, load_prompt(settings.answer_prompt), settings.answer_max_tokens,
                                    settings.first_line_only)
@@ -414,7 +418,8 @@ METHODS: dict[str, Callable[[str, Toolkit], Method]] = {
 }
 
 
-def make_methods(names: Sequence[str], index: GraphIndex, ctx: Any, settings: Any) -> tuple[list[Method], pd.DataFrame]:
+def make_methods(names: Sequence[str], index: GraphIndex, ctx: RunContext,
+                 settings: MethodSettings) -> tuple[list[Method], pd.DataFrame]:
     """The named methods sharing one generator and one set of retrievers, and a table of the ones
     the index cannot support (method, reason) so a report can say why they are missing."""
     unknown = [n for n in names if n not in METHODS]
@@ -430,7 +435,7 @@ def make_methods(names: Sequence[str], index: GraphIndex, ctx: Any, settings: An
     return methods, pd.DataFrame(unavailable, columns=["method", "reason"])
 
 
-def make_method(name: str, index: GraphIndex, ctx: Any, settings: Any) -> Method:
+def make_method(name: str, index: GraphIndex, ctx: RunContext, settings: MethodSettings) -> Method:
     methods, unavailable = make_methods([name], index, ctx, settings)
     if not methods:
         raise MethodUnavailable(unavailable["reason"].iloc[0])
@@ -446,7 +451,7 @@ def _ledger_mark(ledger: Ledger) -> int:
     return len(ledger._rows)
 
 
-def _ledger_rows_since(ledger: Ledger, mark: int) -> list:
+def _ledger_rows_since(ledger: Ledger, mark: int) -> list[CallRecord]:
     return ledger._rows[mark:]
 
 
@@ -455,5 +460,5 @@ def _failed_stage(ledger: Ledger, mark: int) -> str:
     return failed[-1] if failed else "answer"
 
 
-def _union(lists: Any) -> list[str]:
+def _union(lists: Iterable[Iterable[str]]) -> list[str]:
     return list(dict.fromkeys(x for ids in lists for x in ids))

@@ -11,11 +11,11 @@ parse is a recorded failure, never a score.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from scipy.stats import entropy
 
 from ragtrial.config import QuestionsSettings, RetrievalSettings
@@ -33,7 +33,7 @@ MENTION_COLUMNS = ["question_id", "generator", "level", "linker", "mention", "en
 
 
 class RelevanceRating(BaseModel):
-    score: int = Field(ge=0, le=5)
+    score: Literal[0, 1, 2, 3, 4, 5]  # an enum, so a constrained decoder can only write one of these
 
 
 # ---------------------------------------------------------------- question entities
@@ -70,15 +70,21 @@ def entity_mentions(questions: pd.DataFrame, linker: EntityLinker, linker_name: 
 # ---------------------------------------------------------------- distribution metrics
 
 
+def _ranked(mentions: pd.DataFrame) -> pd.Series:
+    """Mentions per entity id, most frequent first, ties by name (so pies and tables agree)."""
+    names = mentions.groupby("entity_id")["name"].first()
+    counts = mentions["entity_id"].value_counts()
+    return counts.iloc[np.lexsort((names[counts.index].to_numpy(), -counts.to_numpy()))]
+
+
 def top_entities(mentions: pd.DataFrame, k: int = 10) -> pd.DataFrame:
     """Per (linker, generator): the k most frequent entities and 'other', with counts and shares."""
     rows = []
     for (linker, generator), group in mentions.groupby(["linker", "generator"], sort=False):
-        counts = group["name"].value_counts(sort=True)
-        counts = counts.iloc[np.lexsort((counts.index.to_numpy(), -counts.to_numpy()))]  # ties by name
+        counts, names = _ranked(group), group.groupby("entity_id")["name"].first()
         total = int(counts.sum())
-        for rank, (name, n) in enumerate(counts.head(k).items(), start=1):
-            rows.append((linker, generator, rank, name, int(n), n / total))
+        for rank, (eid, n) in enumerate(counts.head(k).items(), start=1):
+            rows.append((linker, generator, rank, names[eid], int(n), n / total))
         if len(counts) > k:
             rest = int(counts.iloc[k:].sum())
             rows.append((linker, generator, k + 1, f"other ({len(counts) - k} entities)", rest, rest / total))
@@ -93,25 +99,24 @@ def entity_distribution(mentions: pd.DataFrame, questions: pd.DataFrame, linkers
     top_share: the most frequent entity's share of mentions (the pie); top_question_share: share of
     questions naming it (the paper's 53.3%); entropy_bits: Shannon entropy of the mention counts;
     entity_coverage / community_coverage: share of graph entities / of level-`community_level`
-    communities that some linked mention reaches."""
+    communities that some mention reaches."""
     level = communities[communities["level"] == community_level]
     rows = []
     for linker, failed in linkers.items():
         processed = questions[~questions["question_id"].isin(failed)]
         for generator, qs in processed.groupby("generator", sort=False):
             m = mentions[(mentions["linker"] == linker) & mentions["question_id"].isin(qs["question_id"])]
-            counts = m["name"].value_counts()
-            linked = set(m["entity_id"].dropna())
-            top = counts.index[0] if len(counts) else ""
-            reached = level["entity_ids"].map(lambda ids, linked=linked: bool(linked.intersection(ids)))
+            counts = _ranked(m)
+            top = counts.index[0] if len(counts) else None
+            reached = level["entity_ids"].map(lambda ids, seen=set(counts.index): bool(seen.intersection(ids)))
             rows.append({
                 "linker": linker, "generator": generator, "questions": len(qs),
                 "questions_with_entity": m["question_id"].nunique(), "mentions": len(m),
-                "linked_mentions": int(m["entity_id"].notna().sum()), "distinct_entities": len(counts),
-                "top_entity": top, "top_share": counts.iloc[0] / len(m) if len(m) else float("nan"),
-                "top_question_share": m.loc[m["name"] == top, "question_id"].nunique() / len(qs),
+                "distinct_entities": len(counts), "top_entity": m.loc[m["entity_id"] == top, "name"].iat[0] if top else "",
+                "top_share": counts.iloc[0] / len(m) if len(m) else float("nan"),
+                "top_question_share": m.loc[m["entity_id"] == top, "question_id"].nunique() / len(qs),
                 "entropy_bits": float(entropy(counts.to_numpy(), base=2)) if len(counts) else 0.0,
-                "entity_coverage": len(linked) / len(entities) if len(entities) else float("nan"),
+                "entity_coverage": len(counts) / len(entities) if len(entities) else float("nan"),
                 "community_coverage": float(reached.mean()) if len(level) else float("nan")})
     return pd.DataFrame(rows)
 
@@ -183,7 +188,8 @@ def compare_generators(ratings: pd.DataFrame, min_pairs: int = 5, min_n: int = 5
                                     ia.mean - ib.mean, float("nan"), float("nan"), evidence,
                                     disjoint and min(ia.n, ib.n) >= min_n,
                                     f"{a} vs {b}, unpaired (different questions): {evidence}; {outcome}"))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["generator", "versus", "design", "mean_diff", "ci_low", "ci_high", "evidence",
+                                       "supported", "verdict"])
 
 
 def _comparison(a: str, b: str, design: str, diff: float, low: float, high: float, evidence: str,

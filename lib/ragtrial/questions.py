@@ -39,8 +39,8 @@ from ragtrial.tokens import get_encoding
 
 Embed = Callable[[list[str]], np.ndarray]
 # maxLength bounds a grammar-constrained reply (a base model otherwise runs on inside the string until
-# max_tokens); 160 characters hold any one-sentence question.
-QuestionText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=8, max_length=160)]
+# max_tokens); 140 characters hold a one-sentence question.
+QuestionText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=8, max_length=140)]
 
 
 class GeneratedQuestion(Record):
@@ -116,6 +116,11 @@ class _Asker:
             self.failures.append(Failure(item_id=item_id, generator=self.generator, stage=prompt_name,
                                          kind=err.kind, detail=str(err)[:500]))
             return None
+
+
+def _short(text: str, chars: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= chars else text[:chars] + "..."
 
 
 def clip_tokens(text: str, n_tokens: int) -> str:
@@ -298,13 +303,9 @@ class _GraphContext:
     def source_text(self, chunk_ids: list[str]) -> str:
         return "\n\n".join(clip_tokens(self.chunks.at[c, "text"], self.cfg.chunk_tokens) for c in chunk_ids)
 
-    def short(self, text: str, chars: int) -> str:
-        text = " ".join(str(text).split())
-        return text if len(text) <= chars else text[:chars] + "..."
-
     def node(self, eid: str) -> _Structure:
         e, used = self.entities.loc[eid], list(self.entities.at[eid, "chunk_ids"])[:self.cfg.source_chunks]
-        values = {"name": e["name"], "type": e["type"] or "entity", "description": self.short(e["description"], 600),
+        values = {"name": e["name"], "type": e["type"] or "entity", "description": _short(e["description"], 600),
                   "source_text": self.source_text(used)}
         return _Structure(eid, [eid], [], list(e["chunk_ids"]), used, values)
 
@@ -313,9 +314,9 @@ class _GraphContext:
         a, b = self.entities.loc[r["source_id"]], self.entities.loc[r["target_id"]]
         chunks = list(r["chunk_ids"]) or list(dict.fromkeys([*a["chunk_ids"], *b["chunk_ids"]]))
         used = chunks[:self.cfg.source_chunks]
-        values = {"source_name": a["name"], "target_name": b["name"], "source_description": self.short(
-            a["description"], 300), "target_description": self.short(b["description"], 300),
-            "relation_description": self.short(r["description"], 400), "source_text": self.source_text(used)}
+        values = {"source_name": a["name"], "target_name": b["name"], "source_description": _short(
+            a["description"], 300), "target_description": _short(b["description"], 300),
+            "relation_description": _short(r["description"], 400), "source_text": self.source_text(used)}
         return _Structure(rid, [r["source_id"], r["target_id"]], [rid], chunks, used, values)
 
     def subgraph(self, walk: Walk) -> _Structure:
@@ -325,11 +326,11 @@ class _GraphContext:
         # The chunks most of the subgraph's elements come from are summarized (Counter keeps first-seen
         # order among ties).
         used = [c for c, _ in cited.most_common(self.cfg.summary_chunks)]
-        entities = [f"- {self.entities.at[e, 'name']}: {self.short(self.entities.at[e, 'description'], 80)}"
+        entities = [f"- {self.entities.at[e, 'name']}: {_short(self.entities.at[e, 'description'], 80)}"
                     for e in walk.nodes[:self.cfg.prompt_entities]]
         relations = [f"- {self.entities.at[self.relations.at[r, 'source_id'], 'name']} -- "
                      f"{self.entities.at[self.relations.at[r, 'target_id'], 'name']}: "
-                     f"{self.short(self.relations.at[r, 'description'], 100)}" for r in rel_ids[:self.cfg.prompt_relations]]
+                     f"{_short(self.relations.at[r, 'description'], 100)}" for r in rel_ids[:self.cfg.prompt_relations]]
         values = {"entities": "\n".join(entities), "relations": "\n".join(relations)}
         return _Structure(walk.seed, walk.nodes, rel_ids, list(cited), used, values, walk)
 
@@ -401,6 +402,7 @@ def ground_truth_questions(questions: list[Question], index: GraphIndex, per_cat
     prefix). Gold entity names link to index entities by normalized name; gold documents give chunks."""
     by_name = dict(zip(index.entities["name"].map(normalize_name), index.entities["entity_id"], strict=True))
     chunks_of = index.chunks.groupby("doc_id")["chunk_id"].agg(list).to_dict()
+    questions = [q for q in questions if not q.reference_summaries]  # the four categories have short gold answers
     rows = []
     for k, category in enumerate(sorted({q.question_type for q in questions})):
         pool = [q for q in questions if q.question_type == category]

@@ -135,6 +135,15 @@ MULTI_HOP: dict[str, tuple[str, str, Steps]] = {
                               [EVENT, ("held_in", "out"), REGION]),
 }
 CONTESTABLE = {"born_in": "birthplace", "headquartered_in": "headquarters"}  # functional: two values clash
+# Query-focused summaries (for ROUGE / BERTScore against a reference): everything the world states
+# about one entity. The reference is every such fact in its first template, in time order, so it is
+# exact ground truth rather than a human summary. (question, entity type, fewest facts).
+SUMMARY: dict[str, tuple[str, str, int]] = {
+    "organization_profile": ("Summarize what the documents report about {a}: its founding, leadership, "
+                             "location, products and deals.", "organization", 4),
+    "person_profile": ("Summarize what the documents report about {a}: origins, family, career and "
+                       "appearances.", "person", 3),
+}
 
 
 class Entity(Record):
@@ -326,7 +335,7 @@ def _pack(keys: list[tuple[str, str]], n_documents: int) -> list[list[tuple[str,
 
 def render_corpus(world: World, n_documents: int | None = None, *, n_single_hop: int = 12,
                   n_multi_hop: int = 12, n_temporal: int = 10, n_contradictory: int = 6,
-                  seed: int = 0) -> Dataset:
+                  n_summary: int = 6, seed: int = 0) -> Dataset:
     """Documents (one sentence per relation, plus distractors) and questions with gold support.
 
     Without n_documents every (entity, outlet) profile is its own document; with it, profiles of
@@ -379,9 +388,9 @@ def render_corpus(world: World, n_documents: int | None = None, *, n_single_hop:
             metadata={"relation_ids": rel_ids, "topic_ids": [owner for owner, _ in group]}))
 
     wanted = {"single_hop": n_single_hop, "multi_hop": n_multi_hop, "temporal": n_temporal,
-              "contradictory": n_contradictory}
+              "contradictory": n_contradictory, "summary": n_summary}
     questions = []
-    for qtype, candidates in _candidates(world, ents, doc_of, rng).items():
+    for qtype, candidates in _candidates(world, ents, doc_of, predecessor, rng).items():
         chosen = _round_robin(candidates, wanted[qtype], rng)
         if len(chosen) < wanted[qtype]:
             warnings.warn(f"world offers only {len(chosen)} {qtype} questions, {wanted[qtype]} asked",
@@ -390,7 +399,7 @@ def render_corpus(world: World, n_documents: int | None = None, *, n_single_hop:
     return Dataset(name="generated", documents=documents, questions=questions)
 
 
-def _candidates(world: World, ents: dict[str, Entity], doc_of: dict[str, str],
+def _candidates(world: World, ents: dict[str, Entity], doc_of: dict[str, str], predecessor: dict[str, str],
                 rng: random.Random) -> dict[str, dict[str, list[Candidate]]]:
     """Every question the world supports, by question type and then kind."""
     edges: dict[tuple[str, str, str], list[Relation]] = defaultdict(list)
@@ -399,11 +408,13 @@ def _candidates(world: World, ents: dict[str, Entity], doc_of: dict[str, str],
         edges[(rel.target, rel.type, "in")].append(rel)
     by_kind: dict[str, dict[str, list[Candidate]]] = defaultdict(lambda: defaultdict(list))
 
-    def add(qtype: str, kind: str, text: str, answers: list[str], rels: list[Relation], **metadata: Any):
+    def add(qtype: str, kind: str, text: str, answers: list[str], rels: list[Relation], references: list[str] = (),
+            **metadata: Any):
         def build(question_id: str, question_type: str) -> Question:  # deferred: most candidates go unused
             ids = dict.fromkeys(i for r in rels for i in (r.source, r.target))
             return Question(
                 question_id=question_id, question=text, answers=answers, question_type=question_type,
+                reference_summaries=list(references),
                 gold_doc_ids=list(dict.fromkeys(doc_of[r.id] for r in rels)),
                 gold_entities=[ents[i].name for i in ids],
                 gold_edges=[GoldEdge(source=ents[r.source].name, relation=r.type, target=ents[r.target].name)
@@ -450,14 +461,35 @@ def _candidates(world: World, ents: dict[str, Entity], doc_of: dict[str, str],
             add("temporal", "founding_year", f"In which year was {tgt.name} founded?", [str(year)], [rel],
                 year=year)
 
+    contested: set[str] = set()
     for type_, kind in CONTESTABLE.items():
         for subject, claims in _by(world.relations, type_, "source").items():
             if len(claims) > 1:
+                contested.update(c.id for c in claims)
                 add("contradictory", kind, SINGLE_HOP[kind][0].format(a=_mention(ents[subject])),
                     [ents[c.target].name for c in claims], claims, sources=[c.sources[0] for c in claims],
                     claims=[{"value": ents[c.target].name, "source": c.sources[0], "doc_id": doc_of[c.id]}
                             for c in claims])
-    return {qtype: by_kind[qtype] for qtype in ("single_hop", "multi_hop", "temporal", "contradictory")}
+
+    touching: dict[str, list[Relation]] = defaultdict(list)
+    for rel in world.relations:
+        touching[rel.source].append(rel)
+        touching[rel.target].append(rel)
+    for kind, (text, entity_type, min_facts) in SUMMARY.items():
+        for entity in (e for e in world.entities if e.type == entity_type and len(touching[e.id]) >= min_facts):
+            rels = sorted(touching[entity.id], key=lambda r: (r.valid_from or 0, r.id))
+            add("summary", kind, text.format(a=_mention(entity)), [], rels,
+                references=[" ".join(_canonical(r, ents, predecessor, r.id in contested) for r in rels)])
+    return {qtype: by_kind[qtype] for qtype in ("single_hop", "multi_hop", "temporal", "contradictory", "summary")}
+
+
+def _canonical(rel: Relation, ents: dict[str, Entity], predecessor: dict[str, str], contested: bool) -> str:
+    """A relation in its first template, naming the outlet when another outlet says otherwise."""
+    open_key = f"{rel.type}_open"
+    template = TEMPLATES[open_key if rel.valid_to is None and open_key in TEMPLATES else rel.type][0]
+    text = _sentence(template, s=_mention(ents[rel.source]), t=_mention(ents[rel.target]), a=rel.valid_from,
+                     b=rel.valid_to, p=predecessor.get(rel.id))
+    return f"{text[:-1]}, according to {rel.sources[0]}." if contested else text
 
 
 def _round_robin(by_kind: dict[str, list[Candidate]], n: int, rng: random.Random) -> list[Candidate]:
@@ -491,13 +523,13 @@ def world_tables(world: World, dataset: Dataset | None = None) -> tuple[pd.DataF
 # chunks of 128 tokens. A row is the generate_world arguments, then the render_corpus ones.
 WORLD_KEYS = ("n_people", "n_orgs", "n_cities", "n_regions", "n_products", "n_events", "n_contradictions",
               "n_outlets")
-CORPUS_KEYS = ("n_documents", "n_single_hop", "n_multi_hop", "n_temporal", "n_contradictory")
+CORPUS_KEYS = ("n_documents", "n_single_hop", "n_multi_hop", "n_temporal", "n_contradictory", "n_summary")
 PRESETS: dict[str, dict[str, int]] = {
     name: dict(zip(WORLD_KEYS + CORPUS_KEYS, row, strict=True)) for name, row in {
-        "tiny": (16, 5, 5, 2, 5, 3, 2, 3, 8, 3, 3, 3, 2),
-        "small": (64, 16, 14, 4, 16, 8, 6, 6, 26, 12, 12, 10, 6),
-        "medium": (480, 120, 100, 12, 120, 60, 40, 10, 200, 40, 40, 30, 20),
-        "large": (12000, 3000, 2500, 120, 3000, 1500, 500, 16, 5000, 200, 200, 200, 100),
+        "tiny": (16, 5, 5, 2, 5, 3, 2, 3, 8, 3, 3, 3, 2, 2),
+        "small": (64, 16, 14, 4, 16, 8, 6, 6, 26, 12, 12, 10, 6, 6),
+        "medium": (480, 120, 100, 12, 120, 60, 40, 10, 200, 40, 40, 30, 20, 20),
+        "large": (12000, 3000, 2500, 120, 3000, 1500, 500, 16, 5000, 200, 200, 200, 100, 100),
     }.items()}
 
 
