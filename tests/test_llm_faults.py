@@ -76,6 +76,13 @@ def test_malformed_json_is_repaired_once(scripted, tmp_path):
     assert rows["cached"].tolist() == [False, True] and rows["attempts"].tolist() == [2, 0]
 
 
+def test_a_raw_newline_inside_a_string_parses_without_a_repair_round(scripted, tmp_path):
+    # what llama.cpp's JSON grammar lets a small model write: a literal line break inside a value
+    scripted.script.append(("text", '{"city": "Tokyo\n", "continent": "Asia\tEast"}'))
+    answer = make_llm(scripted.base_url, tmp_path).structured("capital of Japan?", Pair, stage="t")
+    assert answer == Pair(city="Tokyo\n", continent="Asia\tEast") and len(scripted.chat_requests()) == 1
+
+
 def test_malformed_twice_raises_records_and_caches_nothing(scripted, tmp_path):
     scripted.script.extend([("text", "{not json"), ("text", '{"city": "Tokyo"}')])
     llm = make_llm(scripted.base_url, tmp_path)

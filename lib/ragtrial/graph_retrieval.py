@@ -259,6 +259,19 @@ class GraphRetrieverBase:
         if self.links_entities:
             self.linker = EntityLinker(self.graph, parts, settings, self.name)
 
+    @one_blas_thread
+    def retrieve(self, question: str, k: int) -> Retrieval:
+        """Link the question's entities and retrieve from them; a question with none falls back to
+        vector search, and the fallback is recorded."""
+        links = self.linker.link(question)
+        notes = self.linker.notes(links)
+        if not links:
+            return self.fall_back(question, k, "no usable entity", notes)
+        return self.from_seeds(question, links, notes, k)
+
+    def from_seeds(self, question: str, links: list[Link], notes: dict, k: int) -> Retrieval:
+        raise NotImplementedError(f"{type(self).__name__} retrieves without seeds; it overrides retrieve")
+
     def fall_back(self, question: str, k: int, why: str, notes: dict) -> Retrieval:
         found = self.fallback.retrieve(question, k)
         return Retrieval(found.items, fallback=f"{why} -> vector", notes=notes)
@@ -277,12 +290,7 @@ class GraphWalkRetriever(GraphRetrieverBase):
 
     name = "graph_walk"
 
-    @one_blas_thread
-    def retrieve(self, question: str, k: int) -> Retrieval:
-        links = self.linker.link(question)
-        notes = self.linker.notes(links)
-        if not links:
-            return self.fall_back(question, k, "no usable entity", notes)
+    def from_seeds(self, question: str, links: list[Link], notes: dict, k: int) -> Retrieval:
         g, s = self.graph, self.settings
         dist = hop_distances(g.adjacency, g.degree, [x.entity for x in links], s.hops, s.hub_degree_cap)
         weights = np.where(dist >= 0, 1.0 / (1.0 + np.maximum(dist, 0)), 0.0)
@@ -326,12 +334,7 @@ class FastGraphRAGRetriever(GraphRetrieverBase):
         super().__init__(index, parts, settings)
         self.pagerank = PersonalizedPageRank(self.graph.adjacency)
 
-    @one_blas_thread
-    def retrieve(self, question: str, k: int) -> Retrieval:
-        links = self.linker.link(question)
-        notes = self.linker.notes(links)
-        if not links:
-            return self.fall_back(question, k, "no usable entity", notes)
+    def from_seeds(self, question: str, links: list[Link], notes: dict, k: int) -> Retrieval:
         g, s = self.graph, self.settings
         seed = np.zeros(len(g.ids))
         for x in links:

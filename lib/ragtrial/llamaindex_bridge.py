@@ -29,10 +29,10 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ragtrial.config import RetrievalSettings
-from ragtrial.graph_retrieval import GraphRetrieverBase
+from ragtrial.graph_retrieval import GraphRetrieverBase, Link
 from ragtrial.index import GraphIndex
 from ragtrial.llm import LLM
-from ragtrial.retrieval import ChunkTable, ContextItem, Embeds, Retrieval, RetrieverParts, one_blas_thread
+from ragtrial.retrieval import ChunkTable, ContextItem, Embeds, Retrieval, RetrieverParts
 
 # ---------------------------------------------------------------- model doors
 
@@ -266,12 +266,7 @@ class KGTripletRetriever(GraphRetrieverBase):
         node_id_of = {node.properties["entity_id"]: node.id for node in self.store.graph.nodes.values()}
         self.node_ids = [node_id_of[eid] for eid in self.graph.ids]
 
-    @one_blas_thread
-    def retrieve(self, question: str, k: int) -> Retrieval:
-        links = self.linker.link(question)
-        notes = self.linker.notes(links)
-        if not links:
-            return self.fall_back(question, k, "no usable entity", notes)
+    def from_seeds(self, question: str, links: list[Link], notes: dict, k: int) -> Retrieval:
         paths = SeedPathRetriever(self.store, [self.node_ids[x.entity] for x in links], self.settings.hops, k)
         items = [ContextItem(kind="triplet", text=n.node.get_content(), score=float(n.score), retriever=self.name,
                              chunk_ids=list(n.node.metadata["chunk_ids"]), entity_ids=list(n.node.metadata["entity_ids"]),

@@ -111,6 +111,18 @@ def extract_json(text: str) -> str:
     return body[start:end + 1] if start != -1 and end > start else body.strip()
 
 
+def parse_reply(schema: type[T], text: str) -> T:
+    """`text`'s JSON object validated against `schema`. Raw control characters inside strings (a
+    newline in a question) are accepted, as json.loads(strict=False) does: grammar-constrained
+    decoders emit them and they are unambiguous. Anything else invalid raises ValidationError."""
+    body = extract_json(text)
+    try:
+        data = json.loads(body, strict=False)
+    except json.JSONDecodeError:
+        return schema.model_validate_json(body)  # the ValidationError names the JSON error
+    return schema.model_validate(data)
+
+
 class LLM:
     """Chat completions and structured output against one OpenAI-compatible endpoint."""
 
@@ -203,7 +215,7 @@ class LLM:
         if hit is not None:
             text, p_tok, c_tok = hit
             self._record(kind, stage, method, tag, replicate, True, p_tok, c_tok, started, 0)
-            parsed = schema.model_validate_json(extract_json(text)) if schema else None
+            parsed = parse_reply(schema, text) if schema else None
             return Completion(text, p_tok, c_tok, True, time.perf_counter() - started, 0), parsed
         p_tok = c_tok = attempts = 0
         self._endpoint()  # starting the embedded server is not model latency
@@ -225,7 +237,7 @@ class LLM:
     def _parse_or_repair(self, request: dict[str, Any], schema: type[T],
                          text: str) -> tuple[T, str, tuple[int, int, int]]:
         try:
-            return schema.model_validate_json(extract_json(text)), text, (0, 0, 0)
+            return parse_reply(schema, text), text, (0, 0, 0)
         except ValidationError as err:
             first_error = err
         repair = {**request, "messages": [
@@ -234,7 +246,7 @@ class LLM:
              f"({_short_error(first_error)}). Reply again with the corrected JSON object only."}]}
         text2, p_tok, c_tok, attempts = self._live(repair)
         try:
-            return schema.model_validate_json(extract_json(text2)), text2, (p_tok, c_tok, attempts)
+            return parse_reply(schema, text2), text2, (p_tok, c_tok, attempts)
         except ValidationError as err:
             raise StructuredOutputError(
                 f"reply does not match {schema.__name__} after one repair round: {_short_error(err)}",

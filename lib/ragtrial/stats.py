@@ -8,8 +8,9 @@ Paired functions take two arrays aligned on the same questions.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -121,22 +122,22 @@ def mcnemar_test(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemarResult:
 
 def wilcoxon_signed_rank(a: ArrayLike, b: ArrayLike) -> TestResult:
     """Two-sided Wilcoxon signed-rank test; zero differences are dropped (scipy's 'wilcox')."""
-    x, y = _pair(a, b)
-    n_nonzero = int(np.count_nonzero(x - y))
-    if n_nonzero == 0:
-        return TestResult(0.0, 1.0, 0, "wilcoxon: all differences zero")
-    res = stats.wilcoxon(x, y)
-    return TestResult(float(res.statistic), float(res.pvalue), n_nonzero, "wilcoxon")
+    return _on_differences(a, b, stats.wilcoxon, "wilcoxon")
 
 
 def paired_t(a: ArrayLike, b: ArrayLike) -> TestResult:
     """Two-sided paired t-test; all-zero differences give p = 1."""
+    return _on_differences(a, b, stats.ttest_rel, "paired t")
+
+
+def _on_differences(a: ArrayLike, b: ArrayLike, test: Callable[..., Any], label: str) -> TestResult:
+    """A scipy paired test, with p = 1 instead of scipy's warning when every difference is zero."""
     x, y = _pair(a, b)
     n_nonzero = int(np.count_nonzero(x - y))
     if n_nonzero == 0:
-        return TestResult(0.0, 1.0, 0, "paired t: all differences zero")
-    res = stats.ttest_rel(x, y)
-    return TestResult(float(res.statistic), float(res.pvalue), n_nonzero, "paired t")
+        return TestResult(0.0, 1.0, 0, f"{label}: all differences zero")
+    res = test(x, y)
+    return TestResult(float(res.statistic), float(res.pvalue), n_nonzero, label)
 
 
 def paired_test(a: ArrayLike, b: ArrayLike, normality_alpha: float = 0.05) -> TestResult:
