@@ -19,19 +19,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
-def _completion(content: str, prompt_tokens: int, model: str) -> dict[str, Any]:
-    return {"id": "cmpl-test", "object": "chat.completion", "created": 0, "model": model,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
+def _completion(content: str, prompt_tokens: int, model: str, chat: bool) -> dict[str, Any]:
+    choice = {"message": {"role": "assistant", "content": content}} if chat else {"text": content}
+    return {"id": "cmpl-test", "object": "chat.completion" if chat else "text_completion", "created": 0,
+            "model": model, "choices": [{"index": 0, "finish_reason": "stop", **choice}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(content.split()),
                       "total_tokens": prompt_tokens + len(content.split())}}
+
+
+def _prompt_text(body: dict[str, Any]) -> list[str]:
+    """The request's text: the chat turns' contents, or the one /completions prompt."""
+    return [body["prompt"]] if "prompt" in body else [m["content"] for m in body["messages"]]
 
 
 class ScriptedServer:
     def __init__(self) -> None:
         self.script: deque[tuple] = deque()
         self.requests: list[dict[str, Any]] = []
-        self.default_reply = lambda body: "echo: " + body["messages"][-1]["content"][:40]
+        self.default_reply = lambda body: "echo: " + _prompt_text(body)[-1][:40]
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -64,8 +69,9 @@ class ScriptedServer:
                                      "usage": {"prompt_tokens": 3 * len(inputs), "total_tokens": 3 * len(inputs)}})
                     return
                 content = step[1] if step[0] == "text" else server.default_reply(body)
-                prompt_tokens = sum(len(m["content"].split()) for m in body["messages"])
-                self._send(200, _completion(content, prompt_tokens, body.get("model", "scripted")))
+                prompt_tokens = sum(len(text.split()) for text in _prompt_text(body))
+                self._send(200, _completion(content, prompt_tokens, body.get("model", "scripted"),
+                                            chat=self.path.endswith("/chat/completions")))
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
@@ -89,3 +95,7 @@ class ScriptedServer:
 
     def chat_requests(self) -> list[dict[str, Any]]:
         return [r for r in self.requests if r["path"].endswith("/chat/completions")]
+
+    def text_requests(self) -> list[dict[str, Any]]:
+        """Requests to /completions (prompt as plain text)."""
+        return [r for r in self.requests if r["path"].endswith("/v1/completions")]

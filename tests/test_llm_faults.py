@@ -126,3 +126,25 @@ def test_api_key_is_read_at_call_time_and_sent(scripted, tmp_path, monkeypatch):
     monkeypatch.setenv("RAGTRIAL_TEST_KEY", "second-key")
     llm.complete("b", stage="t")
     assert [r["authorization"] for r in scripted.chat_requests()] == ["Bearer first-key", "Bearer second-key"]
+
+
+def test_free_text_goes_to_completions_as_plain_text_and_structured_stays_on_chat(scripted, tmp_path):
+    scripted.script.extend([("text", " Tokyo"), ("text", '{"city": "Tokyo", "continent": "Asia"}')])
+    llm = make_llm(scripted.base_url, tmp_path, text_api="completions")
+    messages = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Capital of Japan?"}]
+    assert llm.complete(messages, stage="t", stop=["\n"]).text == " Tokyo"
+    body = scripted.text_requests()[0]["body"]
+    assert body["prompt"] == "Answer briefly.\n\nCapital of Japan?" and body["stop"] == ["\n"]
+    assert llm.structured(messages, Pair, stage="t") == Pair(city="Tokyo", continent="Asia")
+    assert len(scripted.chat_requests()) == 1 and "response_format" in scripted.chat_requests()[0]["body"]
+    # the same messages over chat are a different request, so a different cache entry
+    assert not make_llm(scripted.base_url, tmp_path).complete(messages, stage="t", stop=["\n"]).cached
+
+
+@pytest.mark.parametrize("backend,text_api,expected", [
+    ("embedded", "auto", True), ("openai_compatible", "auto", False), ("embedded", "chat", False),
+    ("openai_compatible", "completions", True)])
+def test_auto_text_api_uses_completions_only_for_the_embedded_base_model(backend, text_api, expected):
+    from ragtrial.config import LLMSettings
+
+    assert LLMSettings(backend=backend, text_api=text_api).completions_api is expected

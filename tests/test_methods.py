@@ -95,6 +95,7 @@ def test_every_method_shows_the_same_prompt_and_only_the_context_differs(llm, sc
     template = load_prompt("answer").template
     head, tail = template.split("$context")[0], template.split("$context")[1].replace("$question", QUESTION.question)
     assert all(p.startswith(head) and p.endswith(tail) for p in prompts)
+    assert all(r["body"]["stop"] == ["\n"] for r in scripted.chat_requests() if "response_format" not in r["body"])
     closed, naive, walk, integration, selection = answers
     assert closed.context == [] and closed.context_tokens == {} and EMPTY_CONTEXT in prompts[0]
     assert naive.doc_ids == ["d1", "d2"] and naive.context_tokens == {"chunk": sum(count_tokens(i.text) for i in RAG.items)}

@@ -38,6 +38,11 @@ class LLMSettings(Section):
     api_key_env: str = "OPENAI_API_KEY"
     json_mode: Literal["json_object_schema", "json_schema", "prompt_only"] = "json_object_schema"
     fold_system: bool = True  # gemma's chat format drops system messages
+    # Free-text calls go to /chat/completions ("chat") or to /completions with the messages as plain
+    # text ("completions"). "auto": completions on the embedded base model, which has no chat template
+    # and under gemma's chat format echoes the prompt back; chat on any other endpoint. Structured
+    # calls always use chat, where the server applies the JSON schema as a grammar.
+    text_api: Literal["auto", "chat", "completions"] = "auto"
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
@@ -48,6 +53,11 @@ class LLMSettings(Section):
     backoff_max_s: float = 30.0
     timeout_s: float = 300.0
     embedded: EmbeddedServerSettings = EmbeddedServerSettings()
+
+    @property
+    def completions_api(self) -> bool:
+        """Whether free-text calls use /completions (see `text_api`)."""
+        return self.text_api == "completions" or (self.text_api == "auto" and self.backend == "embedded")
 
 
 class EmbeddingSettings(Section):

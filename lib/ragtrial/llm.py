@@ -149,18 +149,23 @@ class LLM:
     def _request(self, messages: Messages, schema: type[BaseModel] | None, replicate: int,
                  overrides: dict[str, Any]) -> dict[str, Any]:
         s = self.settings
-        if s.fold_system:
+        if s.fold_system or (schema is None and s.completions_api):
             messages = fold_system_messages(messages)
         if schema is not None and s.json_mode == "prompt_only":
             messages = [*messages[:-1], {"role": "user", "content": messages[-1]["content"] +
                         "\n\nReply with one JSON object only, matching this JSON schema:\n" +
                         json.dumps(schema.model_json_schema())}]
-        request = {"model": s.model, "messages": messages,
+        # /completions takes the turns as plain text (the cache key differs from the chat request's)
+        text = {"prompt": "\n\n".join(m["content"] for m in messages)} if schema is None and s.completions_api \
+            else {"messages": messages}
+        request = {"model": s.model, **text,
                    "temperature": overrides.get("temperature", s.temperature),
                    "top_p": overrides.get("top_p", s.top_p),
                    # each replicate is its own sample: distinct seed and distinct cache key
                    "seed": overrides.get("seed", s.seed) + replicate,
                    "max_tokens": overrides.get("max_tokens", s.max_tokens)}
+        if overrides.get("stop"):
+            request["stop"] = list(overrides["stop"])
         response_format = self._response_format(schema)
         if response_format is not None:
             request["response_format"] = response_format
@@ -172,16 +177,19 @@ class LLM:
         def attempt() -> Any:
             client = openai.OpenAI(base_url=base_url, max_retries=0, timeout=self.settings.timeout_s,
                                    api_key=os.environ.get(self.settings.api_key_env) or "not-needed")
+            if "prompt" in request:
+                return client.completions.create(**request)
             return client.chat.completions.create(**request)
 
         with self._limit:
             response, attempts = call_with_retries(attempt, self.settings, f"{base_url} model {request['model']}")
-        text = response.choices[0].message.content or ""
+        choice = response.choices[0]
+        text = (choice.text if "prompt" in request else choice.message.content) or ""
         usage = response.usage
         if usage is not None:
             return text, int(usage.prompt_tokens), int(usage.completion_tokens), attempts
         # Servers that omit usage: count with cl100k so cost is estimated rather than missing.
-        prompt_text = "\n".join(m["content"] for m in request["messages"])
+        prompt_text = request.get("prompt") or "\n".join(m["content"] for m in request["messages"])
         return text, count_tokens(prompt_text), count_tokens(text), attempts
 
     def _record(self, kind: str, stage: str, method: str, prompt: str, replicate: int, cached: bool,
@@ -195,7 +203,7 @@ class LLM:
 
     def complete(self, messages: Messages | str, *, stage: str, method: str = "",
                  prompt: Prompt | None = None, replicate: int = 0, **overrides: Any) -> Completion:
-        """A chat completion; `overrides` may set temperature, top_p, seed, max_tokens."""
+        """Free text (see `text_api`); `overrides` may set temperature, top_p, seed, max_tokens, stop."""
         return self._call("completion", messages, None, stage, method, prompt, replicate, overrides)[0]
 
     def structured(self, messages: Messages | str, schema: type[T], *, stage: str, method: str = "",

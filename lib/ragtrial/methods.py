@@ -138,8 +138,11 @@ class Generator:
     def generate(self, question: str, items: Sequence[ContextItem], method: str,
                  prompt: Prompt | None = None) -> str:
         prompt = prompt or self.prompt
+        # A short answer ends at the line break: stopping there saves the tokens a base model would
+        # write after it (the first-line cut below still applies where a server ignores `stop`).
+        stop = {"stop": ["\n"]} if self.first_line_only else {}
         done = self.llm.complete(prompt.render(context=format_context(items), question=question),
-                                 stage="answer", method=method, prompt=prompt, max_tokens=self.max_tokens)
+                                 stage="answer", method=method, prompt=prompt, max_tokens=self.max_tokens, **stop)
         text = done.text.strip()
         if self.first_line_only:
             text = text.split("\n", 1)[0].strip()
