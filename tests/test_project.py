@@ -41,9 +41,17 @@ def test_every_prompt_file_parses_with_a_version():
         assert prompt.version and prompt.template.strip(), name
 
 
-def test_default_batch_validates():
+def test_default_batch_runs_every_notebook_on_the_embedded_model():
     from ragtrial.config import load_batch
 
     specs, _ = load_batch(PROJECT_ROOT / "params" / "default.yaml", notebooks_dir=PROJECT_ROOT / "notebooks")
-    assert specs[0].notebook == "00_backend_check"
-    assert all(s.settings.llm.backend == "embedded" for s in specs)
+    assert [s.notebook for s in specs] == sorted(p.stem for p in (PROJECT_ROOT / "notebooks").glob("*.ipynb"))
+    assert all(s.settings.llm.backend == "embedded" and s.settings.data.dataset == "generated" for s in specs)
+
+
+@pytest.mark.parametrize("batch", sorted(p.name for p in (PROJECT_ROOT / "params").glob("*.yaml")))
+def test_every_params_file_validates(batch):
+    from ragtrial.config import load_batch
+
+    specs, _ = load_batch(PROJECT_ROOT / "params" / batch, notebooks_dir=PROJECT_ROOT / "notebooks")
+    assert specs
