@@ -109,6 +109,14 @@ def test_every_method_shows_the_same_prompt_and_only_the_context_differs(llm, sc
     assert sum(a.calls for a in answers) == len(llm.ledger.frame()) == len(scripted.chat_requests()) + 1
 
 
+def test_a_short_answer_that_opens_with_a_line_break_is_asked_again_without_the_stop(scripted, tmp_path):
+    scripted.script.extend([("text", ""), ("text", "\nLondon\nQuestion: and on")])
+    llm = make_llm(scripted.base_url, tmp_path, max_retries=0)
+    answer = retrieval_method(llm, "naive_rag", RAG).answer(QUESTION)
+    assert answer.text == "London" and answer.calls == 2 and answer.failure == ""
+    assert [r["body"].get("stop") for r in scripted.chat_requests()] == [["\n"], None]
+
+
 def test_selection_routes_by_the_routers_label(llm, scripted):
     rag, graph = retrieval_method(llm, "naive_rag", RAG), retrieval_method(llm, "graph_walk", GRAPH)
     selection = SelectionMethod("selection", {"fact": rag, "reasoning": graph}, llm, load_prompt("route_question"))
@@ -161,9 +169,9 @@ def test_a_failed_generation_is_a_recorded_failure_not_an_empty_answer(llm, scri
     assert answer.failure == "http_400" and answer.text == ""
     assert answer.failures == [{"stage": "answer", "kind": "http_400", "detail": answer.failures[0]["detail"]}]
     assert answer.context_ready and answer.doc_ids == ["d1", "d2"]  # retrieval still counts
-    scripted.script.append(("text", "   \n"))
+    scripted.script.extend([("text", "   "), ("text", "   \n")])  # blank with the stop, and without it
     blank = retrieval_method(llm, "naive_rag", RAG).answer(QUESTION)
-    assert blank.failure == "empty_answer" and blank.text == ""
+    assert blank.failure == "empty_answer" and blank.text == "" and blank.calls == 2
 
 
 def test_pack_context_stops_at_the_budget_and_truncates_an_oversized_first_item():

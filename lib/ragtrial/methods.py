@@ -10,6 +10,7 @@ text that gets scored.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from abc import ABC, abstractmethod
@@ -138,13 +139,15 @@ class Generator:
     def generate(self, question: str, items: Sequence[ContextItem], method: str,
                  prompt: Prompt | None = None) -> str:
         prompt = prompt or self.prompt
-        # A short answer ends at the line break: stopping there saves the tokens a base model would
-        # write after it (the first-line cut below still applies where a server ignores `stop`).
-        stop = {"stop": ["\n"]} if self.first_line_only else {}
-        done = self.llm.complete(prompt.render(context=format_context(items), question=question),
-                                 stage="answer", method=method, prompt=prompt, max_tokens=self.max_tokens, **stop)
-        text = done.text.strip()
-        if self.first_line_only:
+        messages = prompt.render(context=format_context(items), question=question)
+        ask = functools.partial(self.llm.complete, messages, stage="answer", method=method, prompt=prompt,
+                                max_tokens=self.max_tokens)
+        if not self.first_line_only:
+            text = ask().text.strip()
+        else:
+            # A short answer ends at the line break: stopping there saves the tokens a base model
+            # writes after it. A reply that opens with the line break is asked again without the stop.
+            text = ask(stop=["\n"]).text.strip() or ask().text.strip()
             text = text.split("\n", 1)[0].strip()
         if not text:
             raise LLMError("empty_answer", f"{method}: the model returned no answer text")
