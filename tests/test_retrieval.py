@@ -11,8 +11,9 @@ import pytest
 from conftest import make_llm
 
 from ragtrial.config import RetrievalSettings
+from ragtrial.graph import extract_nlp_graph
 from ragtrial.graph_retrieval import PersonalizedPageRank, hop_distances
-from ragtrial.index import GraphIndex, embed_index
+from ragtrial.index import GraphIndex, chunk_documents, embed_index
 from ragtrial.llm import StructuredOutputError
 from ragtrial.retrieval import (
     HashingEmbedder,
@@ -23,6 +24,7 @@ from ragtrial.retrieval import (
     reciprocal_rank_fusion,
     top_k,
 )
+from ragtrial.synthetic import generate_corpus
 from ragtrial.tokens import count_tokens
 
 EMBEDDER = HashingEmbedder()
@@ -51,6 +53,17 @@ def graph_index(edges: list[tuple[str, str]], mentions: dict[str, list[str]], na
     extra = {} if reports is None else {"community_reports": reports}
     index = GraphIndex(documents=documents, chunks=chunks, entities=entities, relations=relations, **extra)
     return embed_index(index, lambda texts: EMBEDDER.embed(texts))
+
+
+def nlp_index() -> tuple[GraphIndex, list[str]]:
+    """The small generated corpus with its NLP graph (hubs, tied weights) and hashing embeddings,
+    and its questions."""
+    dataset, _ = generate_corpus("small", seed=0)
+    documents = dataset.documents_frame()
+    chunks = chunk_documents(documents, chunk_size=128, overlap=0)
+    entities, relations = extract_nlp_graph(chunks)
+    index = GraphIndex(documents=documents, chunks=chunks, entities=entities, relations=relations)
+    return embed_index(index, lambda texts: EMBEDDER.embed(texts)), [q.question for q in dataset.questions]
 
 
 def retriever(name: str, index: GraphIndex, **settings):
