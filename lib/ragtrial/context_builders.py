@@ -175,12 +175,12 @@ class LightRAGRetriever(GraphRetrieverBase):
         if index.entity_embeddings is None:
             raise ValueError("lightrag needs entity embeddings: embed the index first")
         g = self.graph
-        self.entity_vectors_t = np.ascontiguousarray(index.entity_embeddings.T, dtype=np.float32)
+        self.entity_vectors_t = np.ascontiguousarray(index.entity_embeddings.T)
         texts = [f"{g.names[s]} {g.names[t]} {d}" for s, t, d in
                  zip(g.src, g.tgt, index.relations["description"], strict=True)]
         vectors = (parts.embedder.embed(texts, stage="retrieval_index", method=self.name)
                    if texts else np.zeros((0, len(self.entity_vectors_t)), dtype=np.float32))
-        self.relation_vectors_t = np.ascontiguousarray(vectors.T, dtype=np.float32)
+        self.relation_vectors_t = np.ascontiguousarray(vectors.T)
         # Every relation in `by_rank` order, and each entity's relations as positions in it: a few
         # entities' relations in that order are then a sorted union, not a sort of all their hubs'.
         self.ranked_relations = g.by_rank(np.arange(len(g.rel_ids)))
