@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from conftest import make_llm
 from llama_index.core.graph_stores.simple_labelled import SimplePropertyGraphStore
-from test_retrieval import CHAIN, CHAIN_MENTIONS, EMBEDDER, graph_index, retriever
+from llama_index.core.graph_stores.types import KG_SOURCE_REL
+from test_retrieval import CHAIN, CHAIN_MENTIONS, EMBEDDER, graph_index, nlp_index, retriever
 
 from ragtrial.index import GraphIndex, chunk_documents, embed_index
-from ragtrial.llamaindex_bridge import KitEmbedding, KitLLM, naive_rag_llamaindex, property_graph_store
+from ragtrial.llamaindex_bridge import (
+    KitEmbedding,
+    KitLLM,
+    SeedPathRetriever,
+    naive_rag_llamaindex,
+    property_graph_store,
+    triplet_rank,
+)
 from ragtrial.synthetic import generate_corpus
 
 QUESTIONS = ["Which company acquired Durfeim Foundry?", "Who founded a maker of drones?", "Where was Sotail held?",
@@ -65,6 +75,50 @@ def test_indexed_store_gives_the_parents_results():
             nodes = parent.get(ids=seeds)
             assert keys(indexed.get_rel_map(nodes, depth=depth, limit=None)) == \
                 keys(parent.get_rel_map(nodes, depth=depth, limit=None))
+
+
+def ranked_by_get_rel_map(store: SimplePropertyGraphStore, seeds: list[str], top_k: int,
+                          max_depth: int) -> dict[int, tuple[list[tuple[float, str]], int]]:
+    """SeedPathRetriever's definition, the long way, per path depth up to `max_depth`: every triplet
+    llama-index's own `get_rel_map` reaches, ranked by the hop that first reached it, then
+    `triplet_rank`; the first top_k as (score, relation id), and the hops walked to reach top_k."""
+    nodes = store.get(ids=seeds)
+    first_hop: dict[str, tuple[int, object]] = {}
+    for depth in range(1, max_depth + 1):  # get_rel_map(depth) extends get_rel_map(depth - 1)
+        for triplet in store.get_rel_map(nodes, depth=depth, limit=None, ignore_rels=[KG_SOURCE_REL]):
+            first_hop.setdefault(triplet[1].properties["relation_id"], (depth - 1, triplet))
+    ranked = sorted(first_hop.values(), key=lambda ht: (ht[0], triplet_rank(ht[1])))
+    out = {}
+    for depth in range(max_depth + 1):
+        within = [(1.0 / (1 + hop), t[1].properties["relation_id"]) for hop, t in ranked if hop < depth]
+        walked = next((d for d in range(1, depth + 1) if sum(hop < d for hop, _ in ranked) >= top_k), depth)
+        out[depth] = within[:top_k], walked
+    return out
+
+
+def test_seed_paths_rank_what_llamaindex_get_rel_map_reaches():
+    """SeedPathRetriever reads only each node's first top_k triplets; it returns what ranking every
+    triplet llama-index's `get_rel_map` reaches returns. NLP graph of the small corpus: hubs, tied
+    weights, and some relations labelled KG_SOURCE_REL (walked through, never returned)."""
+    index, _ = nlp_index()
+    entities, relations = index.entities, index.relations.copy()
+    relations["description"] = [KG_SOURCE_REL if i % 7 == 0 else d for i, d in enumerate(relations["description"])]
+    store = property_graph_store(dataclasses.replace(index, relations=relations), list(entities["entity_id"]))
+    parent = SimplePropertyGraphStore(store.graph)
+    degree = relations["source_id"].value_counts().add(relations["target_id"].value_counts(), fill_value=0)
+    by_degree = list(degree.sort_values(kind="stable").index)
+    assert degree.max() > 40 and degree.min() <= 2  # hubs beyond the largest top_k, and leaves
+    rng = np.random.default_rng(0)
+    seed_sets = [[by_degree[-1]], [by_degree[0]], [by_degree[0], by_degree[-1]], by_degree[:3], [], ["nobody"]]
+    seed_sets += [[str(e) for e in rng.choice(by_degree, size=int(rng.integers(1, 4)), replace=False)]
+                  for _ in range(8)]
+    for seeds in seed_sets:
+        for top_k in (1, 3, 5, 40):
+            expected = ranked_by_get_rel_map(parent, seeds, top_k, max_depth=3)
+            for depth, (ranked, walked) in expected.items():
+                paths = SeedPathRetriever(store, seeds, depth, top_k)
+                got = [(n.score, n.node.metadata["relation_id"]) for n in paths.retrieve("unused")]
+                assert (got, paths.hops_walked) == (ranked, walked), (seeds, top_k, depth)
 
 
 def test_kit_llm_and_embedding_go_through_the_kit(scripted, tmp_path):

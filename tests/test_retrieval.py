@@ -11,8 +11,10 @@ import pytest
 from conftest import make_llm
 
 from ragtrial.config import RetrievalSettings
-from ragtrial.graph_retrieval import PersonalizedPageRank, hop_distances
-from ragtrial.index import GraphIndex, embed_index
+from ragtrial.context_builders import within_budget
+from ragtrial.graph import extract_nlp_graph
+from ragtrial.graph_retrieval import PersonalizedPageRank, hop_distances, row_indices
+from ragtrial.index import GraphIndex, chunk_documents, embed_index
 from ragtrial.llm import StructuredOutputError
 from ragtrial.retrieval import (
     HashingEmbedder,
@@ -23,6 +25,7 @@ from ragtrial.retrieval import (
     reciprocal_rank_fusion,
     top_k,
 )
+from ragtrial.synthetic import generate_corpus
 from ragtrial.tokens import count_tokens
 
 EMBEDDER = HashingEmbedder()
@@ -53,6 +56,17 @@ def graph_index(edges: list[tuple[str, str]], mentions: dict[str, list[str]], na
     return embed_index(index, lambda texts: EMBEDDER.embed(texts))
 
 
+def nlp_index() -> tuple[GraphIndex, list[str]]:
+    """The small generated corpus with its NLP graph (hubs, tied weights) and hashing embeddings,
+    and its questions."""
+    dataset, _ = generate_corpus("small", seed=0)
+    documents = dataset.documents_frame()
+    chunks = chunk_documents(documents, chunk_size=128, overlap=0)
+    entities, relations = extract_nlp_graph(chunks)
+    index = GraphIndex(documents=documents, chunks=chunks, entities=entities, relations=relations)
+    return embed_index(index, lambda texts: EMBEDDER.embed(texts)), [q.question for q in dataset.questions]
+
+
 def retriever(name: str, index: GraphIndex, **settings):
     return make_retriever(name, index, RetrieverParts(EMBEDDER), RetrievalSettings(**settings))
 
@@ -76,6 +90,16 @@ def test_rrf_breaks_ties_by_first_appearance_and_top_k_by_table_order():
     assert [key for key, _ in reciprocal_rank_fusion([["x", "y"], ["y", "x"]])] == ["x", "y"]
     assert list(top_k(np.array([0.5, 0.9, 0.5, 0.9, 0.1]), 3)) == [1, 3, 0]
     assert list(top_k(np.array([0.0, 2.0, 0.0]), 3, positive_only=True)) == [1]
+
+
+def test_top_k_is_the_head_of_a_full_sort():
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 7, 300):
+        scores = rng.integers(-3, 4, size=n).astype(np.float32)  # many ties, some non-positive
+        for positive_only in (False, True):
+            ranked = [int(i) for i in np.lexsort((np.arange(n), -scores)) if scores[i] > 0 or not positive_only]
+            for k in (0, 1, 5, n, n + 1):
+                assert list(top_k(scores, k, positive_only)) == ranked[:k], (n, positive_only, k)
 
 
 def test_hybrid_and_graph_hybrid_are_the_rrf_of_their_parts():
@@ -239,6 +263,45 @@ def test_lightrag_returns_each_kind_within_its_budget():
         shown = [i for i in found.items if i.kind == kind]
         assert shown and sum(count_tokens(i.text) for i in shown) <= 40
     assert "e-Beilun" in [e for i in found.items if i.kind == "entity" for e in i.entity_ids]
+
+
+def lightrag_by_definition(lightrag, question: str, k: int) -> list:
+    """LightRAG hybrid's context the long way: relation-major products, every relation and chunk of
+    the found entities sorted in full, each kind's ids de-duplicated, then cut to its budget."""
+    g = lightrag.graph
+    low, high, _ = lightrag.keywords(question)
+    entities, relations, chunk_rows = [], [], []
+    if low:
+        entity_vectors = np.ascontiguousarray(lightrag.entity_vectors_t.T)
+        found = [int(e) for e in top_k(entity_vectors @ EMBEDDER.embed([", ".join(low)])[0], k)]
+        entities += found
+        relations += [int(r) for r in g.by_rank(g.incident(found))]
+        for e in found:
+            shared = np.asarray(g.mentions[row_indices(g.adjacency, e)].sum(axis=0)).ravel()
+            chunk_rows += sorted((int(c) for c in row_indices(g.mentions, e)), key=lambda c: (-shared[c], c))
+    if high:
+        relation_vectors = np.ascontiguousarray(lightrag.relation_vectors_t.T)
+        found = [int(r) for r in g.by_rank(top_k(relation_vectors @ EMBEDDER.embed([", ".join(high)])[0], k))]
+        relations += found
+        entities += [int(e) for r in found for e in (g.src[r], g.tgt[r])]
+        chunk_rows += [int(c) for r in found for c in row_indices(g.rel_chunks, r)]
+    budget = lightrag.settings.lightrag_tokens_per_kind
+    return (within_budget([g.entity_item(e, g.degree[e], "lightrag") for e in dict.fromkeys(entities)], budget)
+            + within_budget([g.relation_item(r, g.weight[r], "lightrag", lightrag.chunk_ids(g.rel_chunks, r))
+                             for r in dict.fromkeys(relations)], budget)
+            + within_budget([lightrag.chunks.item(c, 1.0, "lightrag") for c in dict.fromkeys(chunk_rows)], budget))
+
+
+def test_lightrag_gives_the_context_of_its_definition():
+    index, questions = nlp_index()
+    questions += ["How does the weather change?", "Who works with Beilun?"]
+    for budget in (40, 400, 4000):
+        lightrag = retriever("lightrag", index, lightrag_tokens_per_kind=budget)
+        for question in questions:
+            for k in (1, 5):
+                found = lightrag.retrieve(question, k)
+                if not found.fallback:
+                    assert found.items == lightrag_by_definition(lightrag, question, k), (budget, question, k)
 
 
 def test_every_registered_retriever_answers_the_contract():

@@ -7,7 +7,7 @@ filled from the kit's extracted graph — nothing is re-chunked, re-embedded or 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from llama_index.core import VectorStoreIndex
@@ -135,27 +135,42 @@ class LlamaIndexVectorRetriever:
 Key = tuple[str, str, str]  # (subject id, relation label, object id), as LabelledPropertyGraph keys triplets
 
 
+def triplet_rank(triplet: Triplet) -> tuple[float, str]:
+    """KG-GraphRAG's order among triplets reached at the same hop: heavier relation first, then relation id
+    (unique, so the order is total)."""
+    return -triplet[1].properties["weight"], triplet[1].properties["relation_id"]
+
+
 class IndexedPropertyGraphStore(SimplePropertyGraphStore):
-    """llama-index's in-memory property graph store, plus each node's triplets (built once) so that
-    the lookups its retrievers make (`get(ids=...)`, `get_triplets(ids=...)` or `(entity_names=...)`,
-    `get_rel_map`) touch the nodes' own triplets instead of rebuilding and scanning every triplet of
-    the graph; results are the parent's (same triplets, in a fixed order). Read-only once built:
+    """llama-index's in-memory property graph store, plus each node's triplets (built once, in `rank`
+    order) so that lookups (`get(ids=...)`, `get_triplets(ids=...)` or `(entity_names=...)`, and
+    `touching` with a per-node cap) read the nodes' own triplets instead of rebuilding and scanning
+    every triplet of the graph; results are the parent's (same triplets). Read-only once built:
     upserts would bypass the per-node lists."""
 
-    def __init__(self, graph: LabelledPropertyGraph):
+    def __init__(self, graph: LabelledPropertyGraph, rank: Callable[[Triplet], Any]):
         super().__init__(graph)
+        self.rank = rank
+        triplets = [(key, (graph.nodes[key[0]],
+                           graph.relations[graph._get_relation_key(subj_id=key[0], obj_id=key[2], rel_id=key[1])],
+                           graph.nodes[key[2]])) for key in graph.triplets]
         self._by_node: dict[str, list[tuple[Key, Triplet]]] = {}
-        for key in sorted(graph.triplets):
-            s, r, o = key
-            triplet = (graph.nodes[s], graph.relations[graph._get_relation_key(subj_id=s, obj_id=o, rel_id=r)],
-                       graph.nodes[o])
-            for end in dict.fromkeys((s, o)):
+        for key, triplet in sorted(triplets, key=lambda kt: rank(kt[1])):
+            for end in dict.fromkeys((key[0], key[2])):
                 self._by_node.setdefault(end, []).append((key, triplet))
 
-    def _touching(self, names: Iterable[str]) -> dict[Key, Triplet]:
+    def touching(self, ids: Iterable[str], per_node: int | None = None,
+                 ignored: Collection[str] = ()) -> dict[Key, Triplet]:
+        """The triplets touching the nodes `ids`: of each node, in rank order, all of them or (with
+        `per_node`) those up to its `per_node`-th whose relation label is not `ignored`."""
         found: dict[Key, Triplet] = {}
-        for name in dict.fromkeys(names):
-            found.update(self._by_node.get(name, ()))
+        for node_id in dict.fromkeys(ids):
+            counted = 0
+            for key, triplet in self._by_node.get(node_id, ()):
+                if per_node is not None and counted == per_node:
+                    break
+                found[key] = triplet
+                counted += triplet[1].id not in ignored
         return found
 
     def get(self, properties: dict | None = None, ids: list[str] | None = None) -> list[LabelledNode]:
@@ -167,31 +182,14 @@ class IndexedPropertyGraphStore(SimplePropertyGraphStore):
                      properties: dict | None = None, ids: list[str] | None = None) -> list[Triplet]:
         if relation_names or properties or (entity_names and ids):
             return super().get_triplets(entity_names, relation_names, properties, ids)
-        return list(self._touching(entity_names or ids or []).values())
-
-    def get_rel_map(self, graph_nodes: list[LabelledNode], depth: int = 2, limit: int | None = 30,
-                    ignore_rels: list[str] | None = None) -> list[Triplet]:
-        """The parent's traversal step for step (first hop: triplets touching the nodes; each later
-        hop: triplets touching the previous hop's objects, minus those found at an earlier later hop;
-        the parent never marks first-hop triplets as seen, so they can come back), comparing triplets
-        by their (subject, relation, object) ids instead of by their rendered text."""
-        found: list[Triplet] = []
-        frontier = self._touching(n.id for n in graph_nodes)
-        seen: set[Key] = set()
-        for _ in range(depth):
-            if not frontier:
-                break
-            found.extend(frontier.values())
-            frontier = {key: t for key, t in self._touching(key[2] for key in frontier).items() if key not in seen}
-            seen.update(frontier)
-        ignored = set(ignore_rels or [])
-        return [t for t in found if t[1].id not in ignored][:limit]
+        return list(self.touching(entity_names or ids or []).values())
 
 
 def property_graph_store(index: GraphIndex, node_names: Sequence[str]) -> IndexedPropertyGraphStore:
-    """The kit's entities and relations as llama-index EntityNodes (named `node_names`) and Relations.
-    A relation's label is the first line of its description (the extracted relation phrase) or
-    "related to"; its properties carry the kit's relation id, weight and source chunk ids."""
+    """The kit's entities and relations as llama-index EntityNodes (named `node_names`) and Relations,
+    each node's triplets in `triplet_rank` order. A relation's label is the first line of its
+    description (the extracted relation phrase) or "related to"; its properties carry the kit's
+    relation id, weight and source chunk ids."""
     graph = LabelledPropertyGraph()
     node_of: dict[str, EntityNode] = {}
     for name, typ, eid in zip(node_names, index.entities["type"], index.entities["entity_id"], strict=True):
@@ -202,19 +200,27 @@ def property_graph_store(index: GraphIndex, node_names: Sequence[str]) -> Indexe
         graph.add_relation(Relation(label=description.splitlines()[0] if description.strip() else "related to",
                                     source_id=node_of[src].id, target_id=node_of[tgt].id,
                                     properties={"relation_id": rid, "weight": weight, "chunk_ids": list(chunks)}))
-    return IndexedPropertyGraphStore(graph)
+    return IndexedPropertyGraphStore(graph, triplet_rank)
 
 
 class SeedPathRetriever(BasePGRetriever):
     """llama-index's property-graph traversal (`get_rel_map`: triplets touching the seeds, then,
-    hop by hop, triplets touching the previous hop's objects) from given seed nodes, deepened one
-    hop at a time up to `path_depth` until `top_k` distinct triplets are reached (deeper ones could
-    not outrank them). Triplets rank by the hop that first reached them (score 1 / (1 + hop)), then
-    relation weight, then relation id; only the top_k become nodes, each carrying its relation's
-    properties and its endpoints' entity ids as metadata. Whole hops are ranked, never a prefix of
-    one: the store iterates a set, so "the first n triplets" would be an arbitrary subset."""
+    hop by hop, triplets touching the previous hop's objects, minus those of earlier hops after the
+    first) from given seed nodes, deepened one hop at a time up to `path_depth` until `top_k`
+    distinct triplets are reached (deeper ones could not outrank them). Triplets rank by the hop
+    that first reached them (score 1 / (1 + hop)), then by the store's rank (`triplet_rank`); only
+    the top_k become nodes, each carrying its relation's properties and its endpoints' entity ids
+    as metadata. Triplets labelled KG_SOURCE_REL are walked through but never returned, as
+    `get_rel_map(ignore_rels=[KG_SOURCE_REL])` does.
 
-    def __init__(self, graph_store: SimplePropertyGraphStore, seeds: Sequence[str], path_depth: int, top_k: int):
+    The result is that of ranking every triplet `get_rel_map` reaches, without reaching them all:
+    of each node only its first `top_k` returnable triplets in rank order are read. One ranked
+    below them cannot be returned: each of those `top_k` was either reached at an earlier hop or is
+    new at this hop and ahead of it. And a node with that many gives at least the `top_k - reached`
+    new triplets still wanted, so the walk ends at this hop: a hop's frontier is only built when
+    nothing was cut."""
+
+    def __init__(self, graph_store: IndexedPropertyGraphStore, seeds: Sequence[str], path_depth: int, top_k: int):
         self._seeds, self._path_depth, self._top_k = list(seeds), path_depth, top_k
         self.hops_walked = 0
         super().__init__(graph_store=graph_store, include_text=False)
@@ -227,18 +233,24 @@ class SeedPathRetriever(BasePGRetriever):
         return nodes
 
     def retrieve_from_graph(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        seeds = self._graph_store.get(ids=self._seeds)
-        first_hop: dict[str, tuple[int, Triplet]] = {}  # relation id -> (hop first reached, triplet)
-        reached = 0
-        for depth in range(1, self._path_depth + 1):
-            triplets = self._graph_store.get_rel_map(seeds, depth=depth, limit=None, ignore_rels=[KG_SOURCE_REL])
-            for triplet in triplets[reached:]:  # each depth's result extends the previous one
-                first_hop.setdefault(triplet[1].properties["relation_id"], (depth - 1, triplet))
-            reached, self.hops_walked = len(triplets), depth
-            if len(first_hop) >= self._top_k:
+        store, ignored = self._graph_store, {KG_SOURCE_REL}
+        reached: dict[Key, tuple[int, Triplet]] = {}  # returnable triplet -> (hop first reached, triplet), ranked
+        seen: set[Key] = set()  # get_rel_map's: the triplets of every hop after the first
+        frontier = [node.id for node in store.get(ids=self._seeds)]
+        for hop in range(self._path_depth):
+            self.hops_walked = hop + 1
+            touching = store.touching(frontier, self._top_k, ignored)
+            new = sorted((key for key, t in touching.items() if key not in reached and t[1].id not in ignored),
+                         key=lambda key: store.rank(touching[key]))
+            missing = self._top_k - len(reached)
+            reached.update((key, (hop, touching[key])) for key in new[:missing])
+            if len(new) >= missing:
                 break
-        ranked = sorted(first_hop.values(), key=lambda ht: (ht[0], -ht[1][1].properties["weight"],
-                                                             ht[1][1].properties["relation_id"]))[:self._top_k]
+            walked = [key for key in touching if key not in seen]  # nothing was cut: the whole hop
+            if hop:
+                seen.update(walked)
+            frontier = [key[2] for key in walked]
+        ranked = list(reached.values())
         return self._get_nodes_with_score([t for _, t in ranked], [1.0 / (1 + hop) for hop, _ in ranked])
 
     async def aretrieve_from_graph(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

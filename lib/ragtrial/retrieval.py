@@ -116,10 +116,15 @@ def one_blas_thread(retrieve: Callable) -> Callable:
 def top_k(scores: np.ndarray, k: int, positive_only: bool = False) -> np.ndarray:
     """Indices of the `k` highest scores, best first; ties go to the lower index (table order), so
     the same scores always give the same ranking."""
-    candidates = np.flatnonzero(scores > 0) if positive_only else np.arange(len(scores))
-    if len(candidates) > k > 0:
-        kth = np.partition(scores[candidates], len(candidates) - k)[len(candidates) - k]
-        candidates = candidates[scores[candidates] >= kth]
+    pool = np.flatnonzero(scores > 0) if positive_only else None  # None: every row (no index copy)
+    pooled = scores if pool is None else scores[pool]
+    if len(pooled) > k > 0:
+        kth = np.partition(pooled, len(pooled) - k)[len(pooled) - k]
+        candidates = np.flatnonzero(pooled >= kth)
+    else:
+        candidates = np.arange(len(pooled))
+    if pool is not None:
+        candidates = pool[candidates]
     order = np.lexsort((candidates, -scores[candidates]))
     return candidates[order][:max(k, 0)]
 
