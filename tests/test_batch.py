@@ -3,8 +3,10 @@
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -42,6 +44,29 @@ def test_secret_never_reaches_outputs_or_cache(scripted, tmp_path):
     assert any(p.name == "report.html" for p in written) and any(p.suffix == ".sqlite" for p in written)
     leaks = [p for p in written if key.encode() in p.read_bytes()]
     assert leaks == []
+
+
+def test_a_stopped_batch_records_the_interruption_and_resumes_without_paying_twice(scripted, tmp_path):
+    scripted.default_reply = structured_aware_reply
+    scripted.script.extend([("default",), ("sleep", 20)])  # the second model call hangs until the stop
+    batch = batch_file(tmp_path, {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted",
+                                  "timeout_s": 60})
+    command = [sys.executable, "-m", "ragtrial", "run", batch, "--outputs", str(tmp_path / "out")]
+    proc = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(scripted.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "resume" in stderr
+    run = json.loads(next((tmp_path / "out").glob("00_backend_check-*/run.json")).read_text())
+    assert run["status"] == "interrupted" and run["ledger"]["llm_calls_live"] == 1
+    assert "interrupted" in (tmp_path / "out" / "index.html").read_text()
+    done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    run = json.loads(next((tmp_path / "out").glob("00_backend_check-*/run.json")).read_text())
+    assert run["status"] == "completed" and run["ledger"]["llm_calls_cached"] == 1  # the paid call is not paid again
+    assert len(scripted.requests) == 3
 
 
 @pytest.mark.embedded

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
 from ragtrial.config import ParamsError, parse_set_overrides
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ragtrial.runner import run_batch
 
+    signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop is handled like Ctrl-C
     try:
         results = run_batch(args.batch, parse_set_overrides(args.overrides), root=Path.cwd(),
                             outputs=args.outputs, only=args.only, force=args.force, workers=args.workers,
@@ -34,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: the run is recorded as interrupted; run the same command again to resume "
+              "from the cache", file=sys.stderr)
+        return 130
     outputs = Path(args.outputs).resolve() if args.outputs else Path.cwd() / "outputs"
     failed = [r for r in results if r.status == "failed"]
     for r in failed:

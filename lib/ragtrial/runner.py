@@ -189,21 +189,30 @@ def execute_run(spec: RunSpec, root: Path, outputs: Path, force: bool = False,
             str(root / "notebooks" / f"{spec.notebook}.ipynb"), str(run_dir / "notebook.ipynb"),
             parameters={"settings": spec.settings.model_dump(mode="json"), "run_dir": str(run_dir)},
             cwd=str(root), progress_bar=False, kernel_name="python3")
+    except KeyboardInterrupt:
+        # What was paid for is in the cache; the record says so and the next run resumes.
+        files.write_json(run_dir / "run.json", _finished(record, run_dir, "interrupted", "interrupted", started))
+        raise
     except Exception as err:  # noqa: BLE001 - recorded in run.json and shown in the index
         error = f"{type(err).__name__}: {err}".strip()[:4000]
         (run_dir / "error.txt").write_text(traceback.format_exc())
-    ledger = read_ledger(run_dir / "ledger.csv")
-    if not ledger.empty:
-        files.write_table(run_dir / "ledger.parquet", ledger)
-    record.update(status="failed" if error else "completed", error=error,
-                  ended_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                  duration_s=round(time.perf_counter() - started, 2), ledger=summarize(ledger),
-                  prompts=sorted(p for p in ledger["prompt"].unique() if p) if not ledger.empty else [],
-                  models=sorted(ledger["model"].unique()) if not ledger.empty else [])
+    record = _finished(record, run_dir, "failed" if error else "completed", error, started)
     if (run_dir / "notebook.ipynb").exists():
         render_report(run_dir / "notebook.ipynb", run_dir / "report.html", show_code=show_code)
     files.write_json(run_dir / "run.json", record)
     return RunResult(spec.run_id, spec.notebook, record["status"], run_dir, record["ledger"], error)
+
+
+def _finished(record: dict[str, Any], run_dir: Path, status: str, error: str, started: float) -> dict[str, Any]:
+    """The run record with its outcome, duration and the ledger summary (also saved as parquet)."""
+    ledger = read_ledger(run_dir / "ledger.csv")
+    if not ledger.empty:
+        files.write_table(run_dir / "ledger.parquet", ledger)
+    return {**record, "status": status, "error": error,
+            "ended_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "duration_s": round(time.perf_counter() - started, 2), "ledger": summarize(ledger),
+            "prompts": sorted(p for p in ledger["prompt"].unique() if p) if not ledger.empty else [],
+            "models": sorted(ledger["model"].unique()) if not ledger.empty else []}
 
 
 def run_batch(batch_path: str | Path, overrides: dict[str, Any] | None = None, root: str | Path = ".",
@@ -229,7 +238,13 @@ def run_batch(batch_path: str | Path, overrides: dict[str, Any] | None = None, r
         render_index(outputs)
         return result
 
-    with ThreadPoolExecutor(max_workers=workers or batch_workers) as pool:
-        results = list(pool.map(one, enumerate(specs, start=1)))
-    render_index(outputs)
+    numbered = list(enumerate(specs, start=1))
+    try:
+        if (workers or batch_workers) == 1:  # in this thread, so an interrupt stops the running notebook at once
+            results = [one(n) for n in numbered]
+        else:
+            with ThreadPoolExecutor(max_workers=workers or batch_workers) as pool:
+                results = list(pool.map(one, numbered))
+    finally:
+        render_index(outputs)
     return results
