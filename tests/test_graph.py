@@ -239,7 +239,7 @@ def test_christmas_carol_graphrag_index_imports_with_its_counts(tmp_path):
 
 
 def musique_corpus() -> Dataset:
-    """The passages as data.py's HippoRAG loader makes them: id "<title>#<k>"."""
+    """The passages as ragtrial.data.multihop_qa's HippoRAG loader makes them: id "<title>#<k>"."""
     seen: dict[str, int] = {}
     docs = []
     for passage in json.loads((MUSIQUE / "musique_train_corpus.json").read_text()):

@@ -1,0 +1,160 @@
+"""Reading input files and fields so that every error names file, record and field (`_Rec`).
+
+Also the small value helpers the loaders share. Leading-underscore names are private to `ragtrial.data`.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragtrial.records import DataError
+
+
+@dataclass(frozen=True)
+class _Rec:
+    """One input value and where it sits, so that every error names file, record and field."""
+
+    path: Path
+    record: str | int | None
+    value: Any
+    prefix: str = ""  # field path of `value` inside the record, e.g. "evidence_list[2]."
+
+    def error(self, field: str | None, problem: str) -> DataError:
+        where = self.prefix + field if field is not None else self.prefix.rstrip(".") or None
+        return DataError(str(self.path), self.record, where, problem)
+
+    def get(self, key: str, kind: type | tuple[type, ...] = str) -> Any:
+        if not isinstance(self.value, dict):
+            raise self.error(None, f"expected an object, got {_type_name(self.value)}")
+        if key not in self.value:
+            raise self.error(key, "missing")
+        value = self.value[key]
+        if not _is_kind(value, kind):
+            raise self.error(key, f"expected {_kind_name(kind)}, got {_type_name(value)}")
+        return value
+
+    def text(self, key: str) -> str:
+        """A required string that must not be blank (question text, document text, answers)."""
+        value = self.get(key, str)
+        if not value.strip():
+            raise self.error(key, "empty")
+        return value
+
+    def strings(self, key: str) -> list[str]:
+        values = self.get(key, list)
+        for i, value in enumerate(values):
+            if not isinstance(value, str):
+                raise self.error(f"{key}[{i}]", f"expected a string, got {_type_name(value)}")
+        return values
+
+    def items(self, key: str) -> list[_Rec]:
+        """The elements of list field `key`, each as a record located at `key[i]`."""
+        return [self.at(f"{key}[{i}]", v) for i, v in enumerate(self.get(key, list))]
+
+    def at(self, field: str, value: Any) -> _Rec:
+        return _Rec(self.path, self.record, value, f"{self.prefix}{field}.")
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(k.__name__ for k in kinds)
+
+
+def _is_kind(value: Any, kind: type | tuple[type, ...]) -> bool:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    # bool is a subclass of int in Python, but `true` is not a valid paragraph index.
+    if isinstance(value, bool) and bool not in kinds:
+        return False
+    return isinstance(value, kinds)
+
+
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _require_file(path: Path, hint: str = "") -> Path:
+    if not path.is_file():
+        raise DataError(str(path), None, None, "file not found" + (f"; {hint}" if hint else ""))
+    return path
+
+
+def _read_text(path: Path) -> str:
+    # utf-8-sig drops a BOM (Gutenberg text, Microsoft CSVs); universal newlines turn CRLF into LF.
+    try:
+        return _require_file(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise DataError(str(path), None, None, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(_read_text(path))
+    except json.JSONDecodeError as err:
+        raise DataError(
+            str(path), None, None, f"invalid JSON: {err.msg} (line {err.lineno}, column {err.colno})"
+        ) from None
+
+
+def _json_array(path: Path) -> list[_Rec]:
+    data = _read_json(path)
+    if not isinstance(data, list):
+        raise DataError(str(path), None, None, f"expected a JSON array at top level, got {_type_name(data)}")
+    return [_Rec(path, i, value) for i, value in enumerate(data)]
+
+
+def _json_object(path: Path) -> list[_Rec]:
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise DataError(str(path), None, None, f"expected a JSON object at top level, got {_type_name(data)}")
+    return [_Rec(path, key, value) for key, value in data.items()]
+
+
+def _json_lines(path: Path) -> list[_Rec]:
+    records = []
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue  # a trailing or separating blank line holds no record
+        try:
+            records.append(_Rec(path, f"line {number}", json.loads(line)))
+        except json.JSONDecodeError as err:
+            raise DataError(
+                str(path), f"line {number}", None, f"invalid JSON: {err.msg} (column {err.colno})"
+            ) from None
+    return records
+
+
+def _csv_rows(path: Path, columns: Sequence[str]) -> list[_Rec]:
+    reader = csv.DictReader(_read_text(path).splitlines())
+    for column in columns:
+        if column not in (reader.fieldnames or []):
+            raise DataError(str(path), None, column, f"missing CSV column (header: {reader.fieldnames})")
+    return [_Rec(path, f"line {reader.line_num}", row) for row in reader]
+
+
+def _stable_hash(text: str, length: int = 12) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:length]
+
+
+def _answers(answer: str, aliases: Iterable[str] = ()) -> list[str]:
+    """Gold answer first, then the aliases that differ from it (order kept, no repeats)."""
+    return list(dict.fromkeys([answer, *aliases]))
+
+
+def _dedupe(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def _choose(option: str, value: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{option} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return value

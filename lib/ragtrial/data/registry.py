@@ -1,0 +1,159 @@
+"""The loader registry, the sampling options every loader shares and the final consistency check.
+
+`_loader(name)` registers a raw loader `(folder, **options) -> (documents, questions)`; the data-set
+modules of this package use it and the helpers below (leading underscore: private to `ragtrial.data`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ragtrial.data.reading import _is_kind, _Rec
+from ragtrial.records import DataError, Dataset, Document, Question
+
+DocsAndQuestions = tuple[list[Document], list[Question]]
+
+LOADERS: dict[str, Callable[..., Dataset]] = {}
+
+PUBLISHED_AT: dict[str, str] = {
+    "multihop_rag": "Tang & Yang, 'MultiHop-RAG: Benchmarking Retrieval-Augmented Generation for Multi-Hop "
+    "Queries' (COLM 2024, arXiv:2401.15391); GitHub yixuantt/MultiHop-RAG, Hugging Face dataset "
+    "yixuantt/MultiHopRAG; licence ODC-BY (articles are third-party news content).",
+    "musique": "Trivedi et al., 'MuSiQue: Multihop Questions via Single-hop Question Composition' "
+    "(TACL 2022); GitHub StonyBrookNLP/musique, data CC BY 4.0. The 100-question train sample and its "
+    "corpus come from GitHub OSU-NLP-Group/HippoRAG (legacy branch, MIT; Gutierrez et al., HippoRAG, "
+    "NeurIPS 2024).",
+    "hotpotqa": "Yang et al., 'HotpotQA: A Dataset for Diverse, Explainable Multi-hop Question Answering' "
+    "(EMNLP 2018); hotpotqa.github.io, GitHub hotpotqa/hotpot, data CC BY-SA 4.0. The 100-question train "
+    "sample and its corpus come from GitHub OSU-NLP-Group/HippoRAG (legacy branch, MIT).",
+    "2wikimultihopqa": "Ho et al., 'Constructing A Multi-hop QA Dataset for Comprehensive Evaluation of "
+    "Reasoning Steps' (COLING 2020); GitHub Alab-NII/2wikimultihop, Apache 2.0. Corpus from GitHub "
+    "OSU-NLP-Group/HippoRAG (MIT); the 101 questions with gold titles from GitHub "
+    "circlemind-ai/fast-graphrag benchmarks (MIT).",
+    "qmsum": "Zhong et al., 'QMSum: A New Benchmark for Query-based Multi-domain Meeting Summarization' "
+    "(NAACL 2021); GitHub Yale-LILY/QMSum, MIT (AMI/ICSI transcripts CC BY 4.0).",
+    "squality": "Wang et al., 'SQuALITY: Building a Long-Document Summarization Dataset the Hard Way' "
+    "(EMNLP 2022); GitHub nyu-mll/SQuALITY (v1.3); stories Project Gutenberg licence, summaries CC BY 4.0.",
+    "odsum": "Zhou et al., 'ODSum: New Benchmarks for Open Domain Multi-Document Summarization' "
+    "(arXiv:2309.08960, 2023); GitHub yale-nlp/ODSum, MIT (plus the QMSum and SQuALITY terms).",
+    "graphrag_bench": "Xiang et al., 'When to use Graphs in RAG: A Comprehensive Analysis for Graph "
+    "Retrieval-Augmented Generation' (arXiv:2506.05690, 2025); GitHub GraphRAG-Bench/GraphRAG-Benchmark, "
+    "leaderboard graphrag-bench.github.io; no licence stated.",
+    "graphrag_podcast": "Edge et al., 'From Local to Global: A Graph RAG Approach to Query-Focused "
+    "Summarization' (arXiv:2404.16130, 2024) for the podcast transcripts and global questions; the MSFT "
+    "earnings subset accompanies arXiv:2503.02922; GitHub microsoft/graphrag-benchmarking-datasets, "
+    "CDLA-Permissive-2.0.",
+    "text_folder": "Any local folder of .txt/.md files. The kit's example, A Christmas Carol (Project "
+    "Gutenberg eBook #24022), is public domain in the US under the Project Gutenberg licence.",
+}
+
+
+# ---------------------------------------------------------------- registry and sampling
+
+
+def load_dataset(name: str, path: str | Path, **options: Any) -> Dataset:
+    """Load data set `name` from folder `path`; options as documented on the loader."""
+    if name not in LOADERS:
+        raise ValueError(f"unknown data set {name!r}; known: {', '.join(sorted(LOADERS))}")
+    return LOADERS[name](path, **options)
+
+
+def _loader(name: str) -> Callable[[Callable[..., DocsAndQuestions]], Callable[..., Dataset]]:
+    """Register a raw loader `(folder, **options) -> (documents, questions)` under `name`.
+
+    The wrapper adds what every loader shares (the sampling options and the final consistency
+    check), so no loader re-implements it.
+    """
+
+    def register(raw: Callable[..., DocsAndQuestions]) -> Callable[..., Dataset]:
+        def load(
+            path: str | Path,
+            *,
+            limit_questions: int | None = None,
+            limit_documents: int | None = None,
+            seed: int = 0,
+            **options: Any,
+        ) -> Dataset:
+            _check_limits(limit_questions=limit_questions, limit_documents=limit_documents)
+            root = Path(path)
+            if not root.is_dir():
+                raise DataError(str(root), None, None, "data set folder not found")
+            documents, questions = raw(root, **options)
+            _check_consistent(root, documents, questions)
+            questions = _sample(questions, limit_questions, random.Random(f"{seed}:questions"))
+            documents = _limit_documents(documents, questions, limit_documents, seed)
+            return Dataset(name=name, documents=documents, questions=questions, source_path=str(root))
+
+        load.__name__ = load.__qualname__ = f"load_{name}"
+        load.__doc__ = raw.__doc__
+        load.__signature__ = _combined_signature(load, raw)  # type: ignore[attr-defined]
+        LOADERS[name] = load
+        return load
+
+    return register
+
+
+def _combined_signature(
+    load: Callable[..., Dataset], raw: Callable[..., DocsAndQuestions]
+) -> inspect.Signature:
+    """The wrapper's shared options plus the raw loader's own ones, so help() shows every option."""
+    shared = [p for p in inspect.signature(load).parameters.values() if p.kind != p.VAR_KEYWORD]
+    own = list(inspect.signature(raw).parameters.values())[1:]  # drop the raw loader's folder argument
+    return inspect.signature(load).replace(parameters=[*shared, *own])
+
+
+def _check_limits(**limits: int | None) -> None:
+    for option, value in limits.items():
+        if value is not None and (not _is_kind(value, int) or value < 0):
+            raise ValueError(f"{option} must be a non-negative integer or None, got {value!r}")
+
+
+def _sample(items: list[Any], limit: int | None, rng: random.Random) -> list[Any]:
+    """A seeded random subset of `limit` items, in their original order."""
+    if limit is None or limit >= len(items):
+        return items
+    keep = set(rng.sample(range(len(items)), limit))
+    return [item for i, item in enumerate(items) if i in keep]
+
+
+def _limit_documents(
+    documents: list[Document], questions: list[Question], limit: int | None, seed: int
+) -> list[Document]:
+    if limit is None:
+        return documents
+    gold = {doc_id for q in questions for doc_id in q.gold_doc_ids}
+    others = [d for d in documents if d.doc_id not in gold]
+    extra = {d.doc_id for d in _sample(others, max(0, limit - len(gold)), random.Random(f"{seed}:documents"))}
+    return [d for d in documents if d.doc_id in gold or d.doc_id in extra]
+
+
+def _check_consistent(root: Path, documents: list[Document], questions: list[Question]) -> None:
+    """Last line of defence: loaders check ids where they know the record; this catches the rest."""
+    _check_unique(((d.doc_id, _Rec(root, i, d)) for i, d in enumerate(documents)), "doc_id", "document id")
+    _check_unique(
+        ((q.question_id, _Rec(root, i, q)) for i, q in enumerate(questions)), "question_id", "question id"
+    )
+    doc_ids = {d.doc_id for d in documents}
+    for q in questions:
+        missing = [g for g in q.gold_doc_ids if g not in doc_ids]
+        if missing:
+            raise DataError(str(root), q.question_id, "gold_doc_ids", f"no document with id {missing[0]!r}")
+
+
+def _check_unique(keyed: Iterable[tuple[str, _Rec]], field: str, what: str) -> None:
+    """Raise on the second record whose key repeats, naming that record and the first one."""
+    first: dict[str, _Rec] = {}
+    for key, rec in keyed:
+        if key in first:
+            raise rec.error(field, f"duplicate {what} {key!r} (first seen at record {first[key].record})")
+        first[key] = rec
+
+
+def _unique_questions(pairs: list[tuple[_Rec, Question]], field: str) -> list[Question]:
+    """Questions built from records of one file, after checking that their ids are unique there."""
+    _check_unique(((q.question_id, r) for r, q in pairs), field, "question id")
+    return [q for _, q in pairs]

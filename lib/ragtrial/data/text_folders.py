@@ -1,0 +1,63 @@
+"""Folders of text files: the `text_folder` loader and the file reader ODSum and the GraphRAG sets share."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Sequence
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+from ragtrial.data.reading import _read_text
+from ragtrial.data.registry import DocsAndQuestions, _loader
+from ragtrial.records import DataError, Document
+
+# Documentation files that sit next to the data in the shared copies; never corpus text.
+DEFAULT_EXCLUDE = ("SOURCE.md", "README.md", "UPSTREAM_README.md", "NOTICE.md", "LICENSE*")
+
+
+def _natural_key(path: Path) -> list[Any]:
+    # "part2" before "part10": chunked transcripts keep their reading order.
+    return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", path.as_posix())]
+
+
+def _text_documents(
+    root: Path, patterns: Sequence[str], exclude: Sequence[str], *, keep_empty: bool = False
+) -> list[Document]:
+    """One Document per matching file; an empty file raises unless `keep_empty` (then it warns)."""
+    if not root.is_dir():
+        raise DataError(str(root), None, None, "folder not found")
+    files = [
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        and any(fnmatch(p.name, pat) for pat in patterns)
+        and not any(fnmatch(p.name, pat) for pat in exclude)
+    ]
+    if not files:
+        raise DataError(str(root), None, None, f"no files matching {list(patterns)}")
+    documents = []
+    for file in sorted(files, key=lambda p: _natural_key(p.relative_to(root))):
+        text = _read_text(file)
+        doc = Document(doc_id=file.relative_to(root).as_posix(), title=file.stem, text=text)
+        if not text.strip():
+            if not keep_empty:
+                raise DataError(str(file), None, "text", "empty file")
+            warnings.warn(f"{file}: empty file, kept as an empty document", stacklevel=2)
+            doc.metadata["empty"] = True
+        documents.append(doc)
+    return documents
+
+
+@_loader("text_folder")
+def _text_folder(
+    root: Path, *, patterns: Sequence[str] = ("*.txt", "*.md"), exclude: Sequence[str] = DEFAULT_EXCLUDE
+) -> DocsAndQuestions:
+    """Any folder of text files, searched recursively (hidden files skipped); no questions.
+
+    doc_id = path relative to the folder, title = file stem. `patterns` selects files by name,
+    `exclude` drops documentation files (SOURCE.md, README.md, LICENSE*, … by default).
+    """
+    return _text_documents(root, patterns, exclude), []
