@@ -28,9 +28,7 @@ def _bench_question(rec: _Rec, doc_ids: set[str], corpus: Path) -> Question:
     source = rec.text("source")
     if source not in doc_ids:
         raise rec.error("source", f"matches no corpus_name in {corpus.name}")
-    level = rec.text("question_type")
-    if level not in _BENCH_LEVELS:
-        raise rec.error("question_type", f"unknown level {level!r}; expected one of {list(_BENCH_LEVELS)}")
+    level = rec.one_of("question_type", _BENCH_LEVELS, "level")
     return Question(
         question_id=rec.text("id"),
         question=rec.text("question"),

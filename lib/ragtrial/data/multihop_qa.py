@@ -83,11 +83,7 @@ class _ArticleIndex:
 
 
 def _multihop_question(rec: _Rec, articles: _ArticleIndex) -> Question:
-    raw_type = rec.text("question_type")
-    if raw_type not in _MULTIHOP_TYPES:
-        raise rec.error(
-            "question_type", f"unknown type {raw_type!r}; expected one of {list(_MULTIHOP_TYPES)}"
-        )
+    raw_type = rec.one_of("question_type", _MULTIHOP_TYPES, "type")
     evidence = [(ev, articles.resolve(ev)) for ev in rec.items("evidence_list")]
     answer = rec.text("answer")
     return Question(
@@ -281,9 +277,7 @@ def _hotpot_question(rec: _Rec, passages: _PassageIndex) -> Question:
         if title not in context:
             raise item.error(None, f"supporting title {title!r} is not among the question's context")
         gold.append(passages.by_passage(item, None, title, context[title]))
-    question_type = rec.text("type")
-    if question_type not in _HOTPOT_TYPES:
-        raise rec.error("type", f"unknown type {question_type!r}; expected one of {list(_HOTPOT_TYPES)}")
+    question_type = rec.one_of("type", _HOTPOT_TYPES, "type")
     return Question(
         question_id=rec.text("_id"),
         question=rec.text("question"),

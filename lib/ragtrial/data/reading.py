@@ -46,6 +46,13 @@ class _Rec:
             raise self.error(key, "empty")
         return value
 
+    def one_of(self, key: str, allowed: Iterable[str], what: str) -> str:
+        """A required string that must be one of `allowed` (a data set's fixed question types)."""
+        value = self.text(key)
+        if value not in allowed:
+            raise self.error(key, f"unknown {what} {value!r}; expected one of {list(allowed)}")
+        return value
+
     def strings(self, key: str) -> list[str]:
         values = self.get(key, list)
         for i, value in enumerate(values):
