@@ -253,6 +253,8 @@ MALFORMED = [
         "musique_train.json", 0, "paragraphs[1].paragraph_text", "matches no passage"),
     ("hotpotqa", "hotpotqa_wrong_type", {},
         "hotpotqa_train.json", 1, "type", "expected str, got int"),
+    ("hotpotqa", "hotpotqa_unknown_type", {},
+        "hotpotqa_train.json", 1, "type", "unknown type 'yes_no'; expected one of ['bridge', 'comparison']"),
     ("2wikimultihopqa", "2wiki_unknown_title", {},
         "fastgraphrag_vdb_results_101_with_gold_titles.json", 1, "ground_truth[1]", "matches no passage"),
     ("qmsum", "qmsum_bad_span", {},
