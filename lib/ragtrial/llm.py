@@ -149,15 +149,15 @@ class LLM:
     def _request(self, messages: Messages, schema: type[BaseModel] | None, replicate: int,
                  overrides: dict[str, Any]) -> dict[str, Any]:
         s = self.settings
-        if s.fold_system or (schema is None and s.completions_api):
+        plain_text = schema is None and s.completions_api  # /completions: the turns as one prompt
+        if s.fold_system or plain_text:
             messages = fold_system_messages(messages)
         if schema is not None and s.json_mode == "prompt_only":
             messages = [*messages[:-1], {"role": "user", "content": messages[-1]["content"] +
                         "\n\nReply with one JSON object only, matching this JSON schema:\n" +
                         json.dumps(schema.model_json_schema())}]
-        # /completions takes the turns as plain text (the cache key differs from the chat request's)
-        text = {"prompt": "\n\n".join(m["content"] for m in messages)} if schema is None and s.completions_api \
-            else {"messages": messages}
+        # the cache key of a plain-text request differs from the chat request's
+        text = {"prompt": "\n\n".join(m["content"] for m in messages)} if plain_text else {"messages": messages}
         request = {"model": s.model, **text,
                    "temperature": overrides.get("temperature", s.temperature),
                    "top_p": overrides.get("top_p", s.top_p),

@@ -70,18 +70,19 @@ def entity_mentions(questions: pd.DataFrame, linker: EntityLinker, linker_name: 
 # ---------------------------------------------------------------- distribution metrics
 
 
-def _ranked(mentions: pd.DataFrame) -> pd.Series:
-    """Mentions per entity id, most frequent first, ties by name (so pies and tables agree)."""
+def _ranked(mentions: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Mentions per entity id, most frequent first, ties by name (so pies and tables agree), and
+    each entity id's name."""
     names = mentions.groupby("entity_id")["name"].first()
     counts = mentions["entity_id"].value_counts()
-    return counts.iloc[np.lexsort((names[counts.index].to_numpy(), -counts.to_numpy()))]
+    return counts.iloc[np.lexsort((names[counts.index].to_numpy(), -counts.to_numpy()))], names
 
 
 def top_entities(mentions: pd.DataFrame, k: int = 10) -> pd.DataFrame:
     """Per (linker, generator): the k most frequent entities and 'other', with counts and shares."""
     rows = []
     for (linker, generator), group in mentions.groupby(["linker", "generator"], sort=False):
-        counts, names = _ranked(group), group.groupby("entity_id")["name"].first()
+        counts, names = _ranked(group)
         total = int(counts.sum())
         for rank, (eid, n) in enumerate(counts.head(k).items(), start=1):
             rows.append((linker, generator, rank, names[eid], int(n), n / total))
@@ -106,13 +107,13 @@ def entity_distribution(mentions: pd.DataFrame, questions: pd.DataFrame, linkers
         processed = questions[~questions["question_id"].isin(failed)]
         for generator, qs in processed.groupby("generator", sort=False):
             m = mentions[(mentions["linker"] == linker) & mentions["question_id"].isin(qs["question_id"])]
-            counts = _ranked(m)
+            counts, names = _ranked(m)
             top = counts.index[0] if len(counts) else None
             reached = level["entity_ids"].map(lambda ids, seen=set(counts.index): bool(seen.intersection(ids)))
             rows.append({
                 "linker": linker, "generator": generator, "questions": len(qs),
                 "questions_with_entity": m["question_id"].nunique(), "mentions": len(m),
-                "distinct_entities": len(counts), "top_entity": m.loc[m["entity_id"] == top, "name"].iat[0] if top else "",
+                "distinct_entities": len(counts), "top_entity": names[top] if top else "",
                 "top_share": counts.iloc[0] / len(m) if len(m) else float("nan"),
                 "top_question_share": m.loc[m["entity_id"] == top, "question_id"].nunique() / len(qs),
                 "entropy_bits": float(entropy(counts.to_numpy(), base=2)) if len(counts) else 0.0,

@@ -238,12 +238,12 @@ def run_batch(batch_path: str | Path, overrides: dict[str, Any] | None = None, r
         render_index(outputs)
         return result
 
-    numbered = list(enumerate(specs, start=1))
+    numbered, n_workers = list(enumerate(specs, start=1)), workers or batch_workers
     try:
-        if (workers or batch_workers) == 1:  # in this thread, so an interrupt stops the running notebook at once
+        if n_workers == 1:  # in this thread, so an interrupt stops the running notebook at once
             results = [one(n) for n in numbered]
         else:
-            with ThreadPoolExecutor(max_workers=workers or batch_workers) as pool:
+            with ThreadPoolExecutor(max_workers=n_workers) as pool:
                 results = list(pool.map(one, numbered))
     finally:
         render_index(outputs)
