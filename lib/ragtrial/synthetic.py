@@ -307,6 +307,12 @@ def _sentence(template: str, **fields: Any) -> str:
     return text[0].upper() + text[1:]
 
 
+def _templates(rel: Relation) -> list[str]:
+    """The sentences that can state `rel`: the "_open" variants when a time-bounded relation still holds."""
+    open_key = f"{rel.type}_open"
+    return TEMPLATES[open_key if rel.valid_to is None and open_key in TEMPLATES else rel.type]
+
+
 def _by(relations: list[Relation], type_: str, key: str) -> dict[str, list[Relation]]:
     """Relations of one type grouped by source or target id, each group in time order."""
     groups: dict[str, list[Relation]] = defaultdict(list)
@@ -364,9 +370,7 @@ def render_corpus(world: World, n_documents: int | None = None, *, n_single_hop:
             rels = sorted(rng.sample(sections[key], len(sections[key])), key=lambda r: r.valid_from or 0)
             sentences.append(_sentence("{x} is {d}.", x=_mention(owner), d=owner.description))
             for rel in rels:  # untimed facts in random order, then timed ones chronologically
-                open_key = f"{rel.type}_open"
-                options = TEMPLATES[open_key if rel.valid_to is None and open_key in TEMPLATES else rel.type]
-                template = rng.choice([t for t in options if rel.id in predecessor or "{p}" not in t])
+                template = rng.choice([t for t in _templates(rel) if rel.id in predecessor or "{p}" not in t])
                 sentences.append(_sentence(template, s=_mention(ents[rel.source]),
                                            t=_mention(ents[rel.target]), a=rel.valid_from, b=rel.valid_to,
                                            p=predecessor.get(rel.id)))
@@ -485,9 +489,7 @@ def _candidates(world: World, ents: dict[str, Entity], doc_of: dict[str, str], p
 
 def _canonical(rel: Relation, ents: dict[str, Entity], predecessor: dict[str, str], contested: bool) -> str:
     """A relation in its first template, naming the outlet when another outlet says otherwise."""
-    open_key = f"{rel.type}_open"
-    template = TEMPLATES[open_key if rel.valid_to is None and open_key in TEMPLATES else rel.type][0]
-    text = _sentence(template, s=_mention(ents[rel.source]), t=_mention(ents[rel.target]), a=rel.valid_from,
+    text = _sentence(_templates(rel)[0], s=_mention(ents[rel.source]), t=_mention(ents[rel.target]), a=rel.valid_from,
                      b=rel.valid_to, p=predecessor.get(rel.id))
     return f"{text[:-1]}, according to {rel.sources[0]}." if contested else text
 
