@@ -35,7 +35,9 @@ def main() -> None:
         cold_wall = time.perf_counter() - started
         ledger = ctx.ledger_frame()
         cold = ledger[ledger["stage"] == "backend_check"]
-        model_s = float(cold.loc[~cold["cached"].astype(bool) & (cold["kind"] != "embedding"), "latency_s"].sum())
+        model_s = float(
+            cold.loc[~cold["cached"].astype(bool) & (cold["kind"] != "embedding"), "latency_s"].sum()
+        )
         embed_s = float(cold.loc[cold["kind"] == "embedding", "latency_s"].sum())
 
         live = ctx.llm.complete("The capital of Italy is", stage="bench", max_tokens=8)

@@ -28,8 +28,10 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="settings override")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ragtrial-bench-") as tmp:
-        settings = deep_merge({"cache_path": f"{tmp}/cache.sqlite", "index": {"store_path": f"{tmp}/indexes"}},
-                              parse_set_overrides(args.set))
+        settings = deep_merge(
+            {"cache_path": f"{tmp}/cache.sqlite", "index": {"store_path": f"{tmp}/indexes"}},
+            parse_set_overrides(args.set),
+        )
         ctx = open_run(settings, Path(tmp) / "run", notebook="bench_index_build")
         dataset = load_experiment_dataset(ctx.settings.data)
         started = time.perf_counter()
@@ -44,15 +46,21 @@ def main() -> None:
     staged = sum(row["wall_s"] for row in stages)
     rows = [*stages, {"stage": "save and reload", "wall_s": wall - staged, "model_s": 0.0, "live_calls": 0}]
     model = sum(row["model_s"] for row in rows)
-    print(f"Corpus: {dataset.name} ({len(index.documents)} documents, {len(index.chunks)} chunks); "
-          f"LLM {ctx.settings.llm.model}; graph source {ctx.settings.index.graph_source}; cold cache. "
-          f"Warm-up outside the clock (server start, embedding model load): {warmup:.1f} s.\n")
+    print(
+        f"Corpus: {dataset.name} ({len(index.documents)} documents, {len(index.chunks)} chunks); "
+        f"LLM {ctx.settings.llm.model}; graph source {ctx.settings.index.graph_source}; cold cache. "
+        f"Warm-up outside the clock (server start, embedding model load): {warmup:.1f} s.\n"
+    )
     print("| stage | wall (s) | model (s) | kit (s) | live calls |\n|---|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['stage']} | {row['wall_s']:.2f} | {row['model_s']:.2f} | {row['wall_s'] - row['model_s']:.2f} "
-              f"| {row['live_calls']} |")
-    print(f"| **total** | **{wall:.2f}** | **{model:.2f}** | **{wall - model:.2f}** | "
-          f"**{sum(row['live_calls'] for row in rows)}** |")
+        print(
+            f"| {row['stage']} | {row['wall_s']:.2f} | {row['model_s']:.2f} | {row['wall_s'] - row['model_s']:.2f} "
+            f"| {row['live_calls']} |"
+        )
+    print(
+        f"| **total** | **{wall:.2f}** | **{model:.2f}** | **{wall - model:.2f}** | "
+        f"**{sum(row['live_calls'] for row in rows)}** |"
+    )
     print(f"\nKit share of wall time: **{(wall - model) / wall:.1%}** (target < 5%).")
 
 

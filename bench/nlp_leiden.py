@@ -23,8 +23,12 @@ from ragtrial.phrases import sentences
 from ragtrial.records import Document, records_frame
 
 DEFAULT_FOLDER = (
-    Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "graphrag_paper_podcast_msft"
-    / "kevin_scott_podcast" / "input"
+    Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "datasets"
+    / "graphrag_paper_podcast_msft"
+    / "kevin_scott_podcast"
+    / "input"
 )
 
 
@@ -39,8 +43,10 @@ def load_podcast(folder: Path) -> pd.DataFrame:
     files = sorted(folder.glob("*.txt"))
     if not files:
         raise SystemExit(f"no .txt files in {folder}")
-    docs = [Document(doc_id=f.name, title=f.stem, text=f.read_text(encoding="utf-8"), source=str(folder))
-            for f in files]
+    docs = [
+        Document(doc_id=f.name, title=f.stem, text=f.read_text(encoding="utf-8"), source=str(folder))
+        for f in files
+    ]
     return records_frame(docs, Document)
 
 
@@ -56,10 +62,16 @@ def main() -> None:
     chunks = timed("chunks: one per file, tokens counted", times, lambda: documents_as_chunks(documents))
     # One-time cost, reported apart so the extraction time is per corpus: NLTK import + punkt tables.
     timed("load sentence splitter (once per process)", times, lambda: sentences("Warm up."))
-    entities, relations = timed(f"NLP extraction ({args.cooccurrence} co-occurrence)", times,
-                                lambda: extract_nlp_graph(chunks, cooccurrence=args.cooccurrence))
-    communities = timed(f"hierarchical Leiden (max_cluster_size={args.max_cluster_size})", times,
-                        lambda: build_communities(entities, relations, max_cluster_size=args.max_cluster_size))
+    entities, relations = timed(
+        f"NLP extraction ({args.cooccurrence} co-occurrence)",
+        times,
+        lambda: extract_nlp_graph(chunks, cooccurrence=args.cooccurrence),
+    )
+    communities = timed(
+        f"hierarchical Leiden (max_cluster_size={args.max_cluster_size})",
+        times,
+        lambda: build_communities(entities, relations, max_cluster_size=args.max_cluster_size),
+    )
 
     per_level = communities.groupby("level").size()
     counts = {
@@ -78,7 +90,10 @@ def main() -> None:
     for name, value in counts.items():
         print(f"| {name} | {value} |")
     top = entities.nlargest(10, "degree")[["name", "degree"]]
-    print("\nTop entities by degree: " + ", ".join(f"{n} ({d})" for n, d in zip(top["name"], top["degree"], strict=True)))
+    print(
+        "\nTop entities by degree: "
+        + ", ".join(f"{n} ({d})" for n, d in zip(top["name"], top["degree"], strict=True))
+    )
 
 
 if __name__ == "__main__":

@@ -29,11 +29,22 @@ from ragtrial.records import Dataset
 from ragtrial.retrieval import RETRIEVERS, HashingEmbedder, RetrieverParts, make_retriever
 from ragtrial.synthetic import generate_corpus
 
-LLM_FREE = ["vector", "bm25", "hybrid", "graph_walk", "graph_hybrid", "fastgraphrag", "local_search", "lightrag",
-            "kg_triplets"]
+LLM_FREE = [
+    "vector",
+    "bm25",
+    "hybrid",
+    "graph_walk",
+    "graph_hybrid",
+    "fastgraphrag",
+    "local_search",
+    "lightrag",
+    "kg_triplets",
+]
 
 
-def build_index(dataset: Dataset, chunk_size: int, embedder: HashingEmbedder) -> tuple[GraphIndex, dict[str, float]]:
+def build_index(
+    dataset: Dataset, chunk_size: int, embedder: HashingEmbedder
+) -> tuple[GraphIndex, dict[str, float]]:
     times: dict[str, float] = {}
     start = time.perf_counter()
     documents = dataset.documents_frame()
@@ -46,8 +57,16 @@ def build_index(dataset: Dataset, chunk_size: int, embedder: HashingEmbedder) ->
     communities = build_communities(entities, relations)
     times["Leiden"] = time.perf_counter() - start
     start = time.perf_counter()
-    index = embed_index(GraphIndex(documents=documents, chunks=chunks, entities=entities, relations=relations,
-                                   communities=communities), lambda texts: embedder.embed(texts))
+    index = embed_index(
+        GraphIndex(
+            documents=documents,
+            chunks=chunks,
+            entities=entities,
+            relations=relations,
+            communities=communities,
+        ),
+        lambda texts: embedder.embed(texts),
+    )
     times["embeddings"] = time.perf_counter() - start
     return index, times
 
@@ -72,21 +91,27 @@ def main() -> None:
             index.save(args.index_dir)
     sample = random.Random(0).sample(dataset.questions, min(args.questions, len(dataset.questions)))
     doc_of = dict(zip(index.chunks["chunk_id"], index.chunks["doc_id"], strict=True))
-    print(f"index: {len(index.chunks):,} chunks (mean {index.chunks['n_tokens'].mean():.0f} tokens), "
-          f"{len(index.entities):,} entities, {len(index.relations):,} relations, "
-          f"{index.communities['level'].nunique()} Leiden levels; embeddings: {embedder.model_name} "
-          f"({index.chunk_embeddings.shape[1]} dims, deterministic feature hashing, not MiniLM)")
+    print(
+        f"index: {len(index.chunks):,} chunks (mean {index.chunks['n_tokens'].mean():.0f} tokens), "
+        f"{len(index.entities):,} entities, {len(index.relations):,} relations, "
+        f"{index.communities['level'].nunique()} Leiden levels; embeddings: {embedder.model_name} "
+        f"({index.chunk_embeddings.shape[1]} dims, deterministic feature hashing, not MiniLM)"
+    )
     print("index build: " + ", ".join(f"{stage} {s:.1f} s" for stage, s in times.items()))
-    print(f"{len(sample)} questions (+{args.warmup} warm-up), k={args.k}, load average at start "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
-    print("| retriever | build (s) | p50 (ms) | p95 (ms) | CPU p50 (ms) | CPU p95 (ms) | fallbacks | gold-doc recall@k |")
+    print(
+        f"{len(sample)} questions (+{args.warmup} warm-up), k={args.k}, load average at start "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n"
+    )
+    print(
+        "| retriever | build (s) | p50 (ms) | p95 (ms) | CPU p50 (ms) | CPU p95 (ms) | fallbacks | gold-doc recall@k |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     parts = RetrieverParts(embedder)
     for name in args.retrievers:
         start = time.perf_counter()
         retriever = make_retriever(name, index, parts, RetrievalSettings(k=args.k))
         build = time.perf_counter() - start
-        for question in sample[:args.warmup]:
+        for question in sample[: args.warmup]:
             retriever.retrieve(question.question, args.k)
         latencies, cpu, fallbacks, recalls = [], [], 0, []
         for question in sample:
@@ -96,12 +121,15 @@ def main() -> None:
             cpu.append(time.process_time() - start_cpu)
             fallbacks += bool(found.fallback)
             if question.gold_doc_ids:  # chunks shown or (triplets) cited, first k
-                docs = {doc_of[c] for c in found.chunk_ids[:args.k]}
+                docs = {doc_of[c] for c in found.chunk_ids[: args.k]}
                 recalls.append(len(docs & set(question.gold_doc_ids)) / len(question.gold_doc_ids))
         p50, p95 = np.percentile(np.array(latencies) * 1000, [50, 95])
         cpu50, cpu95 = np.percentile(np.array(cpu) * 1000, [50, 95])
-        print(f"| {name} | {build:.1f} | {p50:.1f} | {p95:.1f} | {cpu50:.1f} | {cpu95:.1f} | {fallbacks} | "
-              f"{np.mean(recalls):.3f} |", flush=True)
+        print(
+            f"| {name} | {build:.1f} | {p50:.1f} | {p95:.1f} | {cpu50:.1f} | {cpu95:.1f} | {fallbacks} | "
+            f"{np.mean(recalls):.3f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ SUFFIXES = ["", "", "", "s", "ed", "ing", "ly", "tion", "er"]  # inflections giv
 
 
 def claim_like_texts(n: int, seed: int = SEED) -> list[str]:
-    """n sentences of 10-25 words from a fixed pseudo-word vocabulary, with numbers and punctuation."""
+    """N sentences of 10-25 words from a fixed pseudo-word vocabulary, with numbers and punctuation."""
     rng = random.Random(seed)
     syllables = ["ka", "lo", "mi", "ren", "sto", "vel", "dra", "pun", "ix", "or", "tem", "qua", "bri", "ne"]
     stems = sorted({"".join(rng.choices(syllables, k=rng.randint(1, 3))) for _ in range(1500)})

@@ -28,12 +28,23 @@ def scripted():
 
 def make_llm(base_url: str, tmp_path: Path, **settings) -> LLM:
     """An LLM against `base_url` with fast backoff, its own cache and ledger."""
-    values = {"backend": "openai_compatible", "base_url": base_url, "model": "scripted",
-              "backoff_initial_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 2.0, "fold_system": False}
+    values = {
+        "backend": "openai_compatible",
+        "base_url": base_url,
+        "model": "scripted",
+        "backoff_initial_s": 0.01,
+        "backoff_max_s": 0.05,
+        "timeout_s": 2.0,
+        "fold_system": False,
+    }
     values.update(settings)
     cfg = LLMSettings(**values)
-    return LLM(cfg, ResponseCache(tmp_path / "cache.sqlite"), Ledger("test-run", tmp_path / "ledger.csv"),
-               lambda: cfg.base_url)
+    return LLM(
+        cfg,
+        ResponseCache(tmp_path / "cache.sqlite"),
+        Ledger("test-run", tmp_path / "ledger.csv"),
+        lambda: cfg.base_url,
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

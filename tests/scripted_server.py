@@ -21,10 +21,18 @@ from typing import Any
 
 def _completion(content: str, prompt_tokens: int, model: str, chat: bool) -> dict[str, Any]:
     choice = {"message": {"role": "assistant", "content": content}} if chat else {"text": content}
-    return {"id": "cmpl-test", "object": "chat.completion" if chat else "text_completion", "created": 0,
-            "model": model, "choices": [{"index": 0, "finish_reason": "stop", **choice}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(content.split()),
-                      "total_tokens": prompt_tokens + len(content.split())}}
+    return {
+        "id": "cmpl-test",
+        "object": "chat.completion" if chat else "text_completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "finish_reason": "stop", **choice}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(content.split()),
+            "total_tokens": prompt_tokens + len(content.split()),
+        },
+    }
 
 
 def _prompt_text(body: dict[str, Any]) -> list[str]:
@@ -48,8 +56,9 @@ class ScriptedServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
-                server.requests.append({"path": self.path, "body": body,
-                                        "authorization": self.headers.get("Authorization", "")})
+                server.requests.append(
+                    {"path": self.path, "body": body, "authorization": self.headers.get("Authorization", "")}
+                )
                 step = server.script.popleft() if server.script else ("default",)
                 if step[0] == "drop":
                     self.close_connection = True
@@ -63,15 +72,31 @@ class ScriptedServer:
                     return
                 if self.path.endswith("/embeddings"):
                     inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                    data = [{"object": "embedding", "index": i,
-                             "embedding": [float(len(t)), 1.0, float(i + 1)]} for i, t in enumerate(inputs)]
-                    self._send(200, {"object": "list", "data": data, "model": body["model"],
-                                     "usage": {"prompt_tokens": 3 * len(inputs), "total_tokens": 3 * len(inputs)}})
+                    data = [
+                        {"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, float(i + 1)]}
+                        for i, t in enumerate(inputs)
+                    ]
+                    self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "data": data,
+                            "model": body["model"],
+                            "usage": {"prompt_tokens": 3 * len(inputs), "total_tokens": 3 * len(inputs)},
+                        },
+                    )
                     return
                 content = step[1] if step[0] == "text" else server.default_reply(body)
                 prompt_tokens = sum(len(text.split()) for text in _prompt_text(body))
-                self._send(200, _completion(content, prompt_tokens, body.get("model", "scripted"),
-                                            chat=self.path.endswith("/chat/completions")))
+                self._send(
+                    200,
+                    _completion(
+                        content,
+                        prompt_tokens,
+                        body.get("model", "scripted"),
+                        chat=self.path.endswith("/chat/completions"),
+                    ),
+                )
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()

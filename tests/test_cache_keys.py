@@ -2,15 +2,34 @@ import pytest
 
 from ragtrial.cache import ResponseCache, cache_key
 
-BASE = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.0, "top_p": 1.0,
-        "seed": 0, "max_tokens": 10, "response_format": None, "prompt_version": "p@v1", "replicate": 0}
+BASE = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "hi"}],
+    "temperature": 0.0,
+    "top_p": 1.0,
+    "seed": 0,
+    "max_tokens": 10,
+    "response_format": None,
+    "prompt_version": "p@v1",
+    "replicate": 0,
+}
 
 
-@pytest.mark.parametrize("field,value", [
-    ("model", "other"), ("messages", [{"role": "user", "content": "hi!"}]),
-    ("messages", [{"role": "system", "content": "hi"}]), ("temperature", 0.7), ("top_p", 0.9),
-    ("seed", 1), ("max_tokens", 11), ("response_format", {"type": "json_object"}),
-    ("prompt_version", "p@v2"), ("replicate", 1)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("model", "other"),
+        ("messages", [{"role": "user", "content": "hi!"}]),
+        ("messages", [{"role": "system", "content": "hi"}]),
+        ("temperature", 0.7),
+        ("top_p", 0.9),
+        ("seed", 1),
+        ("max_tokens", 11),
+        ("response_format", {"type": "json_object"}),
+        ("prompt_version", "p@v2"),
+        ("replicate", 1),
+    ],
+)
 def test_every_key_field_changes_the_key(field, value):
     assert cache_key({**BASE, field: value}) != cache_key(BASE)
 

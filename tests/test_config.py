@@ -37,13 +37,27 @@ def test_missing_notebook_is_caught_before_running(tmp_path):
 
 
 def test_resolution_order_and_grid(tmp_path):
-    path = write(tmp_path, {"settings": {"llm": {"max_tokens": 50, "seed": 3}},
-                            "runs": [{"notebook": "nb", "settings": {"llm": {"max_tokens": 60}},
-                                      "grid": {"llm.temperature": [0.0, 0.5], "data.seed": [1, 2]}}]})
+    path = write(
+        tmp_path,
+        {
+            "settings": {"llm": {"max_tokens": 50, "seed": 3}},
+            "runs": [
+                {
+                    "notebook": "nb",
+                    "settings": {"llm": {"max_tokens": 60}},
+                    "grid": {"llm.temperature": [0.0, 0.5], "data.seed": [1, 2]},
+                }
+            ],
+        },
+    )
     specs, workers = load_batch(path, parse_set_overrides(["llm.seed=9"]))
     assert workers == 1 and len(specs) == 4
     assert {(s.settings.llm.temperature, s.settings.data.seed) for s in specs} == {
-        (0.0, 1), (0.0, 2), (0.5, 1), (0.5, 2)}
+        (0.0, 1),
+        (0.0, 2),
+        (0.5, 1),
+        (0.5, 2),
+    }
     assert all(s.settings.llm.max_tokens == 60 and s.settings.llm.seed == 9 for s in specs)
     assert len({s.run_id for s in specs}) == 4  # each grid point is its own run
 

@@ -32,8 +32,9 @@ def test_embedded_server_answers_and_stops(tmp_path):
         done = llm.complete("The capital of France is", stage="t", max_tokens=12)
         assert done.completion_tokens > 0 and done.prompt_tokens > 0 and not done.cached
         try:
-            answer = llm.structured("Capital of Japan and its continent, as JSON.", Capital, stage="t",
-                                    max_tokens=48)
+            answer = llm.structured(
+                "Capital of Japan and its continent, as JSON.", Capital, stage="t", max_tokens=48
+            )
             assert isinstance(answer.city, str)
         except StructuredOutputError:
             pass  # a weak model may fail twice; the failure must then be in the ledger
@@ -47,8 +48,10 @@ def test_embedded_server_answers_and_stops(tmp_path):
 
 def test_server_dies_with_a_killed_parent():
     """A kernel killed with SIGKILL runs no atexit handler; the watchdog must still stop its server."""
-    starter = ("import time; from ragtrial.config import LLMSettings; from ragtrial.server import EmbeddedServer\n"
-               "s = EmbeddedServer(LLMSettings()); s.start(); print(s.process.pid, flush=True); time.sleep(600)")
+    starter = (
+        "import time; from ragtrial.config import LLMSettings; from ragtrial.server import EmbeddedServer\n"
+        "s = EmbeddedServer(LLMSettings()); s.start(); print(s.process.pid, flush=True); time.sleep(600)"
+    )
     parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)
     server_pid = int(parent.stdout.readline())
     os.kill(parent.pid, signal.SIGKILL)

@@ -31,14 +31,16 @@ def needs(path: Path):
 
 # ---------------------------------------------------------------- NLP extraction
 
-CHUNKS = pd.DataFrame({
-    "chunk_id": ["c1", "c2"],
-    "text": [
-        "Ada Lovelace worked with Charles Babbage in London. Babbage designed the Analytical Engine.",
-        "The Royal Society invited Ada Lovelace’s friend Mary Somerville. Honestly, Charles Babbage was "
-        "honestly late.",
-    ],
-})
+CHUNKS = pd.DataFrame(
+    {
+        "chunk_id": ["c1", "c2"],
+        "text": [
+            "Ada Lovelace worked with Charles Babbage in London. Babbage designed the Analytical Engine.",
+            "The Royal Society invited Ada Lovelace’s friend Mary Somerville. Honestly, Charles Babbage was "
+            "honestly late.",
+        ],
+    }
+)
 
 
 def by_name(entities: pd.DataFrame) -> dict[str, pd.Series]:
@@ -47,8 +49,10 @@ def by_name(entities: pd.DataFrame) -> dict[str, pd.Series]:
 
 def edge_weights(entities: pd.DataFrame, relations: pd.DataFrame) -> dict[frozenset, float]:
     name = dict(zip(entities["entity_id"], entities["name"], strict=True))
-    return {frozenset((name[s], name[t])): w
-            for s, t, w in zip(relations["source_id"], relations["target_id"], relations["weight"], strict=True)}
+    return {
+        frozenset((name[s], name[t])): w
+        for s, t, w in zip(relations["source_id"], relations["target_id"], relations["weight"], strict=True)
+    }
 
 
 def test_normalize_name_merges_case_possessives_and_spacing():
@@ -58,8 +62,10 @@ def test_normalize_name_merges_case_possessives_and_spacing():
 
 
 def test_noun_phrases_by_rule():
-    found = noun_phrases("Well, the Bank of the West hired Kevin Scott's team at Microsoft\nKEVIN SCOTT: Thanks",
-                         lower_vocab={"well", "thanks"})
+    found = noun_phrases(
+        "Well, the Bank of the West hired Kevin Scott's team at Microsoft\nKEVIN SCOTT: Thanks",
+        lower_vocab={"well", "thanks"},
+    )
     assert [name for name, _ in found] == ["Bank of the West", "Kevin Scott", "Microsoft", "KEVIN SCOTT"]
     assert noun_phrases("[MUSIC] IBM is big.", lower_vocab={"music"}) == [("IBM", "proper_noun")]
     common = noun_phrases("The neural network was trained by Ada.", set(), common_nouns=True)
@@ -69,12 +75,20 @@ def test_noun_phrases_by_rule():
 def test_nlp_extraction_finds_known_entities_and_chunk_cooccurrence_edges():
     entities, relations = extract_nlp_graph(CHUNKS)
     ents = by_name(entities)
-    assert set(ents) == {"Ada Lovelace", "Charles Babbage", "London", "Babbage", "Analytical Engine",
-                         "Royal Society", "Mary Somerville"}
+    assert set(ents) == {
+        "Ada Lovelace",
+        "Charles Babbage",
+        "London",
+        "Babbage",
+        "Analytical Engine",
+        "Royal Society",
+        "Mary Somerville",
+    }
     assert ents["Ada Lovelace"]["chunk_ids"] == ["c1", "c2"] and ents["London"]["chunk_ids"] == ["c1"]
     assert ents["Ada Lovelace"]["description"] == (
         "Ada Lovelace worked with Charles Babbage in London.\n"
-        "The Royal Society invited Ada Lovelace’s friend Mary Somerville.")
+        "The Royal Society invited Ada Lovelace’s friend Mary Somerville."
+    )
     assert set(entities["origin"]) == {"nlp"} and entities["entity_id"][0] == entity_key("ada lovelace")
     weights = edge_weights(entities, relations)
     assert len(weights) == 10 + 6 - 1  # all pairs per chunk; Ada–Charles is in both chunks
@@ -87,10 +101,16 @@ def test_nlp_extraction_sentence_cooccurrence_and_min_chunks():
     entities, relations = extract_nlp_graph(CHUNKS, cooccurrence="sentence")
     weights = edge_weights(entities, relations)
     assert weights == {
-        frozenset(p): 1.0 for p in [("Ada Lovelace", "Charles Babbage"), ("Ada Lovelace", "London"),
-                                    ("Charles Babbage", "London"), ("Babbage", "Analytical Engine"),
-                                    ("Royal Society", "Ada Lovelace"), ("Royal Society", "Mary Somerville"),
-                                    ("Ada Lovelace", "Mary Somerville")]
+        frozenset(p): 1.0
+        for p in [
+            ("Ada Lovelace", "Charles Babbage"),
+            ("Ada Lovelace", "London"),
+            ("Charles Babbage", "London"),
+            ("Babbage", "Analytical Engine"),
+            ("Royal Society", "Ada Lovelace"),
+            ("Royal Society", "Mary Somerville"),
+            ("Ada Lovelace", "Mary Somerville"),
+        ]
     }
     pair = relations.loc[relations["weight"].idxmax()]
     assert pair["description"] == "Ada Lovelace worked with Charles Babbage in London."
@@ -113,20 +133,65 @@ def frame(rows: list[dict]) -> pd.DataFrame:
 
 def test_merge_extractions_folds_duplicates_by_normalized_name():
     llm = (
-        frame([dict(entity_id="e1", name="Ada Lovelace", type="PERSON", description="mathematician",
-                    chunk_ids=["c1"], origin="llm"),
-               dict(entity_id="e2", name="Charles Babbage", type="PERSON", description="inventor",
-                    chunk_ids=["c1"], origin="llm")]),
-        frame([dict(source_id="e1", target_id="e2", description="worked with", weight=2.0, chunk_ids=["c1"])]),
+        frame(
+            [
+                dict(
+                    entity_id="e1",
+                    name="Ada Lovelace",
+                    type="PERSON",
+                    description="mathematician",
+                    chunk_ids=["c1"],
+                    origin="llm",
+                ),
+                dict(
+                    entity_id="e2",
+                    name="Charles Babbage",
+                    type="PERSON",
+                    description="inventor",
+                    chunk_ids=["c1"],
+                    origin="llm",
+                ),
+            ]
+        ),
+        frame(
+            [dict(source_id="e1", target_id="e2", description="worked with", weight=2.0, chunk_ids=["c1"])]
+        ),
     )
     nlp = (
-        frame([dict(entity_id="x", name="ADA LOVELACE'S", type="", description="mathematician",
-                    chunk_ids=["c2"], origin="nlp"),
-               dict(entity_id="z", name="Ada Lovelace", type="", description="", chunk_ids=["c3"], origin="nlp"),
-               dict(entity_id="y", name="charles  babbage", type="", description="engineer",
-                    chunk_ids=["c2", "c1"], origin="nlp")]),
-        frame([dict(source_id="y", target_id="x", description="met", weight=1.0, chunk_ids=["c2"]),
-               dict(source_id="x", target_id="z", description="alias", weight=1.0, chunk_ids=["c3"])]),
+        frame(
+            [
+                dict(
+                    entity_id="x",
+                    name="ADA LOVELACE'S",
+                    type="",
+                    description="mathematician",
+                    chunk_ids=["c2"],
+                    origin="nlp",
+                ),
+                dict(
+                    entity_id="z",
+                    name="Ada Lovelace",
+                    type="",
+                    description="",
+                    chunk_ids=["c3"],
+                    origin="nlp",
+                ),
+                dict(
+                    entity_id="y",
+                    name="charles  babbage",
+                    type="",
+                    description="engineer",
+                    chunk_ids=["c2", "c1"],
+                    origin="nlp",
+                ),
+            ]
+        ),
+        frame(
+            [
+                dict(source_id="y", target_id="x", description="met", weight=1.0, chunk_ids=["c2"]),
+                dict(source_id="x", target_id="z", description="alias", weight=1.0, chunk_ids=["c3"]),
+            ]
+        ),
     )
     entities, relations = merge_extractions([llm, nlp])
     assert list(entities["name"]) == ["Ada Lovelace", "Charles Babbage"]
@@ -138,7 +203,9 @@ def test_merge_extractions_folds_duplicates_by_normalized_name():
     assert len(relations) == 1  # reversed duplicate merged, alias self-loop dropped
     rel = relations.iloc[0]
     assert (rel["source_id"], rel["target_id"]) == (ada["entity_id"], charles["entity_id"])
-    assert rel["weight"] == 3.0 and rel["description"] == "worked with\nmet" and rel["chunk_ids"] == ["c1", "c2"]
+    assert (
+        rel["weight"] == 3.0 and rel["description"] == "worked with\nmet" and rel["chunk_ids"] == ["c1", "c2"]
+    )
     bounded, _ = merge_extractions([llm, nlp], max_descriptions=1)
     assert bounded.iloc[1]["description"] == "inventor"
 
@@ -157,11 +224,27 @@ def test_merge_rejects_relations_to_unknown_entities():
 def graph_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     g = nx.planted_partition_graph(8, 8, 0.7, 0.03, seed=3)
     nodes = [f"n{i}" for i in g.nodes] + ["lonely"]
-    entities = pd.DataFrame({"entity_id": nodes, "name": nodes, "type": "", "description": "",
-                             "chunk_ids": [[f"c{i % 5}"] for i in range(len(nodes))], "degree": 0, "origin": "nlp"})
-    relations = pd.DataFrame({"relation_id": [f"r{i}" for i in range(g.number_of_edges())],
-                              "source_id": [f"n{a}" for a, _ in g.edges], "target_id": [f"n{b}" for _, b in g.edges],
-                              "description": "", "weight": 1.0, "chunk_ids": [[] for _ in g.edges]})
+    entities = pd.DataFrame(
+        {
+            "entity_id": nodes,
+            "name": nodes,
+            "type": "",
+            "description": "",
+            "chunk_ids": [[f"c{i % 5}"] for i in range(len(nodes))],
+            "degree": 0,
+            "origin": "nlp",
+        }
+    )
+    relations = pd.DataFrame(
+        {
+            "relation_id": [f"r{i}" for i in range(g.number_of_edges())],
+            "source_id": [f"n{a}" for a, _ in g.edges],
+            "target_id": [f"n{b}" for _, b in g.edges],
+            "description": "",
+            "weight": 1.0,
+            "chunk_ids": [[] for _ in g.edges],
+        }
+    )
     return entities, relations
 
 
@@ -185,8 +268,13 @@ def test_every_level_partitions_all_entities(graph_tables):
             assert parent["level"] == row["level"] - 1 and set(row["entity_ids"]) <= members[row["parent_id"]]
     lonely = communities[communities["entity_ids"].map(lambda ids: "lonely" in ids)]
     assert list(lonely["size"]) == [1] * len(levels)
-    ends = dict(zip(relations["relation_id"], zip(relations["source_id"], relations["target_id"], strict=True),
-                    strict=True))
+    ends = dict(
+        zip(
+            relations["relation_id"],
+            zip(relations["source_id"], relations["target_id"], strict=True),
+            strict=True,
+        )
+    )
     leaves = communities[communities["level"] == levels[-1]]
     for ids, rel_ids in zip(leaves["entity_ids"], leaves["relation_ids"], strict=True):
         expected = [r for r, (s, t) in ends.items() if s in ids and t in ids]
@@ -213,15 +301,35 @@ def test_largest_component_only_and_dangling_relations(graph_tables):
 @needs(CAROL)
 def test_christmas_carol_graphrag_index_imports_with_its_counts(tmp_path):
     index = import_graphrag_output(CAROL.parent)
-    counts = {t: len(getattr(index, t)) for t in ("documents", "chunks", "entities", "relations", "claims",
-                                                    "communities", "community_reports")}
-    assert counts == {"documents": 1, "chunks": 42, "entities": 529, "relations": 978, "claims": 406,
-                      "communities": 122, "community_reports": 122}
+    counts = {
+        t: len(getattr(index, t))
+        for t in (
+            "documents",
+            "chunks",
+            "entities",
+            "relations",
+            "claims",
+            "communities",
+            "community_reports",
+        )
+    }
+    assert counts == {
+        "documents": 1,
+        "chunks": 42,
+        "entities": 529,
+        "relations": 978,
+        "claims": 406,
+        "communities": 122,
+        "community_reports": 122,
+    }
     reports = index.community_reports
     assert reports["level"].value_counts().to_dict() == {0: 23, 1: 65, 2: 32, 3: 2}
     first = reports.iloc[0]
     assert first["title"] == "Project Gutenberg Digital Library Community" and first["rating"] == 8.5
-    assert first["full_text"].startswith("# Project Gutenberg") and set(first["findings"][0]) == {"summary", "explanation"}
+    assert first["full_text"].startswith("# Project Gutenberg") and set(first["findings"][0]) == {
+        "summary",
+        "explanation",
+    }
     chunk_ids = set(index.chunks["chunk_id"])
     for table in ("entities", "relations", "communities", "community_reports", "claims"):
         assert {c for ids in getattr(index, table)["chunk_ids"] for c in ids} <= chunk_ids, table
@@ -253,25 +361,40 @@ def test_openie_triples_import_onto_chunks():
     corpus = musique_corpus()
     chunks = chunk_documents(corpus.documents_frame())
     entities, relations, failures = import_openie(OPENIE, corpus, chunks)
-    assert len(failures) == 185 and set(failures["kind"]) == {"malformed_triple"}  # SOURCE.md: 185 not length 3
+    assert len(failures) == 185 and set(failures["kind"]) == {
+        "malformed_triple"
+    }  # SOURCE.md: 185 not length 3
     assert len(entities) > 10_000 and set(entities["origin"]) == {"import"}
     assert {c for ids in relations["chunk_ids"] for c in ids} <= set(chunks["chunk_id"])
     ids = {normalize_name(n): e for n, e in zip(entities["name"], entities["entity_id"], strict=True)}
     pair = {ids["journal of mathematical physics"], ids["american institute of physics"]}
-    rel = relations[[{s, t} == pair for s, t in zip(relations["source_id"], relations["target_id"], strict=True)]]
-    assert "Journal of Mathematical Physics published by American Institute of Physics" in rel.iloc[0]["description"]
+    rel = relations[
+        [{s, t} == pair for s, t in zip(relations["source_id"], relations["target_id"], strict=True)]
+    ]
+    assert (
+        "Journal of Mathematical Physics published by American Institute of Physics"
+        in rel.iloc[0]["description"]
+    )
     journal_chunk = chunks.loc[chunks["doc_id"] == "Journal of Mathematical Physics#0", "chunk_id"].tolist()
     assert set(journal_chunk) <= set(rel.iloc[0]["chunk_ids"])
-    GraphIndex(documents=corpus.documents_frame(), chunks=chunks, entities=entities, relations=relations,
-               extraction_failures=failures)  # conforms to the contract
+    GraphIndex(
+        documents=corpus.documents_frame(),
+        chunks=chunks,
+        entities=entities,
+        relations=relations,
+        extraction_failures=failures,
+    )  # conforms to the contract
 
 
-@pytest.mark.parametrize("record, field", [
-    ({"title": "T", "text": 5, "extracted_triples": []}, "text"),
-    ({"title": "T", "text": "unknown passage", "extracted_triples": []}, "text"),
-    ({"title": "T", "text": "Body.", "extracted_triples": [["a", 1, "b"]]}, "extracted_triples"),
-    ({"title": "T", "text": "Body."}, "extracted_triples"),
-])
+@pytest.mark.parametrize(
+    "record, field",
+    [
+        ({"title": "T", "text": 5, "extracted_triples": []}, "text"),
+        ({"title": "T", "text": "unknown passage", "extracted_triples": []}, "text"),
+        ({"title": "T", "text": "Body.", "extracted_triples": [["a", 1, "b"]]}, "extracted_triples"),
+        ({"title": "T", "text": "Body."}, "extracted_triples"),
+    ],
+)
 def test_malformed_openie_file_names_file_record_and_field(tmp_path, record, field):
     path = tmp_path / "openie.json"
     path.write_text('{"docs": [' + json.dumps(record) + '], "avg_ent_chars": NaN}')

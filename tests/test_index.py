@@ -30,7 +30,9 @@ def fake_embed(texts: list[str]) -> np.ndarray:
 
 
 def documents(*texts: str) -> pd.DataFrame:
-    docs = [Document(doc_id=f"d{i}", title=f"Doc {i}", text=t, metadata={"n": i}) for i, t in enumerate(texts)]
+    docs = [
+        Document(doc_id=f"d{i}", title=f"Doc {i}", text=t, metadata={"n": i}) for i, t in enumerate(texts)
+    ]
     return records_frame(docs, Document)
 
 
@@ -85,7 +87,9 @@ def test_empty_tables_follow_the_contract():
     for name, frame in tables.items():
         assert list(frame.columns) == list(SCHEMAS[name]) and frame.empty
     assert list(tables["documents"].columns) == list(Document.model_fields)
-    assert tables["chunks"]["n_tokens"].dtype == np.int64 and tables["relations"]["weight"].dtype == np.float64
+    assert (
+        tables["chunks"]["n_tokens"].dtype == np.int64 and tables["relations"]["weight"].dtype == np.float64
+    )
 
 
 def test_conform_table_rejects_wrong_columns_and_duplicate_keys():
@@ -119,32 +123,73 @@ def full_index() -> GraphIndex:
     entities, relations = extract_nlp_graph(chunks)
     communities = build_communities(entities, relations)
     first = communities.iloc[0]
-    reports = pd.DataFrame([{
-        "community_id": first["community_id"], "level": first["level"], "title": "Engines", "summary": "About.",
-        "findings": [{"summary": "s", "explanation": "e"}], "rating": 7.5, "full_text": "# Engines",
-        "entity_ids": first["entity_ids"], "chunk_ids": first["chunk_ids"],
-    }])
-    claims = pd.DataFrame([{
-        "claim_id": "cl1", "subject_id": entities["entity_id"][0], "object_id": None, "claim_type": "FACT",
-        "status": "TRUE", "start_date": None, "end_date": None, "description": "d", "chunk_ids": [chunks["chunk_id"][0]],
-    }])
-    failures = pd.DataFrame([{"chunk_id": chunks["chunk_id"][1], "stage": "extract", "kind": "invalid_json",
-                              "detail": "reply was not JSON"}])
-    index = GraphIndex(documents=docs, chunks=chunks, entities=entities, relations=relations, claims=claims,
-                       communities=communities, community_reports=reports, extraction_failures=failures,
-                       manifest={"settings": {"chunk_size": 20}, "ledger": {"calls": 0}})
+    reports = pd.DataFrame(
+        [
+            {
+                "community_id": first["community_id"],
+                "level": first["level"],
+                "title": "Engines",
+                "summary": "About.",
+                "findings": [{"summary": "s", "explanation": "e"}],
+                "rating": 7.5,
+                "full_text": "# Engines",
+                "entity_ids": first["entity_ids"],
+                "chunk_ids": first["chunk_ids"],
+            }
+        ]
+    )
+    claims = pd.DataFrame(
+        [
+            {
+                "claim_id": "cl1",
+                "subject_id": entities["entity_id"][0],
+                "object_id": None,
+                "claim_type": "FACT",
+                "status": "TRUE",
+                "start_date": None,
+                "end_date": None,
+                "description": "d",
+                "chunk_ids": [chunks["chunk_id"][0]],
+            }
+        ]
+    )
+    failures = pd.DataFrame(
+        [
+            {
+                "chunk_id": chunks["chunk_id"][1],
+                "stage": "extract",
+                "kind": "invalid_json",
+                "detail": "reply was not JSON",
+            }
+        ]
+    )
+    index = GraphIndex(
+        documents=docs,
+        chunks=chunks,
+        entities=entities,
+        relations=relations,
+        claims=claims,
+        communities=communities,
+        community_reports=reports,
+        extraction_failures=failures,
+        manifest={"settings": {"chunk_size": 20}, "ledger": {"calls": 0}},
+    )
     return embed_index(index, fake_embed)
 
 
 def test_embed_index_fills_normalized_embeddings_in_table_order(full_index):
-    for array, n in [(full_index.chunk_embeddings, len(full_index.chunks)),
-                     (full_index.entity_embeddings, len(full_index.entities)),
-                     (full_index.report_embeddings, 1)]:
+    for array, n in [
+        (full_index.chunk_embeddings, len(full_index.chunks)),
+        (full_index.entity_embeddings, len(full_index.entities)),
+        (full_index.report_embeddings, 1),
+    ]:
         assert array.shape == (n, DIM) and array.dtype == np.float32
         np.testing.assert_allclose(np.linalg.norm(array, axis=1), 1, rtol=1e-5)
     row = full_index.entities.iloc[2]
     expected = fake_embed([f"{row['name']}: {row['description']}"])[0]
-    np.testing.assert_allclose(full_index.entity_embeddings[2], expected / np.linalg.norm(expected), rtol=1e-5)
+    np.testing.assert_allclose(
+        full_index.entity_embeddings[2], expected / np.linalg.norm(expected), rtol=1e-5
+    )
     assert embed_index(GraphIndex(), fake_embed).chunk_embeddings is None
 
 
@@ -196,10 +241,27 @@ def test_load_names_the_missing_file(full_index, tmp_path):
 
 
 def test_to_networkx_sums_parallel_relations_and_is_cached():
-    entities = pd.DataFrame({"entity_id": ["a", "b"], "name": ["A", "B"], "type": "", "description": "",
-                             "chunk_ids": [["c"], ["c"]], "degree": 1, "origin": "llm"})
-    relations = pd.DataFrame({"relation_id": ["r1", "r2"], "source_id": ["a", "b"], "target_id": ["b", "a"],
-                              "description": "", "weight": [2.0, 3.0], "chunk_ids": [["c"], ["c"]]})
+    entities = pd.DataFrame(
+        {
+            "entity_id": ["a", "b"],
+            "name": ["A", "B"],
+            "type": "",
+            "description": "",
+            "chunk_ids": [["c"], ["c"]],
+            "degree": 1,
+            "origin": "llm",
+        }
+    )
+    relations = pd.DataFrame(
+        {
+            "relation_id": ["r1", "r2"],
+            "source_id": ["a", "b"],
+            "target_id": ["b", "a"],
+            "description": "",
+            "weight": [2.0, 3.0],
+            "chunk_ids": [["c"], ["c"]],
+        }
+    )
     index = GraphIndex(entities=entities, relations=relations)
     graph = index.to_networkx()
     assert graph is index.to_networkx()

@@ -24,15 +24,29 @@ def words(n: int, word: str = "fact") -> str:
 
 def self_pairs(lengths: list[tuple[int, int]]) -> pd.DataFrame:
     """One method against itself (runs 0 and 1) on one question per (length A, length B)."""
-    rows = [(f"q{i}", f"Question {i}?", "single_hop" if i % 2 else "multi_hop", "rag", 0, words(la), "rag", 1,
-             words(lb, "data")) for i, (la, lb) in enumerate(lengths)]
+    rows = [
+        (
+            f"q{i}",
+            f"Question {i}?",
+            "single_hop" if i % 2 else "multi_hop",
+            "rag",
+            0,
+            words(la),
+            "rag",
+            1,
+            words(lb, "data"),
+        )
+        for i, (la, lb) in enumerate(lengths)
+    ]
     return pd.DataFrame(rows, columns=judge.PAIR_COLUMNS)
 
 
 def shown_answers(body: dict) -> tuple[str, str, bool]:
     """The two answers in a judge request as shown (slot 1, slot 2), and whether it is the classic prompt."""
     user = next(m["content"] for m in body["messages"] if m["role"] == "user")
-    scored = re.search(r"\[Answer 1\]\n(.*)\n\[End of Answer 1\]\n\n\[Answer 2\]\n(.*)\n\[End of Answer 2\]", user, re.S)
+    scored = re.search(
+        r"\[Answer 1\]\n(.*)\n\[End of Answer 1\]\n\n\[Answer 2\]\n(.*)\n\[End of Answer 2\]", user, re.S
+    )
     if scored:
         return scored.group(1), scored.group(2), False
     classic = re.search(r"Answer 1:\n(.*)\n\nAnswer 2:\n(.*)\n\nReply with JSON", user, re.S)
@@ -59,7 +73,9 @@ def longer_answer_judge(body: dict) -> str:
 
 
 def run_unbiased(llm, pairs: pd.DataFrame, trials: int = 2, repeats: int = 1) -> judge.Judgments:
-    return judge.judge_unbiased(llm, pairs, ASPECTS, trials=trials, repeats=repeats, max_tokens=60, temperature=0.7)
+    return judge.judge_unbiased(
+        llm, pairs, ASPECTS, trials=trials, repeats=repeats, max_tokens=60, temperature=0.7
+    )
 
 
 def test_first_position_judge_wins_classic_and_ties_unbiased(scripted, tmp_path):
@@ -91,8 +107,9 @@ def test_longer_answer_judge_is_neutralized_by_length_alignment(scripted, tmp_pa
         requests.append((question_id, replicate, target_words))
         return words(target_words, "redo")
 
-    aligned, log = judge.align_lengths(pairs, regenerate, lambda *a: pytest.fail("no append needed"),
-                                       tolerance=10, max_attempts=2)
+    aligned, log = judge.align_lengths(
+        pairs, regenerate, lambda *a: pytest.fail("no append needed"), tolerance=10, max_attempts=2
+    )
     assert requests == [("q0", 1, 60), ("q1", 0, 45), ("q2", 1, 50)]  # the shorter side, to the longer length
     assert list(log["status"]) == ["aligned"] * 3 and list(log["gap_after"]) == [0, 0, 0]
     after = ja.aggregate_unbiased(run_unbiased(llm, aligned), resamples=200)
@@ -119,9 +136,13 @@ def test_alignment_adapts_requests_then_forces_then_discards():
     def raise_parse(*args):
         raise LLMError("parse", "no reply")
 
-    outcomes = [judge.align_lengths(pairs.iloc[[i]], stuck, fn, tolerance=10, max_attempts=2)
-                for i, fn in ((1, append_exact), (2, lambda *a: "too short"))]
-    outcomes.append(judge.align_lengths(pairs.iloc[[3]], raise_parse, append_exact, tolerance=10, max_attempts=2))
+    outcomes = [
+        judge.align_lengths(pairs.iloc[[i]], stuck, fn, tolerance=10, max_attempts=2)
+        for i, fn in ((1, append_exact), (2, lambda *a: "too short"))
+    ]
+    outcomes.append(
+        judge.align_lengths(pairs.iloc[[3]], raise_parse, append_exact, tolerance=10, max_attempts=2)
+    )
     log = pd.concat([o[1] for o in outcomes])
     assert list(log["status"]) == ["aligned", "discarded", "failed"]
     assert list(log["forced"]) == [True, True, False] and list(log["regenerations"]) == [2, 2, 0]
@@ -133,16 +154,31 @@ def test_alignment_adapts_requests_then_forces_then_discards():
 def hand_judgments() -> judge.Judgments:
     """Two pairs, two trials, four questions, one aspect, one repeat: totals chosen by hand."""
     totals = {  # (pair, trial) -> per question (A's score, B's score) summed over AB and BA
-        ("x", 0): [(8, 6), (5, 5), (7, 9), (9, 4)], ("x", 1): [(8, 6), (6, 5), (4, 4), (3, 4)],
-        ("y", 0): [(5, 6), (5, 6), (5, 5), (2, 4)], ("y", 1): [(5, 6), (6, 6), (3, 5), (4, 5)],
+        ("x", 0): [(8, 6), (5, 5), (7, 9), (9, 4)],
+        ("x", 1): [(8, 6), (6, 5), (4, 4), (3, 4)],
+        ("y", 0): [(5, 6), (5, 6), (5, 5), (2, 4)],
+        ("y", 1): [(5, 6), (6, 6), (3, 5), (4, 5)],
     }
     rows = []
     for (other, trial), scores in totals.items():
         for i, (a, b) in enumerate(scores):
             for position, (sa, sb) in (("AB", (a - a // 2, b - b // 2)), ("BA", (a // 2, b // 2))):
-                rows.append({"trial": trial, "repeat": 0, "position": position, "question_id": f"q{i}",
-                             "question_type": "t", "method_a": "rag", "replicate_a": 0, "method_b": other,
-                             "replicate_b": 0, "aspect": "relevance", "score_a": sa, "score_b": sb})
+                rows.append(
+                    {
+                        "trial": trial,
+                        "repeat": 0,
+                        "position": position,
+                        "question_id": f"q{i}",
+                        "question_type": "t",
+                        "method_a": "rag",
+                        "replicate_a": 0,
+                        "method_b": other,
+                        "replicate_b": 0,
+                        "aspect": "relevance",
+                        "score_a": sa,
+                        "score_b": sb,
+                    }
+                )
     return judge.Judgments(pd.DataFrame(rows), pd.DataFrame(columns=judge.FAILURE_COLUMNS))
 
 
@@ -151,8 +187,12 @@ def test_relative_win_rate_and_holm_match_hand_computed_tables():
     trials = result.trials.set_index(["method_b", "trial"])
     # x trial 0: win, tie, loss, win -> (2 - 1) / 4; x trial 1: win, win, tie, loss -> 1 / 4
     # y trial 0: loss, loss, tie, loss -> -3 / 4;     y trial 1: loss, tie, loss, loss -> -3 / 4
-    expected = {("x", 0): (2, 1, 1, 0.25), ("x", 1): (2, 1, 1, 0.25), ("y", 0): (0, 1, 3, -0.75),
-                ("y", 1): (0, 1, 3, -0.75)}
+    expected = {
+        ("x", 0): (2, 1, 1, 0.25),
+        ("x", 1): (2, 1, 1, 0.25),
+        ("y", 0): (0, 1, 3, -0.75),
+        ("y", 1): (0, 1, 3, -0.75),
+    }
     for key, (win, tie, loss, rwr) in expected.items():
         assert tuple(trials.loc[key, ["win", "tie", "loss"]]) == (win, tie, loss)
         assert trials.loc[key, "relative_win_rate"] == pytest.approx(rwr)
@@ -197,7 +237,9 @@ def test_parse_failures_are_counted_and_excluded_not_scored(scripted, tmp_path):
     run = run_unbiased(llm, self_pairs([(20, 20)] * 4))
     assert set(run.failures["kind"]) == {"parse"}
     assert sorted(run.failures.groupby("trial")["question_id"].unique().map(sorted).map(tuple)) == [
-        ("q1",), ("q1", "q2")]
+        ("q1",),
+        ("q1", "q2"),
+    ]
     assert not run.judgments["question_id"].isin(["q1"]).any()
     assert run.judgments[["score_a", "score_b"]].notna().all().all()
     result = ja.aggregate_unbiased(run, resamples=200)
@@ -211,12 +253,14 @@ def test_length_bias_and_position_audits_of_classic_judgments(scripted, tmp_path
     scripted.default_reply = longer_answer_judge
     llm = make_llm(scripted.base_url, tmp_path)
     both = ("AB", "BA")
-    verdicts, binned = ja.length_bias(pairs, judge.judge_classic(llm, pairs, max_tokens=48, temperature=0.7,
-                                                                    positions=both))
+    verdicts, binned = ja.length_bias(
+        pairs, judge.judge_classic(llm, pairs, max_tokens=48, temperature=0.7, positions=both)
+    )
     assert len(verdicts) == 4 and verdicts["longer_won"].all() and list(binned["longer_win_rate"]) == [1.0]
     scripted.default_reply = first_position_judge
-    run = judge.judge_classic(make_llm(scripted.base_url, tmp_path / "fresh"), pairs, max_tokens=48,
-                              temperature=0.7, positions=both)
+    run = judge.judge_classic(
+        make_llm(scripted.base_url, tmp_path / "fresh"), pairs, max_tokens=48, temperature=0.7, positions=both
+    )
     verdicts, _ = ja.length_bias(pairs, run)
     assert verdicts["longer_won"].mean() == 0.5  # position bias averages out over both orders
     overall = ja.classic_summary(run).query("aspect == 'overall'").set_index("position")
@@ -230,8 +274,16 @@ def test_length_bias_and_position_audits_of_classic_judgments(scripted, tmp_path
 
 def test_cost_estimate_counts_every_call_of_the_protocol():
     paper = JudgeSettings(trials=25, repeats=2, max_regenerations=3)
-    table = judge.estimate_cost(paper, 150, 6, n_answers=600, question_tokens=20, answer_tokens=200,
-                                answer_prompt_tokens=1500, throughput=judge.EMBEDDED_THROUGHPUT)
+    table = judge.estimate_cost(
+        paper,
+        150,
+        6,
+        n_answers=600,
+        question_tokens=20,
+        answer_tokens=200,
+        answer_prompt_tokens=1500,
+        throughput=judge.EMBEDDED_THROUGHPUT,
+    )
     calls = table.set_index("step")["calls"]
     assert calls["unbiased judge"] == 25 * 2 * 2 * 150 * 6
     assert calls["classic judge"] == 150 * 6 and calls["length alignment (at most)"] == 150 * 6 * 4
@@ -239,7 +291,9 @@ def test_cost_estimate_counts_every_call_of_the_protocol():
     per_call = judge.judge_prompt_tokens(paper.aspects, 20, 200)
     assert per_call > 420 + 300  # the rubrics alone are a few hundred tokens
     unbiased = table.set_index("step").loc["unbiased judge"]
-    assert unbiased["seconds_est"] == round(calls["unbiased judge"] * (per_call / 400 + paper.judge_max_tokens / 10))
+    assert unbiased["seconds_est"] == round(
+        calls["unbiased judge"] * (per_call / 400 + paper.judge_max_tokens / 10)
+    )
     answers = table.set_index("step").loc["answers"]
     assert answers["seconds_est"] == round(600 * (1500 / 400 + paper.answer_max_tokens / 40))
 
@@ -249,7 +303,9 @@ def test_two_sampled_runs_and_regeneration_go_through_the_method(scripted, tmp_p
     from ragtrial.prompts import load_prompt
     from ragtrial.records import Question
 
-    scripted.default_reply = lambda body: words(30 if "Write the answer in" in body["messages"][0]["content"] else 12)
+    scripted.default_reply = lambda body: words(
+        30 if "Write the answer in" in body["messages"][0]["content"] else 12
+    )
     llm = make_llm(scripted.base_url, tmp_path)
 
     def closed_book(run_llm):
@@ -282,8 +338,9 @@ def test_embedded_model_replies_in_both_judge_schemas(tmp_path):
     try:
         llm = LLM(settings, ResponseCache(tmp_path / "c.sqlite"), Ledger("t"), lambda: base_url)
         pairs = self_pairs([(12, 6)])
-        unbiased = judge.judge_unbiased(llm, pairs.iloc[:1], ASPECTS, trials=1, repeats=1, max_tokens=48,
-                                        temperature=0.7)
+        unbiased = judge.judge_unbiased(
+            llm, pairs.iloc[:1], ASPECTS, trials=1, repeats=1, max_tokens=48, temperature=0.7
+        )
         classic = judge.judge_classic(llm, pairs, max_tokens=48, temperature=0.7)
     finally:
         server.stop()

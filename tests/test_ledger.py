@@ -4,8 +4,21 @@ from ragtrial.ledger import LEDGER_COLUMNS, CallRecord, Ledger, by_stage, read_l
 
 
 def rec(**kw):
-    base = dict(run_id="r", kind="completion", stage="s", method="m", model="x", prompt="", replicate=0,
-                cached=False, prompt_tokens=10, completion_tokens=5, latency_s=1.0, attempts=1, failure="")
+    base = dict(
+        run_id="r",
+        kind="completion",
+        stage="s",
+        method="m",
+        model="x",
+        prompt="",
+        replicate=0,
+        cached=False,
+        prompt_tokens=10,
+        completion_tokens=5,
+        latency_s=1.0,
+        attempts=1,
+        failure="",
+    )
     base.update(kw)
     return CallRecord(**base)
 
@@ -25,8 +38,10 @@ def test_summary_arithmetic(tmp_path):
 
 
 def test_by_stage_and_throughput():
-    df = pd.DataFrame([vars(rec(stage="a")), vars(rec(stage="a", cached=True)), vars(rec(stage="b"))],
-                      columns=LEDGER_COLUMNS)
+    df = pd.DataFrame(
+        [vars(rec(stage="a")), vars(rec(stage="a", cached=True)), vars(rec(stage="b"))],
+        columns=LEDGER_COLUMNS,
+    )
     table = by_stage(df).set_index("stage")
     assert table.loc["a", "calls"] == 2 and table.loc["a", "cached"] == 1 and table.loc["b", "calls"] == 1
     rate = throughput(df)

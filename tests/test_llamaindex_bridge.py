@@ -21,15 +21,22 @@ from ragtrial.llamaindex_bridge import (
 )
 from ragtrial.synthetic import generate_corpus
 
-QUESTIONS = ["Which company acquired Durfeim Foundry?", "Who founded a maker of drones?", "Where was Sotail held?",
-             "Who works with Beilun?", "apple"]
+QUESTIONS = [
+    "Which company acquired Durfeim Foundry?",
+    "Who founded a maker of drones?",
+    "Where was Sotail held?",
+    "Who works with Beilun?",
+    "apple",
+]
 
 
 def test_llamaindex_vector_index_returns_the_same_top_k_as_vector():
     dataset, _ = generate_corpus("small", seed=0)
     documents = dataset.documents_frame()
-    index = embed_index(GraphIndex(documents=documents, chunks=chunk_documents(documents, chunk_size=128, overlap=0)),
-                        lambda texts: EMBEDDER.embed(texts))
+    index = embed_index(
+        GraphIndex(documents=documents, chunks=chunk_documents(documents, chunk_size=128, overlap=0)),
+        lambda texts: EMBEDDER.embed(texts),
+    )
     ours = retriever("vector", index)
     theirs = naive_rag_llamaindex(index, EMBEDDER, k=4)
     for question in QUESTIONS + [q.question for q in dataset.questions]:
@@ -46,19 +53,31 @@ def test_kg_triplets_returns_triplets_and_their_source_text_when_asked():
     plain = retriever("kg_triplets", index, hops=2).retrieve("Who works with Alvor?", 3)
     assert [i.kind for i in plain.items] == ["triplet"] * 2
     # First hop: the triplet touching the seed; second hop (llama-index follows subject -> object).
-    assert [i.text for i in plain.items] == ["Alvor -> Alvor works with Beilun. -> Beilun",
-                                             "Beilun -> Beilun works with Cairdo. -> Cairdo"]
+    assert [i.text for i in plain.items] == [
+        "Alvor -> Alvor works with Beilun. -> Beilun",
+        "Beilun -> Beilun works with Cairdo. -> Cairdo",
+    ]
     assert [i.score for i in plain.items] == [1.0, 0.5] and plain.items[1].relation_ids == ["r-Beilun-Cairdo"]
-    with_text = retriever("kg_triplets", index, hops=2, kg_with_source_text=True).retrieve("Who works with Alvor?", 3)
+    with_text = retriever("kg_triplets", index, hops=2, kg_with_source_text=True).retrieve(
+        "Who works with Alvor?", 3
+    )
     assert [i.kind for i in with_text.items] == ["triplet", "triplet", "chunk"]
     assert with_text.items[2].chunk_ids == ["c5"]  # the only chunk naming both Beilun and Cairdo
-    assert retriever("kg_triplets", index).retrieve("What is the meaning of life?", 3).fallback == \
-        "no usable entity -> vector"
+    assert (
+        retriever("kg_triplets", index).retrieve("What is the meaning of life?", 3).fallback
+        == "no usable entity -> vector"
+    )
 
 
 def test_indexed_store_gives_the_parents_results():
-    edges = [("Alvor", "Beilun"), ("Beilun", "Cairdo"), ("Cairdo", "Alvor"), ("Cairdo", "Durmask"),
-             ("Eskel", "Durmask"), ("Fanrir", "Eskel")]
+    edges = [
+        ("Alvor", "Beilun"),
+        ("Beilun", "Cairdo"),
+        ("Cairdo", "Alvor"),
+        ("Cairdo", "Durmask"),
+        ("Eskel", "Durmask"),
+        ("Fanrir", "Eskel"),
+    ]
     index = graph_index(edges, {"c1": ["Alvor", "Beilun", "Cairdo"], "c2": ["Durmask", "Eskel", "Fanrir"]})
     names = list(index.entities["name"])
     indexed = property_graph_store(index, names)
@@ -73,15 +92,18 @@ def test_indexed_store_gives_the_parents_results():
         assert keys(indexed.get_triplets(entity_names=seeds)) == keys(parent.get_triplets(entity_names=seeds))
         for depth in (1, 2, 3):
             nodes = parent.get(ids=seeds)
-            assert keys(indexed.get_rel_map(nodes, depth=depth, limit=None)) == \
-                keys(parent.get_rel_map(nodes, depth=depth, limit=None))
+            assert keys(indexed.get_rel_map(nodes, depth=depth, limit=None)) == keys(
+                parent.get_rel_map(nodes, depth=depth, limit=None)
+            )
 
 
-def ranked_by_get_rel_map(store: SimplePropertyGraphStore, seeds: list[str], top_k: int,
-                          max_depth: int) -> dict[int, tuple[list[tuple[float, str]], int]]:
+def ranked_by_get_rel_map(
+    store: SimplePropertyGraphStore, seeds: list[str], top_k: int, max_depth: int
+) -> dict[int, tuple[list[tuple[float, str]], int]]:
     """SeedPathRetriever's definition, the long way, per path depth up to `max_depth`: every triplet
     llama-index's own `get_rel_map` reaches, ranked by the hop that first reached it, then
-    `triplet_rank`; the first top_k as (score, relation id), and the hops walked to reach top_k."""
+    `triplet_rank`; the first top_k as (score, relation id), and the hops walked to reach top_k.
+    """
     nodes = store.get(ids=seeds)
     first_hop: dict[str, tuple[int, object]] = {}
     for depth in range(1, max_depth + 1):  # get_rel_map(depth) extends get_rel_map(depth - 1)
@@ -99,19 +121,30 @@ def ranked_by_get_rel_map(store: SimplePropertyGraphStore, seeds: list[str], top
 def test_seed_paths_rank_what_llamaindex_get_rel_map_reaches():
     """SeedPathRetriever reads only each node's first top_k triplets; it returns what ranking every
     triplet llama-index's `get_rel_map` reaches returns. NLP graph of the small corpus: hubs, tied
-    weights, and some relations labelled KG_SOURCE_REL (walked through, never returned)."""
+    weights, and some relations labelled KG_SOURCE_REL (walked through, never returned).
+    """
     index, _ = nlp_index()
     entities, relations = index.entities, index.relations.copy()
-    relations["description"] = [KG_SOURCE_REL if i % 7 == 0 else d for i, d in enumerate(relations["description"])]
+    relations["description"] = [
+        KG_SOURCE_REL if i % 7 == 0 else d for i, d in enumerate(relations["description"])
+    ]
     store = property_graph_store(dataclasses.replace(index, relations=relations), list(entities["entity_id"]))
     parent = SimplePropertyGraphStore(store.graph)
     degree = relations["source_id"].value_counts().add(relations["target_id"].value_counts(), fill_value=0)
     by_degree = list(degree.sort_values(kind="stable").index)
     assert degree.max() > 40 and degree.min() <= 2  # hubs beyond the largest top_k, and leaves
     rng = np.random.default_rng(0)
-    seed_sets = [[by_degree[-1]], [by_degree[0]], [by_degree[0], by_degree[-1]], by_degree[:3], [], ["nobody"]]
-    seed_sets += [[str(e) for e in rng.choice(by_degree, size=int(rng.integers(1, 4)), replace=False)]
-                  for _ in range(8)]
+    seed_sets = [
+        [by_degree[-1]],
+        [by_degree[0]],
+        [by_degree[0], by_degree[-1]],
+        by_degree[:3],
+        [],
+        ["nobody"],
+    ]
+    seed_sets += [
+        [str(e) for e in rng.choice(by_degree, size=int(rng.integers(1, 4)), replace=False)] for _ in range(8)
+    ]
     for seeds in seed_sets:
         for top_k in (1, 3, 5, 40):
             expected = ranked_by_get_rel_map(parent, seeds, top_k, max_depth=3)

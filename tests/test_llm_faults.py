@@ -63,7 +63,9 @@ def test_dead_endpoint_names_the_endpoint(tmp_path):
 
 
 def test_malformed_json_is_repaired_once(scripted, tmp_path):
-    scripted.script.extend([("text", "the city is Tokyo"), ("text", '{"city": "Tokyo", "continent": "Asia"}')])
+    scripted.script.extend(
+        [("text", "the city is Tokyo"), ("text", '{"city": "Tokyo", "continent": "Asia"}')]
+    )
     llm = make_llm(scripted.base_url, tmp_path)
     answer = llm.structured("capital of Japan?", Pair, stage="t")
     assert answer == Pair(city="Tokyo", continent="Asia")
@@ -93,8 +95,10 @@ def test_malformed_twice_raises_records_and_caches_nothing(scripted, tmp_path):
     assert llm.cache.counts()["completions"] == 0
 
 
-@pytest.mark.parametrize("mode,expected", [
-    ("json_object_schema", "json_object"), ("json_schema", "json_schema"), ("prompt_only", None)])
+@pytest.mark.parametrize(
+    "mode,expected",
+    [("json_object_schema", "json_object"), ("json_schema", "json_schema"), ("prompt_only", None)],
+)
 def test_json_mode_shapes_the_request(scripted, tmp_path, mode, expected):
     scripted.script.append(("text", '{"city": "Paris", "continent": "Europe"}'))
     make_llm(scripted.base_url, tmp_path, json_mode=mode).structured("France?", Pair, stage="t")
@@ -131,7 +135,10 @@ def test_api_key_is_read_at_call_time_and_sent(scripted, tmp_path, monkeypatch):
 def test_free_text_goes_to_completions_as_plain_text_and_structured_stays_on_chat(scripted, tmp_path):
     scripted.script.extend([("text", " Tokyo"), ("text", '{"city": "Tokyo", "continent": "Asia"}')])
     llm = make_llm(scripted.base_url, tmp_path, text_api="completions")
-    messages = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Capital of Japan?"}]
+    messages = [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "Capital of Japan?"},
+    ]
     assert llm.complete(messages, stage="t", stop=["\n"]).text == " Tokyo"
     body = scripted.text_requests()[0]["body"]
     assert body["prompt"] == "Answer briefly.\n\nCapital of Japan?" and body["stop"] == ["\n"]
@@ -141,9 +148,15 @@ def test_free_text_goes_to_completions_as_plain_text_and_structured_stays_on_cha
     assert not make_llm(scripted.base_url, tmp_path).complete(messages, stage="t", stop=["\n"]).cached
 
 
-@pytest.mark.parametrize("backend,text_api,expected", [
-    ("embedded", "auto", True), ("openai_compatible", "auto", False), ("embedded", "chat", False),
-    ("openai_compatible", "completions", True)])
+@pytest.mark.parametrize(
+    "backend,text_api,expected",
+    [
+        ("embedded", "auto", True),
+        ("openai_compatible", "auto", False),
+        ("embedded", "chat", False),
+        ("openai_compatible", "completions", True),
+    ],
+)
 def test_auto_text_api_uses_completions_only_for_the_embedded_base_model(backend, text_api, expected):
     from ragtrial.config import LLMSettings
 

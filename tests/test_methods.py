@@ -1,5 +1,6 @@
 """Methods against the scripted server: one answer prompt for all, provenance, map-reduce, routing,
-failures recorded instead of scored."""
+failures recorded instead of scored.
+"""
 
 from __future__ import annotations
 
@@ -46,9 +47,21 @@ class Fixed:
 
 
 RAG = Fixed("vector", [chunk("c1", "Ada Lovelace was born in London."), chunk("c2", "London is a city.")])
-GRAPH = Fixed("graph_walk", [ContextItem(kind="entity", text="Ada Lovelace: a mathematician", score=0.9,
-                                         retriever="graph_walk", entity_ids=["e1"], chunk_ids=["c3"]),
-                             chunk("c3", "Lovelace worked with Babbage.", "graph_walk")], fallback="no seed")
+GRAPH = Fixed(
+    "graph_walk",
+    [
+        ContextItem(
+            kind="entity",
+            text="Ada Lovelace: a mathematician",
+            score=0.9,
+            retriever="graph_walk",
+            entity_ids=["e1"],
+            chunk_ids=["c3"],
+        ),
+        chunk("c3", "Lovelace worked with Babbage.", "graph_walk"),
+    ],
+    fallback="no seed",
+)
 
 
 def user_text(request: dict) -> str:
@@ -69,9 +82,16 @@ def llm(scripted, tmp_path) -> LLM:
         if "Reports:" in text:
             # one helpful and one useless point per batch, scored by what the batch holds
             score = 90 if "London" in text else 40
-            return json.dumps({"points": [{"description": f"point from {text[10:30]!r}", "score": score},
-                                          {"description": "nothing relevant", "score": 0}]})
+            return json.dumps(
+                {
+                    "points": [
+                        {"description": f"point from {text[10:30]!r}", "score": score},
+                        {"description": "nothing relevant", "score": 0},
+                    ]
+                }
+            )
         return "London\nQuestion: and then the model keeps going"
+
     scripted.default_reply = reply
     return make_llm(scripted.base_url, tmp_path, max_retries=0)
 
@@ -86,20 +106,36 @@ def retrieval_method(llm: LLM, name: str, retriever, budget: int = 1000) -> Retr
 
 def test_every_method_shows_the_same_prompt_and_only_the_context_differs(llm, scripted):
     rag, graph = retrieval_method(llm, "naive_rag", RAG), retrieval_method(llm, "graph_walk", GRAPH)
-    methods = [retrieval_method(llm, "closed_book", None), rag, graph, IntegrationMethod("integration", [rag, graph]),
-               SelectionMethod("selection", {"fact": rag, "reasoning": graph}, llm, load_prompt("route_question"))]
+    methods = [
+        retrieval_method(llm, "closed_book", None),
+        rag,
+        graph,
+        IntegrationMethod("integration", [rag, graph]),
+        SelectionMethod("selection", {"fact": rag, "reasoning": graph}, llm, load_prompt("route_question")),
+    ]
     answers = [m.answer(QUESTION) for m in methods]
     assert [a.text for a in answers] == ["London"] * 5  # first line only
     prompts = answer_requests(scripted)
     assert len(prompts) == 4  # selection routed to naive_rag sent the identical request: a cache hit
     template = load_prompt("answer").template
-    head, tail = template.split("$context")[0], template.split("$context")[1].replace("$question", QUESTION.question)
+    head, tail = (
+        template.split("$context")[0],
+        template.split("$context")[1].replace("$question", QUESTION.question),
+    )
     assert all(p.startswith(head) and p.endswith(tail) for p in prompts)
-    assert all(r["body"]["stop"] == ["\n"] for r in scripted.chat_requests() if "response_format" not in r["body"])
+    assert all(
+        r["body"]["stop"] == ["\n"] for r in scripted.chat_requests() if "response_format" not in r["body"]
+    )
     closed, naive, walk, integration, selection = answers
     assert closed.context == [] and closed.context_tokens == {} and EMPTY_CONTEXT in prompts[0]
-    assert naive.doc_ids == ["d1", "d2"] and naive.context_tokens == {"chunk": sum(count_tokens(i.text) for i in RAG.items)}
-    assert walk.fallback == "no seed" and walk.doc_ids == ["d3"] and set(walk.context_tokens) == {"entity", "chunk"}
+    assert naive.doc_ids == ["d1", "d2"] and naive.context_tokens == {
+        "chunk": sum(count_tokens(i.text) for i in RAG.items)
+    }
+    assert (
+        walk.fallback == "no seed"
+        and walk.doc_ids == ["d3"]
+        and set(walk.context_tokens) == {"entity", "chunk"}
+    )
     assert [i.text for i in integration.context] == [i.text for i in RAG.items + GRAPH.items]
     assert integration.notes["naive_rag"] == {"asked": QUESTION.question}
     assert selection.notes["route"] == "fact" and selection.notes["routed_to"] == "naive_rag"
@@ -119,8 +155,12 @@ def test_a_short_answer_that_opens_with_a_line_break_is_asked_again_without_the_
 
 def test_selection_routes_by_the_routers_label(llm, scripted):
     rag, graph = retrieval_method(llm, "naive_rag", RAG), retrieval_method(llm, "graph_walk", GRAPH)
-    selection = SelectionMethod("selection", {"fact": rag, "reasoning": graph}, llm, load_prompt("route_question"))
-    multi = Question(question_id="q2", question="In which city was the founder of Acme born?", answers=["Rome"])
+    selection = SelectionMethod(
+        "selection", {"fact": rag, "reasoning": graph}, llm, load_prompt("route_question")
+    )
+    multi = Question(
+        question_id="q2", question="In which city was the founder of Acme born?", answers=["Rome"]
+    )
     answer = selection.answer(multi)
     assert (answer.notes["route"], answer.notes["routed_to"]) == ("reasoning", "graph_walk")
     assert answer.doc_ids == ["d3"] and answer.fallback == "no seed"
@@ -129,13 +169,38 @@ def test_selection_routes_by_the_routers_label(llm, scripted):
 
 
 def test_global_search_drops_zero_scores_sorts_and_respects_the_reduce_budget(llm, scripted):
-    reports = [ContextItem(kind="community_report", text=t, score=1.0, retriever="global_search",
-                           community_ids=[f"r{i}"], chunk_ids=[f"c{i}"])
-               for i, t in enumerate(["Ada Lovelace was born in London. " * 20, "Babbage built engines. " * 20,
-                                      "Paris is in France. " * 20])]
+    reports = [
+        ContextItem(
+            kind="community_report",
+            text=t,
+            score=1.0,
+            retriever="global_search",
+            community_ids=[f"r{i}"],
+            chunk_ids=[f"c{i}"],
+        )
+        for i, t in enumerate(
+            [
+                "Ada Lovelace was born in London. " * 20,
+                "Babbage built engines. " * 20,
+                "Paris is in France. " * 20,
+            ]
+        )
+    ]
     one_point = count_tokens("point from 'xxxxxxxxxxxxxxxxxxxx'")
-    method = MapReduceMethod("global_search", generator(llm), llm.ledger, DOC_OF, reports, llm, map_budget=130,
-                             map_max_tokens=128, max_points=2, reduce_budget=one_point + 3, reduce_prompt=None, seed=0)
+    method = MapReduceMethod(
+        "global_search",
+        generator(llm),
+        llm.ledger,
+        DOC_OF,
+        reports,
+        llm,
+        map_budget=130,
+        map_max_tokens=128,
+        max_points=2,
+        reduce_budget=one_point + 3,
+        reduce_prompt=None,
+        seed=0,
+    )
     assert [len(b) for b in method.batches] == [1, 1, 1]  # each report alone fits the map budget
     answer = method.answer(QUESTION)
     assert answer.notes == {"map_batches": 3, "map_failed": 0, "points": 6, "points_zero": 3}
@@ -147,10 +212,24 @@ def test_global_search_drops_zero_scores_sorts_and_respects_the_reduce_budget(ll
 
 
 def test_map_failures_are_recorded_and_an_all_zero_map_declines(llm, scripted):
-    reports = [ContextItem(kind="community_report", text=t, score=1.0, retriever="global_search")
-               for t in ["Ada was born in London.", "Babbage built engines."]]
-    method = MapReduceMethod("global_search", generator(llm), llm.ledger, DOC_OF, reports, llm, map_budget=8,
-                             map_max_tokens=64, max_points=2, reduce_budget=500, reduce_prompt=None, seed=1)
+    reports = [
+        ContextItem(kind="community_report", text=t, score=1.0, retriever="global_search")
+        for t in ["Ada was born in London.", "Babbage built engines."]
+    ]
+    method = MapReduceMethod(
+        "global_search",
+        generator(llm),
+        llm.ledger,
+        DOC_OF,
+        reports,
+        llm,
+        map_budget=8,
+        map_max_tokens=64,
+        max_points=2,
+        reduce_budget=500,
+        reduce_prompt=None,
+        seed=1,
+    )
     scripted.script.extend([("text", "not json"), ("text", "still not json")])  # first batch: reply + repair
     answer = method.answer(QUESTION)
     assert answer.failure == "" and answer.notes["map_failed"] == 1
@@ -167,7 +246,9 @@ def test_a_failed_generation_is_a_recorded_failure_not_an_empty_answer(llm, scri
     scripted.script.append(("status", 400))
     answer = retrieval_method(llm, "naive_rag", RAG).answer(QUESTION)
     assert answer.failure == "http_400" and answer.text == ""
-    assert answer.failures == [{"stage": "answer", "kind": "http_400", "detail": answer.failures[0]["detail"]}]
+    assert answer.failures == [
+        {"stage": "answer", "kind": "http_400", "detail": answer.failures[0]["detail"]}
+    ]
     assert answer.context_ready and answer.doc_ids == ["d1", "d2"]  # retrieval still counts
     scripted.script.extend([("text", "   "), ("text", "   \n")])  # blank with the stop, and without it
     blank = retrieval_method(llm, "naive_rag", RAG).answer(QUESTION)
@@ -175,8 +256,12 @@ def test_a_failed_generation_is_a_recorded_failure_not_an_empty_answer(llm, scri
 
 
 def test_pack_context_stops_at_the_budget_and_truncates_an_oversized_first_item():
-    items = [chunk("c1", "one two three four five"), chunk("c2", "six seven"), chunk("c1", "one two three four five"),
-             chunk("c3", "eight")]
+    items = [
+        chunk("c1", "one two three four five"),
+        chunk("c2", "six seven"),
+        chunk("c1", "one two three four five"),
+        chunk("c3", "eight"),
+    ]
     kept, tokens = pack_context(items, 7)
     assert [i.text for i in kept] == ["one two three four five", "six seven"] and tokens == {"chunk": 7}
     kept, tokens = pack_context(items, 3)

@@ -44,8 +44,11 @@ def mentions(text: str, phrase: str) -> bool:
 
 def relation_for(world: World, edge) -> list:
     names = {e.id: e.name for e in world.entities}
-    return [r for r in world.relations
-            if (names[r.source], r.type, names[r.target]) == (edge.source, edge.relation, edge.target)]
+    return [
+        r
+        for r in world.relations
+        if (names[r.source], r.type, names[r.target]) == (edge.source, edge.relation, edge.target)
+    ]
 
 
 def test_same_seed_gives_byte_identical_output():
@@ -67,8 +70,11 @@ def test_names_unique_and_share_no_invented_word(corpora, key):
     assert len(names) == len(set(names))
     # Invented words belong to exactly one name, so a name never occurs inside another one; only
     # the fixed vocabulary ("Works", "Valley", "Drone", "The", ...) is shared.
-    fixed = ({*ORG_SUFFIXES, *REGION_KINDS, *EVENT_KINDS} | {k for _, kinds in INDUSTRIES for k in kinds}
-             | {w for form in OUTLET_FORMS for w in form.split() if w != "{}"})
+    fixed = (
+        {*ORG_SUFFIXES, *REGION_KINDS, *EVENT_KINDS}
+        | {k for _, kinds in INDUSTRIES for k in kinds}
+        | {w for form in OUTLET_FORMS for w in form.split() if w != "{}"}
+    )
     shared = {w for w, c in Counter(w for n in names for w in n.split()).items() if c > 1}
     assert shared <= fixed
     for entity in world.entities:
@@ -158,9 +164,15 @@ def test_summary_questions_reference_every_fact_about_their_entity(corpora, key)
         assert q.answers == [] and len(q.reference_summaries) == 1
         reference = q.reference_summaries[0]
         assert len(q.gold_edges) == len(about) == reference.count(". ") + 1  # one sentence per fact
-        assert all(mentions(reference, names[r.source]) and mentions(reference, names[r.target]) for r in about)
-        contested = [r for r in about if r.type in ("born_in", "headquartered_in")
-                     and sum(o.type == r.type and o.source == r.source for o in world.relations) > 1]
+        assert all(
+            mentions(reference, names[r.source]) and mentions(reference, names[r.target]) for r in about
+        )
+        contested = [
+            r
+            for r in about
+            if r.type in ("born_in", "headquartered_in")
+            and sum(o.type == r.type and o.source == r.source for o in world.relations) > 1
+        ]
         assert reference.count("according to") == len(contested)
 
 
@@ -172,7 +184,9 @@ def test_presets_give_their_sizes(corpora, size):
     assert len(dataset.documents) == preset["n_documents"]
     assert len({d.doc_id for d in dataset.documents}) == len(dataset.documents)
     counts = Counter(q.question_type for q in dataset.questions)
-    assert counts == {t: preset[f"n_{t}"] for t in ("single_hop", "multi_hop", "temporal", "contradictory", "summary")}
+    assert counts == {
+        t: preset[f"n_{t}"] for t in ("single_hop", "multi_hop", "temporal", "contradictory", "summary")
+    }
     assert len({q.question_id for q in dataset.questions}) == len(dataset.questions)
     words = [len(d.text.split()) for d in dataset.documents]
     assert 120 <= sum(words) / len(words) <= 200
@@ -188,16 +202,26 @@ def test_large_preset_is_big_enough_for_the_retrieval_benchmark(large):
     # Every word is at least one token, so chunks of 64 words bound chunks of 64 tokens from below
     # (with cl100k tokens the corpus gives ~12,900 chunks of 128).
     assert sum(math.ceil(len(d.text.split()) / 64) for d in dataset.documents) >= 10_000
-    assert len(dataset.questions) == sum(PRESETS["large"][f"n_{t}"]
-                                         for t in ("single_hop", "multi_hop", "temporal", "contradictory", "summary"))
+    assert len(dataset.questions) == sum(
+        PRESETS["large"][f"n_{t}"]
+        for t in ("single_hop", "multi_hop", "temporal", "contradictory", "summary")
+    )
 
 
 def test_world_tables_are_the_gold_graph(corpora):
     dataset, world = corpora["small"]
     entities, relations = world_tables(world, dataset)
     assert list(entities.columns) == ["entity_id", "name", "type", "description", "aliases"]
-    assert list(relations.columns) == ["relation_id", "source_id", "target_id", "relation", "valid_from",
-                                       "valid_to", "sources", "doc_ids"]
+    assert list(relations.columns) == [
+        "relation_id",
+        "source_id",
+        "target_id",
+        "relation",
+        "valid_from",
+        "valid_to",
+        "sources",
+        "doc_ids",
+    ]
     assert len(entities) == len(world.entities) and len(relations) == len(world.relations)
     assert set(relations["source_id"]) | set(relations["target_id"]) <= set(entities["entity_id"])
     assert str(relations["valid_from"].dtype) == "Int64"

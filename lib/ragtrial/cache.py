@@ -49,24 +49,30 @@ class ResponseCache:
         return conn
 
     def get_completion(self, key: str) -> tuple[str, int, int] | None:
-        row = self._connect().execute(
-            "SELECT text, prompt_tokens, completion_tokens FROM completions WHERE key=?", (key,)).fetchone()
+        row = (
+            self._connect()
+            .execute("SELECT text, prompt_tokens, completion_tokens FROM completions WHERE key=?", (key,))
+            .fetchone()
+        )
         return None if row is None else (row[0], int(row[1]), int(row[2]))
 
-    def put_completion(self, key: str, model: str, text: str, prompt_tokens: int,
-                       completion_tokens: int) -> None:
+    def put_completion(
+        self, key: str, model: str, text: str, prompt_tokens: int, completion_tokens: int
+    ) -> None:
         self._connect().execute(
             "INSERT OR REPLACE INTO completions VALUES (?,?,?,?,?,?)",
-            (key, model, text, prompt_tokens, completion_tokens, time.time()))
+            (key, model, text, prompt_tokens, completion_tokens, time.time()),
+        )
 
     def get_embeddings(self, keys: list[str]) -> dict[str, tuple[np.ndarray, int]]:
         found: dict[str, tuple[np.ndarray, int]] = {}
         conn = self._connect()
         for start in range(0, len(keys), 500):  # stay below SQLite's bound-parameter limit
-            part = keys[start:start + 500]
+            part = keys[start : start + 500]
             marks = ",".join("?" * len(part))
             for key, blob, n_tokens in conn.execute(
-                    f"SELECT key, vector, n_tokens FROM embeddings WHERE key IN ({marks})", part):
+                f"SELECT key, vector, n_tokens FROM embeddings WHERE key IN ({marks})", part
+            ):
                 found[key] = (np.frombuffer(blob, dtype=np.float32), int(n_tokens))
         return found
 
@@ -74,10 +80,14 @@ class ResponseCache:
         now = time.time()
         conn = self._connect()
         conn.execute("BEGIN")
-        conn.executemany("INSERT OR REPLACE INTO embeddings VALUES (?,?,?,?,?)",
-                         [(k, model, np.asarray(v, dtype=np.float32).tobytes(), n, now) for k, v, n in rows])
+        conn.executemany(
+            "INSERT OR REPLACE INTO embeddings VALUES (?,?,?,?,?)",
+            [(k, model, np.asarray(v, dtype=np.float32).tobytes(), n, now) for k, v, n in rows],
+        )
         conn.execute("COMMIT")
 
     def counts(self) -> dict[str, int]:
         conn = self._connect()
-        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("completions", "embeddings")}
+        return {
+            t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("completions", "embeddings")
+        }

@@ -38,8 +38,18 @@ from ragtrial.prompts import load_prompt
 PROMPT = "extract_claims_from_answer"
 STAGE = "claim_extraction"
 OK, FAILED = "ok", "failed"
-CLAIM_SET_COLUMNS = ["answer_id", "question_id", "method", "status", "claims", "n_returned", "at_cap",
-                     "declined", "stage", "error"]
+CLAIM_SET_COLUMNS = [
+    "answer_id",
+    "question_id",
+    "method",
+    "status",
+    "claims",
+    "n_returned",
+    "at_cap",
+    "declined",
+    "stage",
+    "error",
+]
 METRIC_COLUMNS = ["answer_id", "question_id", "method", "metric", "threshold", "measure", "value"]
 VERDICT_COLUMNS = ["trial", "question_id", "method_a", "method_b", "aspect", "outcome"]
 # The kit's answer prompts decline with exactly "Insufficient information."; such an answer states no
@@ -55,7 +65,8 @@ FLIPPED = {"win": "loss", "loss": "win", "tie": "tie"}
 def claims_reply_schema(max_claims: int | None) -> type[BaseModel]:
     """Reply schema; `max_claims` becomes maxItems, so a grammar-constrained reply closes its JSON
     before max_tokens instead of being cut off (None: unbounded). No maxLength on the claims: the
-    llama.cpp server crashed compiling a 120-character bound into its grammar."""
+    llama.cpp server crashed compiling a 120-character bound into its grammar.
+    """
     return create_model("AnswerClaims", claims=(Annotated[list[str], Field(max_length=max_claims)], ...))
 
 
@@ -65,7 +76,8 @@ def answer_id(question_id: str, method: str) -> str:
 
 def distinct_claims(raw: Sequence[str]) -> list[str]:
     """Claims with whitespace collapsed; wordless ones (",") and case-insensitive repeats dropped: a
-    fact stated twice is one verifiable fact, and a looping model must not inflate the count."""
+    fact stated twice is one verifiable fact, and a looping model must not inflate the count.
+    """
     kept: dict[str, str] = {}
     for claim in raw:
         text = " ".join(claim.split())
@@ -74,25 +86,47 @@ def distinct_claims(raw: Sequence[str]) -> list[str]:
     return list(kept.values())
 
 
-def _claim_set(claims: list[str], n_returned: int, max_claims: int | None, declined: bool = False) -> dict[str, Any]:
-    return {"status": OK, "claims": claims, "n_returned": n_returned, "declined": declined,
-            "at_cap": max_claims is not None and n_returned >= max_claims, "stage": "", "error": ""}
+def _claim_set(
+    claims: list[str], n_returned: int, max_claims: int | None, declined: bool = False
+) -> dict[str, Any]:
+    return {
+        "status": OK,
+        "claims": claims,
+        "n_returned": n_returned,
+        "declined": declined,
+        "at_cap": max_claims is not None and n_returned >= max_claims,
+        "stage": "",
+        "error": "",
+    }
 
 
 def _failed(stage: str, error: str) -> dict[str, Any]:
-    return {"status": FAILED, "claims": [], "n_returned": 0, "at_cap": False, "declined": False,
-            "stage": stage, "error": error}
+    return {
+        "status": FAILED,
+        "claims": [],
+        "n_returned": 0,
+        "at_cap": False,
+        "declined": False,
+        "stage": stage,
+        "error": error,
+    }
 
 
-def extract_claims(answers: pd.DataFrame, llm: LLM, *, max_tokens: int, max_claims: int | None = None) -> pd.DataFrame:
+def extract_claims(
+    answers: pd.DataFrame, llm: LLM, *, max_tokens: int, max_claims: int | None = None
+) -> pd.DataFrame:
     """One claim set per answer. `at_cap` marks replies that hit `max_claims` (their count is a lower
-    bound); an answer with a `failure` or no text is recorded as failed at stage "answer"."""
+    bound); an answer with a `failure` or no text is recorded as failed at stage "answer".
+    """
     prompt = load_prompt(PROMPT)
     schema = claims_reply_schema(max_claims)
     rows = []
     for r in answers.to_dict("records"):
-        row = {"answer_id": answer_id(r["question_id"], r["method"]), "question_id": r["question_id"],
-               "method": r["method"]}
+        row = {
+            "answer_id": answer_id(r["question_id"], r["method"]),
+            "question_id": r["question_id"],
+            "method": r["method"],
+        }
         failure, text = (value if isinstance(value, str) else "" for value in (r.get("failure"), r["text"]))
         if failure or not text.strip():
             rows.append(row | _failed("answer", failure or "no answer text"))
@@ -100,8 +134,14 @@ def extract_claims(answers: pd.DataFrame, llm: LLM, *, max_tokens: int, max_clai
             rows.append(row | _claim_set([], 0, max_claims, declined=True))
         else:
             try:
-                reply = llm.structured(prompt.render(answer=text), schema, stage=STAGE, method=r["method"],
-                                       prompt=prompt, max_tokens=max_tokens)
+                reply = llm.structured(
+                    prompt.render(answer=text),
+                    schema,
+                    stage=STAGE,
+                    method=r["method"],
+                    prompt=prompt,
+                    max_tokens=max_tokens,
+                )
             except LLMError as err:
                 rows.append(row | _failed(STAGE, f"{err.kind}: {err}"))
                 continue
@@ -111,8 +151,11 @@ def extract_claims(answers: pd.DataFrame, llm: LLM, *, max_tokens: int, max_clai
 
 def claims_table(claim_sets: pd.DataFrame) -> pd.DataFrame:
     """One row per extracted claim (answer_id, question_id, method, claim_index, claim)."""
-    rows = [(r.answer_id, r.question_id, r.method, i, claim)
-            for r in claim_sets.itertuples(index=False) for i, claim in enumerate(r.claims)]
+    rows = [
+        (r.answer_id, r.question_id, r.method, i, claim)
+        for r in claim_sets.itertuples(index=False)
+        for i, claim in enumerate(r.claims)
+    ]
     return pd.DataFrame(rows, columns=["answer_id", "question_id", "method", "claim_index", "claim"])
 
 
@@ -126,9 +169,13 @@ def extraction_counts(claim_sets: pd.DataFrame) -> pd.DataFrame:
     """Per method: answers, extracted, of those with no claims / declined / at the cap, and failures."""
     ok = claim_sets["status"] == OK
     flags = claim_sets.assign(
-        extracted=ok, no_claims=ok & (claim_sets["claims"].map(len) == 0), declined=claim_sets["declined"],
-        at_cap=claim_sets["at_cap"], failed_answer=claim_sets["stage"] == "answer",
-        failed_extraction=claim_sets["stage"] == STAGE)
+        extracted=ok,
+        no_claims=ok & (claim_sets["claims"].map(len) == 0),
+        declined=claim_sets["declined"],
+        at_cap=claim_sets["at_cap"],
+        failed_answer=claim_sets["stage"] == "answer",
+        failed_extraction=claim_sets["stage"] == STAGE,
+    )
     columns = ["extracted", "no_claims", "declined", "at_cap", "failed_answer", "failed_extraction"]
     counts = flags.groupby("method", sort=False)[columns].sum().astype(int)
     counts.insert(0, "answers", flags.groupby("method", sort=False).size())
@@ -140,12 +187,14 @@ def extraction_counts(claim_sets: pd.DataFrame) -> pd.DataFrame:
 
 def cluster_labels(distance: np.ndarray, threshold: float) -> np.ndarray:
     """Cluster label per claim. scikit-learn merges two clusters while their complete-linkage
-    distance (the largest claim-to-claim distance between them) is strictly below `threshold`."""
+    distance (the largest claim-to-claim distance between them) is strictly below `threshold`.
+    """
     n = len(distance)
     if n < 2:  # scikit-learn needs two samples; one claim is one cluster, none is none
         return np.zeros(n, dtype=int)
-    model = AgglomerativeClustering(n_clusters=None, metric="precomputed", linkage="complete",
-                                    distance_threshold=threshold)
+    model = AgglomerativeClustering(
+        n_clusters=None, metric="precomputed", linkage="complete", distance_threshold=threshold
+    )
     return model.fit_predict(distance)
 
 
@@ -160,12 +209,19 @@ def _ok(claim_sets: pd.DataFrame) -> pd.DataFrame:
 def comprehensiveness(claim_sets: pd.DataFrame) -> pd.DataFrame:
     """Claims per successfully extracted answer (answer_id, question_id, method, n_claims)."""
     ok = _ok(claim_sets)
-    return ok[["answer_id", "question_id", "method"]].assign(n_claims=ok["claims"].map(len)).reset_index(drop=True)
+    return (
+        ok[["answer_id", "question_id", "method"]]
+        .assign(n_claims=ok["claims"].map(len))
+        .reset_index(drop=True)
+    )
 
 
-def diversity(claim_sets: pd.DataFrame, thresholds: Sequence[float], use_stemmer: bool = False) -> pd.DataFrame:
+def diversity(
+    claim_sets: pd.DataFrame, thresholds: Sequence[float], use_stemmer: bool = False
+) -> pd.DataFrame:
     """Clusters per successfully extracted answer and threshold (answer_id, question_id, method,
-    threshold, n_clusters); the distance matrix is computed once per answer."""
+    threshold, n_clusters); the distance matrix is computed once per answer.
+    """
     rows = []
     for r in _ok(claim_sets).itertuples(index=False):
         distance = rouge_l_distance_matrix(list(r.claims), use_stemmer)
@@ -179,7 +235,9 @@ def measure_name(metric: str, threshold: float | None = None) -> str:
     return metric if threshold is None or pd.isna(threshold) else f"{metric}@{threshold:g}"
 
 
-def claim_metrics(claim_sets: pd.DataFrame, thresholds: Sequence[float], use_stemmer: bool = False) -> pd.DataFrame:
+def claim_metrics(
+    claim_sets: pd.DataFrame, thresholds: Sequence[float], use_stemmer: bool = False
+) -> pd.DataFrame:
     """Both measures in one long frame; `measure` names a metric at a threshold ("diversity@0.7")."""
     comp = comprehensiveness(claim_sets).rename(columns={"n_claims": "value"})
     comp = comp.assign(metric="comprehensiveness", threshold=np.nan, measure="comprehensiveness")
@@ -191,36 +249,58 @@ def claim_metrics(claim_sets: pd.DataFrame, thresholds: Sequence[float], use_ste
 
 def condition_summary(metrics: pd.DataFrame, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Mean per measure and method with a bootstrap interval over answers (failures are not in
-    `metrics`, so they are excluded, not zeros)."""
+    `metrics`, so they are excluded, not zeros).
+    """
     keys = ["measure", "metric", "threshold", "method"]
     return stats.summary_by_group(metrics, keys, "value", n_resamples, seed=seed)
 
 
-def pairwise_tests(metrics: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, alpha: float = 0.05) -> pd.DataFrame:
+def pairwise_tests(
+    metrics: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, alpha: float = 0.05
+) -> pd.DataFrame:
     """Every pair of methods on every measure, on the questions both have a value for: mean
     difference (a - b) with a paired bootstrap interval, Wilcoxon signed-rank, Holm across the pairs
-    of one measure. A pair without shared questions is listed as untested, outside the Holm family."""
+    of one measure. A pair without shared questions is listed as untested, outside the Holm family.
+    """
     methods = list(pd.unique(metrics["method"]))
     if len(methods) < 2:
         return pd.DataFrame()
     tables = []
-    for (measure, metric, threshold), group in metrics.groupby(["measure", "metric", "threshold"], sort=False,
-                                                                dropna=False):
+    for (measure, metric, threshold), group in metrics.groupby(
+        ["measure", "metric", "threshold"], sort=False, dropna=False
+    ):
         wide = group.pivot(index="question_id", columns="method", values="value").reindex(columns=methods)
         rows = []
         for a, b in itertools.combinations(methods, 2):
             shared = wide[[a, b]].dropna()
-            row = {"measure": measure, "metric": metric, "threshold": threshold, "method_a": a, "method_b": b,
-                   "n_shared": len(shared)}
+            row = {
+                "measure": measure,
+                "metric": metric,
+                "threshold": threshold,
+                "method_a": a,
+                "method_b": b,
+                "n_shared": len(shared),
+            }
             if shared.empty:
                 rows.append(row | {"test": "untested: no question with a value for both"})
                 continue
             x, y = shared[a].to_numpy(), shared[b].to_numpy()
             diff = stats.paired_bootstrap_diff(x, y, n_resamples, seed=seed)
             test = stats.wilcoxon_signed_rank(x, y)
-            rows.append(row | {"mean_a": x.mean(), "mean_b": y.mean(), "mean_diff": diff.mean, "ci_low": diff.low,
-                               "ci_high": diff.high, "n_nonzero": test.n_nonzero, "statistic": test.statistic,
-                               "p_value": test.p_value, "test": test.method})
+            rows.append(
+                row
+                | {
+                    "mean_a": x.mean(),
+                    "mean_b": y.mean(),
+                    "mean_diff": diff.mean,
+                    "ci_low": diff.low,
+                    "ci_high": diff.high,
+                    "n_nonzero": test.n_nonzero,
+                    "statistic": test.statistic,
+                    "p_value": test.p_value,
+                    "test": test.method,
+                }
+            )
         table = pd.DataFrame(rows)
         tested = table["n_shared"] > 0
         if tested.any():
@@ -246,23 +326,32 @@ def read_verdicts(path: str | Path) -> pd.DataFrame:
 
 def verdicts_from_classic(judgments: pd.DataFrame) -> pd.DataFrame:
     """ragtrial.judge's classic judgments (winner "a"/"b" per aspect) as verdicts, one vote per
-    (trial, shown order): the protocol has no ties, so ties come only from votes that disagree."""
-    return pd.DataFrame({"trial": judgments["trial"].astype(str) + "/" + judgments["position"],
-                         "question_id": judgments["question_id"], "method_a": judgments["method_a"],
-                         "method_b": judgments["method_b"], "aspect": judgments["aspect"],
-                         "outcome": np.where(judgments["winner"] == "a", "win", "loss")})
+    (trial, shown order): the protocol has no ties, so ties come only from votes that disagree.
+    """
+    return pd.DataFrame(
+        {
+            "trial": judgments["trial"].astype(str) + "/" + judgments["position"],
+            "question_id": judgments["question_id"],
+            "method_a": judgments["method_a"],
+            "method_b": judgments["method_b"],
+            "aspect": judgments["aspect"],
+            "outcome": np.where(judgments["winner"] == "a", "win", "loss"),
+        }
+    )
 
 
 def collapse_verdicts(verdicts: pd.DataFrame) -> pd.DataFrame:
     """One verdict per (question, pair, aspect): the strict majority of its trials, else tie
     (stats.majority_verdict). Pairs are put in sorted order, flipping outcomes judged the other way
-    round, so trials with swapped positions vote together. Outcomes are win/tie/loss of method_a."""
+    round, so trials with swapped positions vote together. Outcomes are win/tie/loss of method_a.
+    """
     swap = verdicts["method_a"] > verdicts["method_b"]
     canonical = verdicts.assign(
         method_a=verdicts["method_a"].where(~swap, verdicts["method_b"]),
         method_b=verdicts["method_b"].where(~swap, verdicts["method_a"]),
         outcome=verdicts["outcome"].where(~swap, verdicts["outcome"].map(FLIPPED)),
-        aspect=verdicts["aspect"].str.lower())
+        aspect=verdicts["aspect"].str.lower(),
+    )
     keys = ["question_id", "method_a", "method_b", "aspect"]
     grouped = canonical.groupby(keys, sort=False)["outcome"]
     return grouped.agg(n_trials="size", verdict=lambda o: stats.majority_verdict(list(o))).reset_index()
@@ -274,44 +363,83 @@ def _claim_outcome(value_a: float | None, value_b: float | None) -> str:
     return "win" if value_a > value_b else "loss" if value_a < value_b else "tie"
 
 
-def agreement_details(metrics: pd.DataFrame, verdicts: pd.DataFrame,
-                      aspects: Mapping[str, str] | None = None) -> pd.DataFrame:
+def agreement_details(
+    metrics: pd.DataFrame, verdicts: pd.DataFrame, aspects: Mapping[str, str] | None = None
+) -> pd.DataFrame:
     """Per measure and judged (question, pair): the judge's majority verdict, both claim values, the
     claim-based outcome (more claims / more clusters wins; "missing" when either answer failed) and
-    whether they agree. `aspects` maps a claim metric to the judge aspect it is checked against."""
-    aspects = {"comprehensiveness": "comprehensiveness", "diversity": "diversity"} if aspects is None else aspects
+    whether they agree. `aspects` maps a claim metric to the judge aspect it is checked against.
+    """
+    aspects = (
+        {"comprehensiveness": "comprehensiveness", "diversity": "diversity"} if aspects is None else aspects
+    )
     collapsed = collapse_verdicts(verdicts)
     value = metrics.set_index(["measure", "question_id", "method"])["value"].to_dict()
     rows = []
-    for measure, metric, threshold in metrics[["measure", "metric", "threshold"]].drop_duplicates().itertuples(index=False):
+    for measure, metric, threshold in (
+        metrics[["measure", "metric", "threshold"]].drop_duplicates().itertuples(index=False)
+    ):
         judged = collapsed[collapsed["aspect"] == aspects.get(metric, "").lower()]
         for j in judged.itertuples(index=False):
-            va, vb = value.get((measure, j.question_id, j.method_a)), value.get((measure, j.question_id, j.method_b))
+            va, vb = (
+                value.get((measure, j.question_id, j.method_a)),
+                value.get((measure, j.question_id, j.method_b)),
+            )
             outcome = _claim_outcome(va, vb)
-            rows.append({"measure": measure, "metric": metric, "threshold": threshold, "aspect": j.aspect,
-                         "question_id": j.question_id, "method_a": j.method_a, "method_b": j.method_b,
-                         "n_trials": j.n_trials, "verdict": j.verdict, "value_a": va, "value_b": vb,
-                         "claim_outcome": outcome, "agree": j.verdict != "tie" and outcome == j.verdict})
+            rows.append(
+                {
+                    "measure": measure,
+                    "metric": metric,
+                    "threshold": threshold,
+                    "aspect": j.aspect,
+                    "question_id": j.question_id,
+                    "method_a": j.method_a,
+                    "method_b": j.method_b,
+                    "n_trials": j.n_trials,
+                    "verdict": j.verdict,
+                    "value_a": va,
+                    "value_b": vb,
+                    "claim_outcome": outcome,
+                    "agree": j.verdict != "tie" and outcome == j.verdict,
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def judge_agreement(metrics: pd.DataFrame, verdicts: pd.DataFrame, aspects: Mapping[str, str] | None = None,
-                    n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+def judge_agreement(
+    metrics: pd.DataFrame,
+    verdicts: pd.DataFrame,
+    aspects: Mapping[str, str] | None = None,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Per measure, the paper's agreement: among judged (question, pair)s whose majority verdict is
     not a tie and where both answers have a claim value, the share on which the claim-based winner is
     the judge's winner (a claim-based tie counts as disagreement and is counted apart), with a
-    bootstrap interval over those pairs."""
+    bootstrap interval over those pairs.
+    """
     details = agreement_details(metrics, verdicts, aspects)
     rows = []
-    for (measure, metric, threshold), group in details.groupby(["measure", "metric", "threshold"], sort=False,
-                                                                dropna=False):
+    for (measure, metric, threshold), group in details.groupby(
+        ["measure", "metric", "threshold"], sort=False, dropna=False
+    ):
         non_tie = group[group["verdict"] != "tie"]
         compared = non_tie[non_tie["claim_outcome"] != "missing"]
-        row = {"measure": measure, "metric": metric, "threshold": threshold, "judged": len(group),
-               "non_tie": len(non_tie), "non_tie_share": len(non_tie) / len(group),
-               "missing_claims": len(non_tie) - len(compared), "compared": len(compared),
-               "claim_ties": int((compared["claim_outcome"] == "tie").sum()), "agree": int(compared["agree"].sum()),
-               "agreement": None, "ci_low": None, "ci_high": None}  # stay None when nothing was compared
+        row = {
+            "measure": measure,
+            "metric": metric,
+            "threshold": threshold,
+            "judged": len(group),
+            "non_tie": len(non_tie),
+            "non_tie_share": len(non_tie) / len(group),
+            "missing_claims": len(non_tie) - len(compared),
+            "compared": len(compared),
+            "claim_ties": int((compared["claim_outcome"] == "tie").sum()),
+            "agree": int(compared["agree"].sum()),
+            "agreement": None,
+            "ci_low": None,
+            "ci_high": None,
+        }  # stay None when nothing was compared
         if len(compared):
             ci = stats.bootstrap_mean_ci(compared["agree"].astype(float), n_resamples, seed=seed)
             row |= {"agreement": ci.mean, "ci_low": ci.low, "ci_high": ci.high}
@@ -329,13 +457,18 @@ def clusters_html(claims: Sequence[str], labels: Sequence[int]) -> str:
     for position in np.argsort(np.asarray(labels), kind="stable"):
         label = int(labels[position])
         colour = colors.to_hex(palette(label % palette.N))
-        items.append(f'<li style="background:{colour}40;border-left:6px solid {colour};padding:2px 6px;'
-                     f'margin:2px 0;list-style:none"><b>cluster {label + 1}</b> · {html.escape(claims[position])}</li>')
+        items.append(
+            f'<li style="background:{colour}40;border-left:6px solid {colour};padding:2px 6px;'
+            f'margin:2px 0;list-style:none"><b>cluster {label + 1}</b> · {html.escape(claims[position])}</li>'
+        )
     return f"<ul style='padding-left:0'>{''.join(items)}</ul>"
 
 
 # Edge et al. 2024, Section 5.2: the judge's non-tie share and the claim-based agreement on it.
-PAPER_AGREEMENT = {"comprehensiveness": "78% on 33% non-tie pairs", "diversity": "69-70% on 39% non-tie pairs"}
+PAPER_AGREEMENT = {
+    "comprehensiveness": "78% on 33% non-tie pairs",
+    "diversity": "69-70% on 39% non-tie pairs",
+}
 
 
 def comparison_sentences(tests: pd.DataFrame) -> list[str]:
@@ -343,16 +476,22 @@ def comparison_sentences(tests: pd.DataFrame) -> list[str]:
     lines = []
     for r in tests.itertuples(index=False):
         if r.n_shared == 0:
-            lines.append(f"{r.method_a} vs {r.method_b} on {r.measure}: no question with a value for both; not tested.")
+            lines.append(
+                f"{r.method_a} vs {r.method_b} on {r.measure}: no question with a value for both; not tested."
+            )
             continue
-        head = (f"**{r.method_a}** vs {r.method_b} on {r.measure}: {r.mean_diff:+.2f} "
-                f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}] per answer over {r.n_shared} shared questions "
-                f"(Wilcoxon p={r.p_value:.3g}, Holm {r.p_holm:.3g})")
+        head = (
+            f"**{r.method_a}** vs {r.method_b} on {r.measure}: {r.mean_diff:+.2f} "
+            f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}] per answer over {r.n_shared} shared questions "
+            f"(Wilcoxon p={r.p_value:.3g}, Holm {r.p_holm:.3g})"
+        )
         if r.ci_low <= 0 <= r.ci_high:
             lines.append(f"{head}: the interval includes zero, so **no claim** either way.")
         elif not r.reject:
-            lines.append(f"{head}: the interval excludes zero but the Holm-adjusted test does not reject, so "
-                         "**no claim** at the corrected level.")
+            lines.append(
+                f"{head}: the interval excludes zero but the Holm-adjusted test does not reject, so "
+                "**no claim** at the corrected level."
+            )
         else:
             more = "more" if r.mean_diff > 0 else "fewer"
             lines.append(f"{head}: {r.method_a} gave {more} than {r.method_b} on these questions.")
@@ -362,15 +501,21 @@ def comparison_sentences(tests: pd.DataFrame) -> list[str]:
 def agreement_sentences(agreement: pd.DataFrame) -> list[str]:
     lines = []
     for r in agreement.itertuples(index=False):
-        head = (f"**{r.measure}**: the judge's majority was not a tie on {r.non_tie} of {r.judged} judged "
-                f"question pairs ({r.non_tie_share:.0%})")
+        head = (
+            f"**{r.measure}**: the judge's majority was not a tie on {r.non_tie} of {r.judged} judged "
+            f"question pairs ({r.non_tie_share:.0%})"
+        )
         if r.non_tie == 0:
             lines.append(f"{head}, so there is no verdict to check the claims against.")
             continue
         if r.compared == 0:
-            lines.append(f"{head}; none of those had claim values for both answers, so there is no agreement to report.")
+            lines.append(
+                f"{head}; none of those had claim values for both answers, so there is no agreement to report."
+            )
             continue
-        lines.append(f"{head}; on the {r.compared} with claim values for both answers the claim-based winner "
-                     f"agreed {r.agree} times ({r.agreement:.0%}, 95% interval [{r.ci_low:.0%}, {r.ci_high:.0%}]; "
-                     f"{r.claim_ties} claim-based ties count as disagreement). Paper: {PAPER_AGREEMENT[r.metric]}.")
+        lines.append(
+            f"{head}; on the {r.compared} with claim values for both answers the claim-based winner "
+            f"agreed {r.agree} times ({r.agreement:.0%}, 95% interval [{r.ci_low:.0%}, {r.ci_high:.0%}]; "
+            f"{r.claim_ties} claim-based ties count as disagreement). Paper: {PAPER_AGREEMENT[r.metric]}."
+        )
     return lines

@@ -20,8 +20,14 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="execute a batch of notebooks with papermill")
     run.add_argument("batch", help="params/<batch>.yaml")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a setting for every run, e.g. --set llm.model=gpt-4o-mini")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting for every run, e.g. --set llm.model=gpt-4o-mini",
+    )
     run.add_argument("--only", action="append", metavar="NOTEBOOK", help="run only these notebooks")
     run.add_argument("--force", action="store_true", help="re-run completed runs (the cache still applies)")
     run.add_argument("--workers", type=int, help="parallel notebook executions (default: the batch's)")
@@ -34,20 +40,32 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop is handled like Ctrl-C
     try:
-        results = run_batch(args.batch, parse_set_overrides(args.overrides), root=Path.cwd(),
-                            outputs=args.outputs, only=args.only, force=args.force, workers=args.workers,
-                            show_code=args.show_code)
+        results = run_batch(
+            args.batch,
+            parse_set_overrides(args.overrides),
+            root=Path.cwd(),
+            outputs=args.outputs,
+            only=args.only,
+            force=args.force,
+            workers=args.workers,
+            show_code=args.show_code,
+        )
     except ParamsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: the run is recorded as interrupted; run the same command again to resume "
-              "from the cache", file=sys.stderr)
+        print(
+            "interrupted: the run is recorded as interrupted; run the same command again to resume "
+            "from the cache",
+            file=sys.stderr,
+        )
         return 130
     outputs = Path(args.outputs).resolve() if args.outputs else Path.cwd() / "outputs"
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
-        print(f"FAILED {r.run_id}: {r.error.splitlines()[0] if r.error else ''} (see {r.run_dir})",
-              file=sys.stderr)
+        print(
+            f"FAILED {r.run_id}: {r.error.splitlines()[0] if r.error else ''} (see {r.run_dir})",
+            file=sys.stderr,
+        )
     print(outputs / "index.html")
     return 1 if failed else 0

@@ -27,8 +27,12 @@ from ragtrial.llm import LLM, LLMError
 from ragtrial.prompts import load_prompt
 from ragtrial.tokens import count_tokens
 
-SECTIONS = {"reports": "Sub-community reports", "entities": "Entities", "relations": "Relationships",
-            "claims": "Claims"}
+SECTIONS = {
+    "reports": "Sub-community reports",
+    "entities": "Entities",
+    "relations": "Relationships",
+    "claims": "Claims",
+}
 Rating = Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]  # an enum, so llama.cpp's grammar enforces the range
 
 
@@ -36,9 +40,14 @@ Rating = Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]  # an enum, so llama.cpp's gr
 def report_schema(max_findings: int | None, max_chars: int | None) -> type[BaseModel]:
     text = Annotated[str, Field(max_length=max_chars)]
     finding = create_model("Finding", summary=(text, ...), explanation=(text, ...))
-    return create_model("CommunityReport", title=(Annotated[str, Field(min_length=1, max_length=80)], ...),
-                        summary=(text, ...), rating=(Rating, ...), rating_explanation=(text, ...),
-                        findings=(Annotated[list[finding], Field(max_length=max_findings)], ...))
+    return create_model(
+        "CommunityReport",
+        title=(Annotated[str, Field(min_length=1, max_length=80)], ...),
+        summary=(text, ...),
+        rating=(Rating, ...),
+        rating_explanation=(text, ...),
+        findings=(Annotated[list[finding], Field(max_length=max_findings)], ...),
+    )
 
 
 # ---------------------------------------------------------------- context selection
@@ -95,23 +104,50 @@ class Elements:
     @classmethod
     def of(cls, entities: pd.DataFrame, relations: pd.DataFrame, claims: pd.DataFrame) -> Elements:
         name = dict(zip(entities["entity_id"], entities["name"], strict=True))
-        ents = {eid: _item("entities", eid, f"- {n} ({t or 'unknown'}): {d}", (eid,)) for eid, n, t, d in
-                zip(entities["entity_id"], entities["name"], entities["type"], entities["description"], strict=True)}
-        rels = {rid: _item("relations", rid, f"- {name[s]} -> {name[t]}: {d}", (s, t)) for rid, s, t, d in
-                zip(relations["relation_id"], relations["source_id"], relations["target_id"],
-                    relations["description"], strict=True)}
+        ents = {
+            eid: _item("entities", eid, f"- {n} ({t or 'unknown'}): {d}", (eid,))
+            for eid, n, t, d in zip(
+                entities["entity_id"],
+                entities["name"],
+                entities["type"],
+                entities["description"],
+                strict=True,
+            )
+        }
+        rels = {
+            rid: _item("relations", rid, f"- {name[s]} -> {name[t]}: {d}", (s, t))
+            for rid, s, t, d in zip(
+                relations["relation_id"],
+                relations["source_id"],
+                relations["target_id"],
+                relations["description"],
+                strict=True,
+            )
+        }
         claims_of: dict[str, list[Item]] = {}
         for row in claims.itertuples(index=False):
             text = f"- {name.get(row.subject_id, row.subject_id)} [{row.claim_type}, {row.status}]: {row.description}"
-            claims_of.setdefault(row.subject_id, []).append(_item("claims", row.claim_id, text, (row.subject_id,)))
-        ends = dict(zip(relations["relation_id"], zip(relations["source_id"], relations["target_id"], strict=True),
-                        strict=True))
-        return cls(ents, rels, ends, dict(zip(entities["entity_id"], entities["degree"], strict=True)), claims_of)
+            claims_of.setdefault(row.subject_id, []).append(
+                _item("claims", row.claim_id, text, (row.subject_id,))
+            )
+        ends = dict(
+            zip(
+                relations["relation_id"],
+                zip(relations["source_id"], relations["target_id"], strict=True),
+                strict=True,
+            )
+        )
+        return cls(
+            ents, rels, ends, dict(zip(entities["entity_id"], entities["degree"], strict=True)), claims_of
+        )
 
     def prioritized(self, entity_ids: list[str], relation_ids: list[str]) -> list[Item]:
         """A community's element summaries in GraphRAG's order: per edge by decreasing prominence,
-        source, target, edge, claims; then the entities no internal edge mentions, by degree."""
-        order = sorted(relation_ids, key=lambda r: (-(self.degree[self.ends[r][0]] + self.degree[self.ends[r][1]]), r))
+        source, target, edge, claims; then the entities no internal edge mentions, by degree.
+        """
+        order = sorted(
+            relation_ids, key=lambda r: (-(self.degree[self.ends[r][0]] + self.degree[self.ends[r][1]]), r)
+        )
         items: list[Item] = []
         seen: set[str] = set()
 
@@ -145,10 +181,12 @@ def fit(items: list[Item], budget: int) -> list[Item]:
     return kept
 
 
-def community_context(elements: Elements, community: pd.Series, children: list[tuple[pd.Series, str]],
-                      budget: int) -> tuple[list[Item], list[str]]:
+def community_context(
+    elements: Elements, community: pd.Series, children: list[tuple[pd.Series, str]], budget: int
+) -> tuple[list[Item], list[str]]:
     """Context items of one community and the ids of the sub-communities whose report replaced
-    their elements. `children` are (sub-community row, its report text) for reported children."""
+    their elements. `children` are (sub-community row, its report text) for reported children.
+    """
     items = elements.prioritized(list(community["entity_ids"]), list(community["relation_ids"]))
     if context_tokens(items) <= budget or not children:
         return fit(items, budget), []
@@ -186,8 +224,11 @@ def community_origin(communities: pd.DataFrame, origin_of: dict[str, str]) -> li
     return [origin_of[ids[0]] if len(ids) else "" for ids in communities["entity_ids"]]
 
 
-def select_communities(communities: pd.DataFrame, origins: list[str], settings: IndexSettings,
-                       ) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+def select_communities(
+    communities: pd.DataFrame,
+    origins: list[str],
+    settings: IndexSettings,
+) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     """Communities to report, deepest level first, and the skipped ones by reason."""
     frame = communities.assign(_origin=origins)
     skipped: dict[str, list[str]] = {}
@@ -203,17 +244,26 @@ def select_communities(communities: pd.DataFrame, origins: list[str], settings: 
         keep = ranked.groupby("_origin", sort=False).head(settings.max_reports).index
         skipped["max_reports"] = sorted(frame.loc[~frame.index.isin(keep), "community_id"])
         frame = frame.loc[frame.index.isin(keep)]
-    return frame.sort_values(["level", "community_id"], ascending=[False, True]).drop(columns="_origin"), skipped
+    return frame.sort_values(["level", "community_id"], ascending=[False, True]).drop(
+        columns="_origin"
+    ), skipped
 
 
 def full_text(reply: BaseModel) -> str:
     findings = "\n\n".join(f"## {f.summary}\n\n{f.explanation}" for f in reply.findings)
-    return (f"# {reply.title}\n\n{reply.summary}\n\nRating: {reply.rating}/10. {reply.rating_explanation}"
-            + (f"\n\n{findings}" if findings else ""))
+    return f"# {reply.title}\n\n{reply.summary}\n\nRating: {reply.rating}/10. {reply.rating_explanation}" + (
+        f"\n\n{findings}" if findings else ""
+    )
 
 
-def generate_reports(llm: LLM, entities: pd.DataFrame, relations: pd.DataFrame, claims: pd.DataFrame,
-                     communities: pd.DataFrame, settings: IndexSettings) -> ReportsResult:
+def generate_reports(
+    llm: LLM,
+    entities: pd.DataFrame,
+    relations: pd.DataFrame,
+    claims: pd.DataFrame,
+    communities: pd.DataFrame,
+    settings: IndexSettings,
+) -> ReportsResult:
     """Reports for the selected communities; failed and skipped communities are listed in `stats`."""
     elements = Elements.of(entities, relations, claims)
     origin_of = dict(zip(entities["entity_id"], entities["origin"], strict=True))
@@ -229,32 +279,56 @@ def generate_reports(llm: LLM, entities: pd.DataFrame, relations: pd.DataFrame, 
     failed, contexts = [], []
     for _, community in chosen.iterrows():
         cid, members = str(community["community_id"]), tuple(sorted(community["entity_ids"]))
-        base = {"community_id": cid, "level": int(community["level"]), "entity_ids": list(community["entity_ids"]),
-                "chunk_ids": list(community["chunk_ids"])}
+        base = {
+            "community_id": cid,
+            "level": int(community["level"]),
+            "entity_ids": list(community["entity_ids"]),
+            "chunk_ids": list(community["chunk_ids"]),
+        }
         if members in by_members:
             rows[cid] = {**by_members[members], **base}
             contexts.append((cid, "reused", 0, 0))
             continue
-        children = [(child, rows[str(child["community_id"])]["full_text"]) for child in children_of.get(cid, [])
-                    if str(child["community_id"]) in rows]
+        children = [
+            (child, rows[str(child["community_id"])]["full_text"])
+            for child in children_of.get(cid, [])
+            if str(child["community_id"]) in rows
+        ]
         items, substituted = community_context(elements, community, children, settings.report_context_tokens)
-        contexts.append((cid, "sub-reports" if substituted else "elements", context_tokens(items), len(substituted)))
+        contexts.append(
+            (cid, "sub-reports" if substituted else "elements", context_tokens(items), len(substituted))
+        )
         try:
-            reply = llm.structured(prompt.render(context=render_context(items)), schema, stage="community_report",
-                                   method=origin_of.get(members[0], "") if members else "", prompt=prompt,
-                                   max_tokens=settings.report_max_tokens)
+            reply = llm.structured(
+                prompt.render(context=render_context(items)),
+                schema,
+                stage="community_report",
+                method=origin_of.get(members[0], "") if members else "",
+                prompt=prompt,
+                max_tokens=settings.report_max_tokens,
+            )
         except LLMError as err:
             failed.append({"community_id": cid, "kind": err.kind, "detail": str(err)[:500]})
             continue
         rows[cid] = by_members[members] = {
-            **base, "title": reply.title, "summary": reply.summary, "rating": float(reply.rating),
+            **base,
+            "title": reply.title,
+            "summary": reply.summary,
+            "rating": float(reply.rating),
             "findings": [{"summary": f.summary, "explanation": f.explanation} for f in reply.findings],
-            "full_text": full_text(reply)}
-    reports = conform_table("community_reports", pd.DataFrame(list(rows.values()),
-                                                              columns=list(SCHEMAS["community_reports"])))
-    stats = {"selected": len(chosen), "generated": len(rows) - sum(c[1] == "reused" for c in contexts),
-             "reused": sum(c[1] == "reused" for c in contexts), "failed": failed,
-             "skipped": {reason: ids for reason, ids in skipped.items() if ids},
-             "contexts": [dict(zip(("community_id", "context", "tokens", "sub_reports"), c, strict=True))
-                          for c in contexts]}
+            "full_text": full_text(reply),
+        }
+    reports = conform_table(
+        "community_reports", pd.DataFrame(list(rows.values()), columns=list(SCHEMAS["community_reports"]))
+    )
+    stats = {
+        "selected": len(chosen),
+        "generated": len(rows) - sum(c[1] == "reused" for c in contexts),
+        "reused": sum(c[1] == "reused" for c in contexts),
+        "failed": failed,
+        "skipped": {reason: ids for reason, ids in skipped.items() if ids},
+        "contexts": [
+            dict(zip(("community_id", "context", "tokens", "sub_reports"), c, strict=True)) for c in contexts
+        ],
+    }
     return ReportsResult(reports, stats)

@@ -87,7 +87,8 @@ class BackendCheckSettings(Section):
 
 class IndexSettings(Section):
     """The graph index (ragtrial.build). Defaults fit the embedded model's budget; the GraphRAG paper's
-    values are in params/paper_index.yaml."""
+    values are in params/paper_index.yaml.
+    """
 
     chunking: Literal["tokens", "documents"] = "tokens"  # "documents": one chunk per (pre-chunked) document
     chunk_size: int = Field(600, gt=0)  # GraphRAG paper: 600-token windows, 100 overlap
@@ -121,10 +122,18 @@ class IndexSettings(Section):
 class MethodSettings(Section):
     """What the retrieval-and-answer methods share (ragtrial.methods): one generator, one answer
     prompt and one context budget for every method; only the context differs. Retriever knobs (k,
-    hops, hub cap, keyword search) are in `retrieval`."""
+    hops, hub cap, keyword search) are in `retrieval`.
+    """
 
-    methods: list[str] = ["closed_book", "naive_rag", "hybrid", "graph_walk", "graph_hybrid", "local_search",
-                          "global_search"]
+    methods: list[str] = [
+        "closed_book",
+        "naive_rag",
+        "hybrid",
+        "graph_walk",
+        "graph_hybrid",
+        "local_search",
+        "global_search",
+    ]
     baseline: str = "naive_rag"  # paired comparisons and complementarity are against this method
     questions_per_type: int | None = Field(None, ge=1)  # seeded sample per question type; None: all
     context_budget: int = Field(1000, gt=0)  # cl100k tokens of context shown (per part for integration)
@@ -132,7 +141,9 @@ class MethodSettings(Section):
     answer_max_tokens: int = Field(48, gt=0)
     first_line_only: bool = True  # keep the first line of a short answer (base models run on)
     graph_method: str = "local_search"  # the GraphRAG side of selection and integration
-    global_level: int = Field(0, ge=0)  # community level C<n> of global_search (the index reports C0 by default)
+    global_level: int = Field(
+        0, ge=0
+    )  # community level C<n> of global_search (the index reports C0 by default)
     map_budget: int = Field(1500, gt=0)  # report / chunk tokens per map call
     map_max_tokens: int = Field(128, gt=0)
     map_max_points: int = Field(2, ge=1)
@@ -143,7 +154,8 @@ class MethodSettings(Section):
 
 class QASettings(MethodSettings):
     """Notebook 04 (RAG vs GraphRAG on QA). Defaults fit the embedded model's 6-minute budget;
-    paper settings are in params/paper_rag_vs_graphrag.yaml."""
+    paper settings are in params/paper_rag_vs_graphrag.yaml.
+    """
 
     questions_per_type: int | None = Field(2, ge=1)
 
@@ -164,7 +176,8 @@ class SummarizationSettings(MethodSettings):
 class ClaimsSettings(MethodSettings):
     """Claim-based comprehensiveness and diversity (ragtrial.claims; notebook 08, the GraphRAG paper's
     Experiment 2). Defaults fit the embedded model's 3-minute budget; the paper's set (C0-C3, TS, SS
-    on the podcast's 125 global questions) is in params/paper_claims.yaml."""
+    on the podcast's 125 global questions) is in params/paper_claims.yaml.
+    """
 
     methods: list[str] = ["global_search_c0", "naive_rag"]  # the conditions; "naive_rag" is the paper's SS
     # persona: GraphRAG's Algorithm 1 with the `questions` settings (the data set's questions when it
@@ -192,7 +205,8 @@ class ClaimsSettings(MethodSettings):
 class JudgeSettings(MethodSettings):
     """LLM-as-judge protocols (ragtrial.judge; notebooks 06 and 07). Defaults fit the embedded model's
     budget (06 about 4 minutes, 07 about 5); the papers' sizes (M=25 trials, N=2 repeats, 150
-    questions, five methods) are in params/paper_judge.yaml."""
+    questions, five methods) are in params/paper_judge.yaml.
+    """
 
     methods: list[str] = ["naive_rag", "local_search"]  # 07: every pair of these, unless `pairs` is set
     pairs: list[tuple[str, str]] = []  # 07: explicit (a, b) pairs
@@ -209,7 +223,11 @@ class JudgeSettings(MethodSettings):
     trials: int = Field(3, ge=1)  # M: the whole evaluation re-run, every call a fresh sample
     repeats: int = Field(1, ge=1)  # N: the same prompt issued N times per position
     aspects: list[Literal["comprehensiveness", "relevance", "empowerment", "directness"]] = [
-        "comprehensiveness", "relevance", "empowerment", "directness"]
+        "comprehensiveness",
+        "relevance",
+        "empowerment",
+        "directness",
+    ]
     tolerance_words: int = Field(10, ge=0)  # length alignment: allowed word gap
     max_regenerations: int = Field(2, ge=0)  # R: regenerations of the shorter answer before the forced append
     judge_temperature: float = Field(0.7, ge=0)  # > 0 so that trials and repeats are real samples
@@ -228,10 +246,12 @@ class RelevanceSettings(Section):
 
 class QuestionsSettings(Section):
     """Question generation and the question-quality experiments (notebooks 02, 03). Defaults fit the
-    embedded model's budget; the paper's sizes are in params/paper_questions.yaml."""
+    embedded model's budget; the paper's sizes are in params/paper_questions.yaml.
+    """
 
     generators: list[Literal["summary", "persona", "graph", "ground_truth"]] = Field(
-        ["summary", "persona", "graph", "ground_truth"], min_length=1)
+        ["summary", "persona", "graph", "ground_truth"], min_length=1
+    )
     # The graph questions are sampled from and linked to: one origin of an index built with
     # index.graph_source=both (nlp covers every chunk; llm only a sample), or None for all of it.
     graph_origin: Literal["nlp", "llm", "import"] | None = "nlp"
@@ -275,7 +295,8 @@ class QuestionsSettings(Section):
 
 class RetrievalSettings(Section):
     """The retrievers (ragtrial.retrieval, ragtrial.graph_retrieval). Defaults are LLM-free and sized
-    for the embedded model's context; the papers' values are noted per key."""
+    for the embedded model's context; the papers' values are noted per key.
+    """
 
     k: int = Field(5, ge=1)  # items asked of a retriever when the caller does not say
     rrf_k: int = Field(60, ge=1)  # reciprocal rank fusion constant (Cormack et al. 2009)
@@ -423,8 +444,9 @@ def load_yaml(path: Path) -> Any:
         raise ParamsError(f"{path}: not valid YAML: {err}") from None
 
 
-def load_batch(path: str | Path, overrides: dict[str, Any] | None = None,
-               notebooks_dir: Path | None = None) -> tuple[list[RunSpec], int]:
+def load_batch(
+    path: str | Path, overrides: dict[str, Any] | None = None, notebooks_dir: Path | None = None
+) -> tuple[list[RunSpec], int]:
     """Expand a batch file into validated run specs (and its worker count)."""
     path = Path(path)
     raw = load_yaml(path)
@@ -435,8 +457,9 @@ def load_batch(path: str | Path, overrides: dict[str, Any] | None = None,
     specs: list[RunSpec] = []
     for i, entry in enumerate(batch.runs):
         if notebooks_dir is not None and not (notebooks_dir / f"{entry.notebook}.ipynb").is_file():
-            raise ParamsError(f"{path}: key 'runs.{i}.notebook': no notebook {entry.notebook}.ipynb "
-                              f"in {notebooks_dir}")
+            raise ParamsError(
+                f"{path}: key 'runs.{i}.notebook': no notebook {entry.notebook}.ipynb in {notebooks_dir}"
+            )
         base = deep_merge(batch.settings, entry.settings)
         keys = list(entry.grid)
         for point in itertools.product(*(entry.grid[k] for k in keys)) if keys else [()]:

@@ -25,7 +25,8 @@ from ragtrial.tokens import count_tokens
 
 def within_budget(items: Iterable[ContextItem], budget: int) -> list[ContextItem]:
     """The leading items whose texts fit in `budget` cl100k tokens (stops at the first that does not;
-    `items` may be a generator, so items past the budget are never built)."""
+    `items` may be a generator, so items past the budget are never built).
+    """
     kept, used = [], 0
     for item in items:
         used += count_tokens(item.text)
@@ -61,7 +62,8 @@ class LocalSearchRetriever(GraphRetrieverBase):
     (in-network first, then out-network by links to the selection, at most `local_top_k_relations`
     per entity) and claims, grown entity by entity while they fit the local share; their chunks
     (by entity order, then by relations citing the chunk) in `text_unit_prop`. Items come in
-    GraphRAG's context order: reports, entities, relations, claims, chunks."""
+    GraphRAG's context order: reports, entities, relations, claims, chunks.
+    """
 
     name = "local_search"
     links_entities = False
@@ -75,24 +77,41 @@ class LocalSearchRetriever(GraphRetrieverBase):
         reports = index.community_reports.reset_index(drop=True)
         for row in reports.sort_values("level", kind="stable").itertuples():
             if row.level <= settings.local_community_level:
-                self.report_of.update({self.graph.row_of[e]: row.Index for e in row.entity_ids if e in self.graph.row_of})
-        self.reports = [ContextItem(kind="community_report", text=r.full_text or f"{r.title}\n{r.summary}",
-                                    score=float(r.rating), retriever=self.name, chunk_ids=list(r.chunk_ids),
-                                    entity_ids=list(r.entity_ids), community_ids=[r.community_id])
-                        for r in reports.itertuples()]
+                self.report_of.update(
+                    {self.graph.row_of[e]: row.Index for e in row.entity_ids if e in self.graph.row_of}
+                )
+        self.reports = [
+            ContextItem(
+                kind="community_report",
+                text=r.full_text or f"{r.title}\n{r.summary}",
+                score=float(r.rating),
+                retriever=self.name,
+                chunk_ids=list(r.chunk_ids),
+                entity_ids=list(r.entity_ids),
+                community_ids=[r.community_id],
+            )
+            for r in reports.itertuples()
+        ]
         self.claims_of: dict[int, list[ContextItem]] = {}
         for c in index.claims.itertuples():
             if c.subject_id in self.graph.row_of:
                 subject = self.graph.row_of[c.subject_id]
-                self.claims_of.setdefault(subject, []).append(ContextItem(
-                    kind="claim", text=f"{self.graph.names[subject]} [{c.claim_type}, {c.status}]: {c.description}",
-                    score=1.0, retriever=self.name, chunk_ids=list(c.chunk_ids),
-                    entity_ids=[e for e in (c.subject_id, c.object_id) if isinstance(e, str) and e]))
+                self.claims_of.setdefault(subject, []).append(
+                    ContextItem(
+                        kind="claim",
+                        text=f"{self.graph.names[subject]} [{c.claim_type}, {c.status}]: {c.description}",
+                        score=1.0,
+                        retriever=self.name,
+                        chunk_ids=list(c.chunk_ids),
+                        entity_ids=[e for e in (c.subject_id, c.object_id) if isinstance(e, str) and e],
+                    )
+                )
 
     def relations_for(self, selected: Sequence[int]) -> list[int]:
         """GraphRAG's relationship filter: relations among the selected entities by rank, then those
         leaving the selection, ordered by how many selected entities their outside end links to, then
-        rank; at most `local_top_k_relations` outside relations per selected entity."""
+        rank; at most `local_top_k_relations` outside relations per selected entity.
+        """
         g, chosen = self.graph, np.asarray(selected)
         touching = g.incident(selected)
         src_in, tgt_in = np.isin(g.src[touching], chosen), np.isin(g.tgt[touching], chosen)
@@ -104,7 +123,9 @@ class LocalSearchRetriever(GraphRetrieverBase):
         ends, links = np.unique(pairs[0], return_counts=True)
         link_count = links[np.searchsorted(ends, external)] if len(ends) else np.zeros(0, int)
         order = np.lexsort((outside, -g.weight[outside], -g.rel_rank[outside], -link_count))
-        return [int(r) for r in inside] + [int(r) for r in outside[order][:self.settings.local_top_k_relations * len(selected)]]
+        return [int(r) for r in inside] + [
+            int(r) for r in outside[order][: self.settings.local_top_k_relations * len(selected)]
+        ]
 
     @one_blas_thread
     def retrieve(self, question: str, k: int) -> Retrieval:
@@ -123,8 +144,13 @@ class LocalSearchRetriever(GraphRetrieverBase):
         local: list[ContextItem] = []
         for n in range(1, len(selected) + 1):  # grow the selection while its whole local context fits
             grown = [g.entity_item(e, sims[e], self.name) for e in selected[:n]]
-            grown += within_budget((g.relation_item(r, g.weight[r], self.name, self.chunk_ids(g.rel_chunks, r))
-                                    for r in self.relations_for(selected[:n])), local_budget)
+            grown += within_budget(
+                (
+                    g.relation_item(r, g.weight[r], self.name, self.chunk_ids(g.rel_chunks, r))
+                    for r in self.relations_for(selected[:n])
+                ),
+                local_budget,
+            )
             grown += within_budget((c for e in selected[:n] for c in self.claims_of.get(e, [])), local_budget)
             if sum(tokens_by_kind(grown).values()) > local_budget:
                 break
@@ -137,9 +163,14 @@ class LocalSearchRetriever(GraphRetrieverBase):
         rows = sorted(units, key=lambda c: units[c])
         chunks = within_budget((self.chunks.item(c, -units[c][1], self.name) for c in rows), text_budget)
         items = reports + local + chunks
-        return Retrieval(items, notes={"entities": [g.names[e] for e in selected], "tokens": tokens_by_kind(items),
-                                       "budgets": {"community": community_budget, "local": local_budget,
-                                                   "text_unit": text_budget}})
+        return Retrieval(
+            items,
+            notes={
+                "entities": [g.names[e] for e in selected],
+                "tokens": tokens_by_kind(items),
+                "budgets": {"community": community_budget, "local": local_budget, "text_unit": text_budget},
+            },
+        )
 
 
 # ---------------------------------------------------------------- LightRAG
@@ -164,7 +195,8 @@ class LightRAGRetriever(GraphRetrieverBase):
     the same float32 sums added in another order (at most 4e-7 apart on the latency benchmark's
     questions), so the k nearest are those of the row-major product unless the k-th and the next
     lie within that rounding of each other; which of such a near-tie won was never fixed anyway:
-    it depends on the summation order of the BLAS kernel, which OpenBLAS picks by CPU."""
+    it depends on the summation order of the BLAS kernel, which OpenBLAS picks by CPU.
+    """
 
     name = "lightrag"
 
@@ -176,10 +208,15 @@ class LightRAGRetriever(GraphRetrieverBase):
             raise ValueError("lightrag needs entity embeddings: embed the index first")
         g = self.graph
         self.entity_vectors_t = np.ascontiguousarray(index.entity_embeddings.T)
-        texts = [f"{g.names[s]} {g.names[t]} {d}" for s, t, d in
-                 zip(g.src, g.tgt, index.relations["description"], strict=True)]
-        vectors = (parts.embedder.embed(texts, stage="retrieval_index", method=self.name)
-                   if texts else np.zeros((0, len(self.entity_vectors_t)), dtype=np.float32))
+        texts = [
+            f"{g.names[s]} {g.names[t]} {d}"
+            for s, t, d in zip(g.src, g.tgt, index.relations["description"], strict=True)
+        ]
+        vectors = (
+            parts.embedder.embed(texts, stage="retrieval_index", method=self.name)
+            if texts
+            else np.zeros((0, len(self.entity_vectors_t)), dtype=np.float32)
+        )
         self.relation_vectors_t = np.ascontiguousarray(vectors.T)
         # Every relation in `by_rank` order, and each entity's relations as positions in it: a few
         # entities' relations in that order are then a sorted union, not a sort of all their hubs'.
@@ -190,14 +227,22 @@ class LightRAGRetriever(GraphRetrieverBase):
     def keywords(self, question: str) -> tuple[list[str], list[str], dict]:
         if self.settings.lightrag_keywords == "llm":
             prompt = load_prompt("question_keywords")
-            reply = self.parts.llm.structured(prompt.render(question=question), QuestionKeywords,
-                                              stage="question_keywords", method=self.name, prompt=prompt,
-                                              max_tokens=self.settings.keywords_max_tokens)
+            reply = self.parts.llm.structured(
+                prompt.render(question=question),
+                QuestionKeywords,
+                stage="question_keywords",
+                method=self.name,
+                prompt=prompt,
+                max_tokens=self.settings.keywords_max_tokens,
+            )
             return reply.low_level_keywords, reply.high_level_keywords, {}
         links = self.linker.link(question)
         linked = {normalize_name(w) for x in links for w in WORD.findall(x.mention)}
-        rest = [w for w in WORD.findall(question)
-                if w.casefold() not in stop_words() and normalize_name(w) not in linked]
+        rest = [
+            w
+            for w in WORD.findall(question)
+            if w.casefold() not in stop_words() and normalize_name(w) not in linked
+        ]
         return [x.mention for x in links], rest, self.linker.notes(links)
 
     def relations_of(self, entities: Sequence[int]) -> np.ndarray:
@@ -207,13 +252,16 @@ class LightRAGRetriever(GraphRetrieverBase):
 
     def chunks_by_shared(self, entities: Sequence[int]) -> Iterator[int]:
         """Each entity's chunks, entity by entity, most shared with its neighbours first (then table
-        order). Lazy: the budget usually fills before the second entity's are needed."""
+        order). Lazy: the budget usually fills before the second entity's are needed.
+        """
         g = self.graph
         for e in entities:
             chunks = row_indices(g.mentions, e)
             neighbour = np.zeros(len(g.ids))
             neighbour[row_indices(g.adjacency, e)] = 1.0
-            shared = self.chunk_mentions[chunks] @ neighbour  # mentions of e's neighbours in each of e's chunks
+            shared = (
+                self.chunk_mentions[chunks] @ neighbour
+            )  # mentions of e's neighbours in each of e's chunks
             yield from (int(c) for c in chunks[np.lexsort((chunks, -shared))])
 
     @one_blas_thread
@@ -227,21 +275,36 @@ class LightRAGRetriever(GraphRetrieverBase):
         relations: list[Iterable[int]] = []
         chunk_rows: list[Iterable[int]] = []
         if low:
-            sims = embedder.embed([", ".join(low)], stage="retrieval", method=self.name)[0] @ self.entity_vectors_t
+            sims = (
+                embedder.embed([", ".join(low)], stage="retrieval", method=self.name)[0]
+                @ self.entity_vectors_t
+            )
             found = [int(e) for e in top_k(sims, k)]
             entities += found
             relations.append(int(r) for r in self.relations_of(found))
             chunk_rows.append(self.chunks_by_shared(found))
         if high and self.relation_vectors_t.shape[1]:
-            sims = embedder.embed([", ".join(high)], stage="retrieval", method=self.name)[0] @ self.relation_vectors_t
+            sims = (
+                embedder.embed([", ".join(high)], stage="retrieval", method=self.name)[0]
+                @ self.relation_vectors_t
+            )
             found = [int(r) for r in g.by_rank(top_k(sims, k))]
             relations.append(found)
             entities += [int(e) for r in found for e in (g.src[r], g.tgt[r])]
             chunk_rows.append(int(c) for r in found for c in row_indices(g.rel_chunks, r))
         budget = self.settings.lightrag_tokens_per_kind
-        items = within_budget((g.entity_item(e, g.degree[e], self.name) for e in first_occurrences(entities)), budget)
-        items += within_budget((g.relation_item(r, g.weight[r], self.name, self.chunk_ids(g.rel_chunks, r))
-                                for r in first_occurrences(chain.from_iterable(relations))), budget)
-        items += within_budget((self.chunks.item(c, 1.0, self.name)
-                                for c in first_occurrences(chain.from_iterable(chunk_rows))), budget)
+        items = within_budget(
+            (g.entity_item(e, g.degree[e], self.name) for e in first_occurrences(entities)), budget
+        )
+        items += within_budget(
+            (
+                g.relation_item(r, g.weight[r], self.name, self.chunk_ids(g.rel_chunks, r))
+                for r in first_occurrences(chain.from_iterable(relations))
+            ),
+            budget,
+        )
+        items += within_budget(
+            (self.chunks.item(c, 1.0, self.name) for c in first_occurrences(chain.from_iterable(chunk_rows))),
+            budget,
+        )
         return Retrieval(items, notes=notes)

@@ -51,24 +51,42 @@ def _items(model: type[BaseModel], max_items: int | None) -> Any:
 
 
 @cache
-def graph_schema(entity_types: tuple[str, ...], max_items: int | None,
-                 max_chars: int | None) -> type[BaseModel]:
+def graph_schema(
+    entity_types: tuple[str, ...], max_items: int | None, max_chars: int | None
+) -> type[BaseModel]:
     """Reply schema of one extraction call. The bounds become maxItems/maxLength in the JSON schema,
-    so a grammar-constrained reply closes its JSON before max_tokens instead of being cut off."""
-    entity = create_model("Entity", name=(_name(), ...), type=(Literal[entity_types], ...),
-                          description=(_text(max_chars), ...))
-    relation = create_model("Relation", source=(_name(), ...), target=(_name(), ...),
-                            description=(_text(max_chars), ...), strength=(Strength, ...))
-    return create_model("GraphExtraction", entities=(_items(entity, max_items), ...),
-                        relations=(_items(relation, max_items), ...))
+    so a grammar-constrained reply closes its JSON before max_tokens instead of being cut off.
+    """
+    entity = create_model(
+        "Entity", name=(_name(), ...), type=(Literal[entity_types], ...), description=(_text(max_chars), ...)
+    )
+    relation = create_model(
+        "Relation",
+        source=(_name(), ...),
+        target=(_name(), ...),
+        description=(_text(max_chars), ...),
+        strength=(Strength, ...),
+    )
+    return create_model(
+        "GraphExtraction",
+        entities=(_items(entity, max_items), ...),
+        relations=(_items(relation, max_items), ...),
+    )
 
 
 @cache
 def claims_schema(max_items: int | None, max_chars: int | None) -> type[BaseModel]:
     date = Annotated[str | None, Field(max_length=10)]
-    claim = create_model("Claim", subject=(_name(), ...), object=(_name(), ...),
-                         claim_type=(Annotated[str, Field(max_length=40)], ...), status=(CLAIM_STATUS, ...),
-                         start_date=(date, ...), end_date=(date, ...), description=(_text(max_chars), ...))
+    claim = create_model(
+        "Claim",
+        subject=(_name(), ...),
+        object=(_name(), ...),
+        claim_type=(Annotated[str, Field(max_length=40)], ...),
+        status=(CLAIM_STATUS, ...),
+        start_date=(date, ...),
+        end_date=(date, ...),
+        description=(_text(max_chars), ...),
+    )
     return create_model("ClaimExtraction", claims=(_items(claim, max_items), ...))
 
 
@@ -92,8 +110,16 @@ class ChunkGraph:
         return {normalize_name(row[1]) for row in self.entities}
 
     def add_entity(self, name: str, type_: str, description: str) -> None:
-        self.entities.append((entity_key(normalize_name(name)), name.strip(), type_, description.strip(),
-                              [self.chunk_id], ORIGIN))
+        self.entities.append(
+            (
+                entity_key(normalize_name(name)),
+                name.strip(),
+                type_,
+                description.strip(),
+                [self.chunk_id],
+                ORIGIN,
+            )
+        )
 
     def endpoint(self, name: str) -> str:
         """Entity id of a relation/claim endpoint, adding it as an unknown-type entity if unlisted."""
@@ -122,8 +148,15 @@ def _add_graph(chunk: ChunkGraph, reply: BaseModel, stage: str) -> None:
             chunk.add_entity(e.name, e.type, e.description)
     for r in reply.relations:
         if _named(chunk, stage, "relation", r.source, r.target):
-            chunk.relations.append((chunk.endpoint(r.source), chunk.endpoint(r.target), r.description.strip(),
-                                    float(r.strength), [chunk.chunk_id]))
+            chunk.relations.append(
+                (
+                    chunk.endpoint(r.source),
+                    chunk.endpoint(r.target),
+                    r.description.strip(),
+                    float(r.strength),
+                    [chunk.chunk_id],
+                )
+            )
 
 
 def extract_chunk(llm: LLM, chunk_id: str, text: str, settings: IndexSettings) -> ChunkGraph:
@@ -133,8 +166,14 @@ def extract_chunk(llm: LLM, chunk_id: str, text: str, settings: IndexSettings) -
     prompt = load_prompt("extract_graph")
     messages = prompt.render(entity_types=", ".join(settings.entity_types), text=text)
     try:
-        reply = llm.structured(messages, schema, stage="extract_graph", method=ORIGIN, prompt=prompt,
-                               max_tokens=settings.extraction_max_tokens)
+        reply = llm.structured(
+            messages,
+            schema,
+            stage="extract_graph",
+            method=ORIGIN,
+            prompt=prompt,
+            max_tokens=settings.extraction_max_tokens,
+        )
     except LLMError as err:
         chunk.fail("extract_graph", err)
         return chunk
@@ -143,8 +182,14 @@ def extract_chunk(llm: LLM, chunk_id: str, text: str, settings: IndexSettings) -
     for _ in range(settings.max_gleanings):
         messages = [*messages, {"role": "assistant", "content": reply.model_dump_json()}, *glean.render()]
         try:
-            reply = llm.structured(messages, schema, stage="glean_graph", method=ORIGIN, prompt=glean,
-                                   max_tokens=settings.extraction_max_tokens)
+            reply = llm.structured(
+                messages,
+                schema,
+                stage="glean_graph",
+                method=ORIGIN,
+                prompt=glean,
+                max_tokens=settings.extraction_max_tokens,
+            )
         except LLMError as err:
             chunk.fail("glean_graph", err)
             break
@@ -164,9 +209,14 @@ def _extract_claims(llm: LLM, chunk: ChunkGraph, text: str, settings: IndexSetti
     prompt = load_prompt("extract_claims")
     names = list(dict.fromkeys(row[1] for row in chunk.entities if row[2] != UNKNOWN_TYPE))
     try:
-        reply = llm.structured(prompt.render(entity_names=", ".join(names) or NO_OBJECT, text=text),
-                               claims_schema(settings.max_items, settings.text_max_chars), stage="extract_claims",
-                               method=ORIGIN, prompt=prompt, max_tokens=settings.extraction_max_tokens)
+        reply = llm.structured(
+            prompt.render(entity_names=", ".join(names) or NO_OBJECT, text=text),
+            claims_schema(settings.max_items, settings.text_max_chars),
+            stage="extract_claims",
+            method=ORIGIN,
+            prompt=prompt,
+            max_tokens=settings.extraction_max_tokens,
+        )
     except LLMError as err:
         chunk.fail("extract_claims", err)
         return
@@ -174,10 +224,18 @@ def _extract_claims(llm: LLM, chunk: ChunkGraph, text: str, settings: IndexSetti
         if not _named(chunk, "extract_claims", "claim", c.subject, c.object):
             continue
         has_object = c.object.strip().upper() != NO_OBJECT
-        chunk.claims.append({
-            "subject_id": chunk.endpoint(c.subject), "object_id": chunk.endpoint(c.object) if has_object else None,
-            "claim_type": c.claim_type.strip().upper(), "status": c.status, "start_date": c.start_date,
-            "end_date": c.end_date, "description": c.description.strip(), "chunk_ids": [chunk.chunk_id]})
+        chunk.claims.append(
+            {
+                "subject_id": chunk.endpoint(c.subject),
+                "object_id": chunk.endpoint(c.object) if has_object else None,
+                "claim_type": c.claim_type.strip().upper(),
+                "status": c.status,
+                "start_date": c.start_date,
+                "end_date": c.end_date,
+                "description": c.description.strip(),
+                "chunk_ids": [chunk.chunk_id],
+            }
+        )
 
 
 # ---------------------------------------------------------------- the corpus
@@ -202,11 +260,22 @@ def sample_chunks(chunks: pd.DataFrame, limit: int | None, seed: int) -> pd.Data
 
 def merge_claims(instances: list[dict[str, Any]]) -> pd.DataFrame:
     """Identical claims (same subject, object, type, status, dates, description) become one row with
-    the union of their chunk ids; the id hashes those fields."""
+    the union of their chunk ids; the id hashes those fields.
+    """
     merged: dict[str, dict[str, Any]] = {}
     for claim in instances:
-        fields = [claim[k] for k in ("subject_id", "object_id", "claim_type", "status", "start_date", "end_date",
-                                     "description")]
+        fields = [
+            claim[k]
+            for k in (
+                "subject_id",
+                "object_id",
+                "claim_type",
+                "status",
+                "start_date",
+                "end_date",
+                "description",
+            )
+        ]
         claim_id = "clm-" + short_hash(*fields)
         row = merged.setdefault(claim_id, {"claim_id": claim_id, **claim, "chunk_ids": []})
         row["chunk_ids"] = list(dict.fromkeys([*row["chunk_ids"], *claim["chunk_ids"]]))
@@ -226,37 +295,55 @@ def distinct_descriptions(graphs: list[ChunkGraph]) -> dict[str, list[str]]:
     return {k: list(v) for k, v in found.items()}
 
 
-def _summary_candidates(entities: pd.DataFrame, relations: pd.DataFrame,
-                        descriptions: dict[str, list[str]]) -> list[tuple[str, str, str]]:
+def _summary_candidates(
+    entities: pd.DataFrame, relations: pd.DataFrame, descriptions: dict[str, list[str]]
+) -> list[tuple[str, str, str]]:
     """(table, element id, label) of the elements from several chunks with differing descriptions,
-    most descriptions first (ties by id, so the choice is deterministic)."""
+    most descriptions first (ties by id, so the choice is deterministic).
+    """
     names = dict(zip(entities["entity_id"], entities["name"], strict=True))
     found = []
     for eid, chunk_ids in zip(entities["entity_id"], entities["chunk_ids"], strict=True):
         found.append(("entities", eid, names[eid], eid, len(chunk_ids)))
-    for rid, src, tgt, chunk_ids in zip(relations["relation_id"], relations["source_id"], relations["target_id"],
-                                        relations["chunk_ids"], strict=True):
-        found.append(("relations", rid, f"{names[src]}, {names[tgt]}", "|".join(sorted((src, tgt))), len(chunk_ids)))
-    ranked = sorted((-len(descriptions.get(key, [])), element_id, table, label, key)
-                    for table, element_id, label, key, n_chunks in found
-                    if n_chunks > 1 and len(descriptions.get(key, [])) > 1)
+    for rid, src, tgt, chunk_ids in zip(
+        relations["relation_id"],
+        relations["source_id"],
+        relations["target_id"],
+        relations["chunk_ids"],
+        strict=True,
+    ):
+        found.append(
+            ("relations", rid, f"{names[src]}, {names[tgt]}", "|".join(sorted((src, tgt))), len(chunk_ids))
+        )
+    ranked = sorted(
+        (-len(descriptions.get(key, [])), element_id, table, label, key)
+        for table, element_id, label, key, n_chunks in found
+        if n_chunks > 1 and len(descriptions.get(key, [])) > 1
+    )
     return [(table, element_id, label, key) for _, element_id, table, label, key in ranked]
 
 
-def summarize_descriptions(llm: LLM, tables: dict[str, pd.DataFrame], descriptions: dict[str, list[str]],
-                           settings: IndexSettings) -> tuple[list[tuple[str, str, str, str]], dict[str, int]]:
+def summarize_descriptions(
+    llm: LLM, tables: dict[str, pd.DataFrame], descriptions: dict[str, list[str]], settings: IndexSettings
+) -> tuple[list[tuple[str, str, str, str]], dict[str, int]]:
     """Replace, in `tables` ("entities", "relations"), the description of each element extracted from
     several chunks with differing descriptions by one LLM summary of them, at most `max_summaries`;
-    the others keep their newline-joined descriptions. Returns failure rows and counts."""
+    the others keep their newline-joined descriptions. Returns failure rows and counts.
+    """
     candidates = _summary_candidates(tables["entities"], tables["relations"], descriptions)
-    chosen = candidates if settings.max_summaries is None else candidates[:settings.max_summaries]
+    chosen = candidates if settings.max_summaries is None else candidates[: settings.max_summaries]
     prompt = load_prompt("summarize_descriptions")
     failures = []
     for table, element_id, label, key in chosen:
         lines = "\n".join(f"- {d}" for d in descriptions[key])
         try:
-            reply = llm.complete(prompt.render(name=label, descriptions=lines), stage="summarize_descriptions",
-                                 method=ORIGIN, prompt=prompt, max_tokens=settings.summary_max_tokens)
+            reply = llm.complete(
+                prompt.render(name=label, descriptions=lines),
+                stage="summarize_descriptions",
+                method=ORIGIN,
+                prompt=prompt,
+                max_tokens=settings.summary_max_tokens,
+            )
         except LLMError as err:
             failures.append(("", "summarize_descriptions", err.kind, f"{element_id}: {err}"[:500]))
             continue
@@ -267,18 +354,30 @@ def summarize_descriptions(llm: LLM, tables: dict[str, pd.DataFrame], descriptio
         id_col = "entity_id" if table == "entities" else "relation_id"
         frame.loc[frame[id_col] == element_id, "description"] = reply.text.strip()
     done = len(chosen) - len(failures)
-    return failures, {"candidates": len(candidates), "summarized": done, "failed": len(failures),
-                      "not_summarized": len(candidates) - done}
+    return failures, {
+        "candidates": len(candidates),
+        "summarized": done,
+        "failed": len(failures),
+        "not_summarized": len(candidates) - done,
+    }
 
 
 def extract_llm_graph(llm: LLM, chunks: pd.DataFrame, settings: IndexSettings) -> LLMGraph:
     """The LLM graph of (a seeded sample of) the chunks, merged, summarized, with its failures."""
     attempted = sample_chunks(chunks, settings.llm_max_chunks, settings.seed)
-    graphs = [extract_chunk(llm, cid, text, settings) for cid, text in zip(attempted["chunk_id"],
-                                                                          attempted["text"], strict=True)]
-    entities, relations = merge_extractions([
-        (pd.DataFrame(g.entities, columns=ENTITY_INSTANCE), pd.DataFrame(g.relations, columns=RELATION_INSTANCE))
-        for g in graphs])
+    graphs = [
+        extract_chunk(llm, cid, text, settings)
+        for cid, text in zip(attempted["chunk_id"], attempted["text"], strict=True)
+    ]
+    entities, relations = merge_extractions(
+        [
+            (
+                pd.DataFrame(g.entities, columns=ENTITY_INSTANCE),
+                pd.DataFrame(g.relations, columns=RELATION_INSTANCE),
+            )
+            for g in graphs
+        ]
+    )
     tables = {"entities": entities.copy(), "relations": relations.copy()}
     summary_failures, summaries = summarize_descriptions(llm, tables, distinct_descriptions(graphs), settings)
     entities, relations = tables["entities"], tables["relations"]
@@ -286,15 +385,23 @@ def extract_llm_graph(llm: LLM, chunks: pd.DataFrame, settings: IndexSettings) -
     stages = Counter(f[1] for f in failures)
     failed_chunks = {g.chunk_id for g in graphs for f in g.failures if f[1] == "extract_graph"}
     stats = {
-        "chunks": len(chunks), "attempted_chunks": len(attempted),
+        "chunks": len(chunks),
+        "attempted_chunks": len(attempted),
         "skipped_chunk_ids": sorted(set(chunks["chunk_id"]) - set(attempted["chunk_id"])),
-        "failed_chunks": len(failed_chunks), "failures_by_stage": dict(sorted(stages.items())),
+        "failed_chunks": len(failed_chunks),
+        "failures_by_stage": dict(sorted(stages.items())),
         "endpoint_instances_added": sum(g.endpoints_added for g in graphs),
         "entities_from_endpoints_only": int((entities["type"] == UNKNOWN_TYPE).sum()),
         "gleaning_rounds": sum(g.gleaning_rounds for g in graphs),
         "gleaned_entities": sum(g.gleaned_entities for g in graphs),
         "description_summaries": summaries,
     }
-    return LLMGraph(entities, relations, merge_claims([c for g in graphs for c in g.claims]),
-                    conform_table("extraction_failures",
-                                  pd.DataFrame(failures, columns=list(SCHEMAS["extraction_failures"]))), stats)
+    return LLMGraph(
+        entities,
+        relations,
+        merge_claims([c for g in graphs for c in g.claims]),
+        conform_table(
+            "extraction_failures", pd.DataFrame(failures, columns=list(SCHEMAS["extraction_failures"]))
+        ),
+        stats,
+    )

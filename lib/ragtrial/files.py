@@ -1,5 +1,6 @@
 """Atomic writes: a temp file in the same folder, then rename, so an interrupted run never
-leaves a half-written result that looks complete."""
+leaves a half-written result that looks complete.
+"""
 
 from __future__ import annotations
 

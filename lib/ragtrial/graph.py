@@ -101,10 +101,14 @@ def merge_extractions(extractions: Sequence[Frames], max_descriptions: int | Non
     rels: dict[tuple[str, str], _RelationFold] = {}
     for i, (entities, relations) in enumerate(extractions):
         key_of: dict[str, str] = {}
-        for eid, name, typ, desc, chunks, origin in zip(*(entities[c].tolist() for c in ENTITY_INSTANCE), strict=True):
+        for eid, name, typ, desc, chunks, origin in zip(
+            *(entities[c].tolist() for c in ENTITY_INSTANCE), strict=True
+        ):
             key = normalize_name(name)
             if not key:
-                raise ValueError(f"extraction {i}: entity {eid!r} has no name left after normalizing {name!r}")
+                raise ValueError(
+                    f"extraction {i}: entity {eid!r} has no name left after normalizing {name!r}"
+                )
             if key_of.setdefault(eid, key) != key:
                 raise ValueError(f"extraction {i}: entity id {eid!r} is used for {key_of[eid]!r} and {key!r}")
             fold = ents.get(entity_key(key)) or ents.setdefault(entity_key(key), _EntityFold())
@@ -112,10 +116,14 @@ def merge_extractions(extractions: Sequence[Frames], max_descriptions: int | Non
             fold.types.update([typ] if typ else [])
             fold.origins[origin] += 1
             fold.add(desc, chunks, max_descriptions)
-        for src, tgt, desc, weight, chunks in zip(*(relations[c].tolist() for c in RELATION_INSTANCE), strict=True):
+        for src, tgt, desc, weight, chunks in zip(
+            *(relations[c].tolist() for c in RELATION_INSTANCE), strict=True
+        ):
             for end in (src, tgt):
                 if end not in key_of:
-                    raise ValueError(f"extraction {i}: relation {src!r} -> {tgt!r} names unknown entity {end!r}")
+                    raise ValueError(
+                        f"extraction {i}: relation {src!r} -> {tgt!r} names unknown entity {end!r}"
+                    )
             a, b = entity_key(key_of[src]), entity_key(key_of[tgt])
             if a == b:
                 continue
@@ -133,8 +141,15 @@ def merge_extractions(extractions: Sequence[Frames], max_descriptions: int | Non
     neighbours = Counter(end for pair in rels for end in pair)
     entities_df = pd.DataFrame(
         [
-            (eid, _top(f.names), _top(f.types), "\n".join(f.descriptions), list(f.chunks), neighbours[eid],
-             _top(f.origins))
+            (
+                eid,
+                _top(f.names),
+                _top(f.types),
+                "\n".join(f.descriptions),
+                list(f.chunks),
+                neighbours[eid],
+                _top(f.origins),
+            )
             for eid, f in ents.items()
         ],
         columns=list(SCHEMAS["entities"]),
@@ -182,18 +197,28 @@ def extract_nlp_graph(
     for chunk_id, parsed in zip(chunks_df["chunk_id"], per_chunk, strict=True):
         sentence_of_pair: dict[tuple[str, str], str] = {}
         for sentence, found in parsed:
-            ent_rows += [(entity_key(k), surface, typ, sentence, [chunk_id], "nlp") for k, surface, typ in found
-                         if k in keep]
+            ent_rows += [
+                (entity_key(k), surface, typ, sentence, [chunk_id], "nlp")
+                for k, surface, typ in found
+                if k in keep
+            ]
             for pair in combinations(sorted({f[0] for f in found} & keep), 2):
                 sentence_of_pair.setdefault(pair, sentence)
         if cooccurrence == "chunk":
             pairs = combinations(sorted({f[0] for _, found in parsed for f in found} & keep), 2)
         else:
             pairs = iter(sentence_of_pair)
-        rel_rows += [(entity_key(a), entity_key(b), sentence_of_pair.get((a, b), ""), 1.0, [chunk_id])
-                     for a, b in pairs]
+        rel_rows += [
+            (entity_key(a), entity_key(b), sentence_of_pair.get((a, b), ""), 1.0, [chunk_id])
+            for a, b in pairs
+        ]
     return merge_extractions(
-        [(pd.DataFrame(ent_rows, columns=ENTITY_INSTANCE), pd.DataFrame(rel_rows, columns=RELATION_INSTANCE))],
+        [
+            (
+                pd.DataFrame(ent_rows, columns=ENTITY_INSTANCE),
+                pd.DataFrame(rel_rows, columns=RELATION_INSTANCE),
+            )
+        ],
         max_descriptions=max_descriptions,
     )
 
@@ -222,11 +247,18 @@ def build_communities(
     entity_ids = list(entities_df["entity_id"])
     known = set(entity_ids)
     weights: dict[tuple[str, str], float] = {}
-    for rid, src, tgt, weight in zip(relations_df["relation_id"], relations_df["source_id"],
-                                     relations_df["target_id"], relations_df["weight"], strict=True):
+    for rid, src, tgt, weight in zip(
+        relations_df["relation_id"],
+        relations_df["source_id"],
+        relations_df["target_id"],
+        relations_df["weight"],
+        strict=True,
+    ):
         if src not in known or tgt not in known:
-            raise ValueError(f"relation {rid!r} has an endpoint that is not in the entities table; "
-                             "drop dangling relations before clustering")
+            raise ValueError(
+                f"relation {rid!r} has an endpoint that is not in the entities table; "
+                "drop dangling relations before clustering"
+            )
         if src != tgt:
             pair = (src, tgt) if src < tgt else (tgt, src)
             weights[pair] = weights.get(pair, 0.0) + float(weight)
@@ -234,8 +266,11 @@ def build_communities(
     if use_lcc and weights:
         nodes = set(max(nx.connected_components(nx.Graph(list(weights))), key=len))
     edges = sorted((a, b, w) for (a, b), w in weights.items() if a in nodes)
-    clusters = gn.hierarchical_leiden(edges, max_cluster_size=max_cluster_size, seed=seed,
-                                      resolution=resolution) if edges else []
+    clusters = (
+        gn.hierarchical_leiden(edges, max_cluster_size=max_cluster_size, seed=seed, resolution=resolution)
+        if edges
+        else []
+    )
     # Each node's clusters from level 0 down to its final one; isolated nodes become singletons.
     path: dict[str, list[int]] = {}
     for c in sorted(clusters, key=lambda c: c.level):
@@ -261,14 +296,24 @@ def build_communities(
             if eid in path:
                 members.setdefault(community(eid, level), []).append(eid)
         inside: dict[str, list[str]] = {}
-        for rid, src, tgt in zip(relations_df["relation_id"], relations_df["source_id"],
-                                 relations_df["target_id"], strict=True):
+        for rid, src, tgt in zip(
+            relations_df["relation_id"], relations_df["source_id"], relations_df["target_id"], strict=True
+        ):
             if src in path and tgt in path and community(src, level) == community(tgt, level):
                 inside.setdefault(community(src, level)[0], []).append(rid)
         for (cid, _), ids in sorted(members.items(), key=lambda item: item[0][1]):
             parent_id = community(ids[0], level - 1)[0] if level else None
-            rows.append((cid, level, parent_id, ids, inside.get(cid, []),
-                         _ordered_union(chunks_of[e] for e in ids), len(ids)))
+            rows.append(
+                (
+                    cid,
+                    level,
+                    parent_id,
+                    ids,
+                    inside.get(cid, []),
+                    _ordered_union(chunks_of[e] for e in ids),
+                    len(ids),
+                )
+            )
     return conform_table("communities", pd.DataFrame(rows, columns=list(SCHEMAS["communities"])))
 
 
@@ -351,67 +396,122 @@ def import_graphrag_output(folder: str | Path) -> GraphIndex:
     tables = {name: _graphrag_table(folder, name) for name in (*_GRAPHRAG, "covariates")}
     for name in _GRAPHRAG:
         if tables[name] is None:
-            raise DataError(str(folder / f"{name}.parquet"), None, None,
-                            f"missing (also looked for create_final_{name}.parquet)")
+            raise DataError(
+                str(folder / f"{name}.parquet"),
+                None,
+                None,
+                f"missing (also looked for create_final_{name}.parquet)",
+            )
     docs, units, ents, rels, comms, reports = (tables[name] for name in _GRAPHRAG)
 
     # A text unit's position is its rank among its document's units, in table order.
     doc_ids = [d if isinstance(d, str) else d[0] for d in units.col("document_id", "document_ids")]
     positions = pd.Series(doc_ids).groupby(doc_ids, sort=False).cumcount().tolist()
     chunk_ids = [make_chunk_id(d, p, "graphrag") for d, p in zip(doc_ids, positions, strict=True)]
-    ids = _GraphRAGIds(dict(zip(units.col("id"), chunk_ids, strict=True)),
-                       dict(zip(ents.col("title", "name"), ents.col("id"), strict=True)))
+    ids = _GraphRAGIds(
+        dict(zip(units.col("id"), chunk_ids, strict=True)),
+        dict(zip(ents.col("title", "name"), ents.col("id"), strict=True)),
+    )
     rel_chunks = ids.chunks(rels, "text_unit_ids")
     tables_out = {
-        "documents": pd.DataFrame({
-            "doc_id": docs.col("id"), "title": docs.col("title"), "text": docs.col("text"), "source": "graphrag",
-            "date": None, "metadata": [{"creation_date": d} for d in docs.col("creation_date")],
-        }),
-        "chunks": pd.DataFrame({"chunk_id": chunk_ids, "doc_id": doc_ids, "position": positions,
-                                "text": units.col("text"), "n_tokens": units.col("n_tokens")}),
-        "entities": pd.DataFrame({
-            "entity_id": ents.col("id"), "name": ents.col("title", "name"), "type": ents.col("type"),
-            "description": ents.col("description"), "chunk_ids": ids.chunks(ents, "text_unit_ids"),
-            "degree": ents.col("degree"), "origin": "import",
-        }),
-        "relations": pd.DataFrame({
-            "relation_id": rels.col("id"), "source_id": ids.entities(rels, "source", rel_chunks),
-            "target_id": ids.entities(rels, "target", rel_chunks), "description": rels.col("description"),
-            "weight": rels.col("weight"), "chunk_ids": rel_chunks,
-        }),
-        "communities": pd.DataFrame({
-            "community_id": comms.col("community").astype(str), "level": comms.col("level"),
-            "parent_id": [None if p < 0 else str(p) for p in comms.col("parent")],
-            "entity_ids": comms.col("entity_ids").map(list), "relation_ids": comms.col("relationship_ids").map(list),
-            "chunk_ids": ids.chunks(comms, "text_unit_ids"), "size": comms.col("size"),
-        }),
+        "documents": pd.DataFrame(
+            {
+                "doc_id": docs.col("id"),
+                "title": docs.col("title"),
+                "text": docs.col("text"),
+                "source": "graphrag",
+                "date": None,
+                "metadata": [{"creation_date": d} for d in docs.col("creation_date")],
+            }
+        ),
+        "chunks": pd.DataFrame(
+            {
+                "chunk_id": chunk_ids,
+                "doc_id": doc_ids,
+                "position": positions,
+                "text": units.col("text"),
+                "n_tokens": units.col("n_tokens"),
+            }
+        ),
+        "entities": pd.DataFrame(
+            {
+                "entity_id": ents.col("id"),
+                "name": ents.col("title", "name"),
+                "type": ents.col("type"),
+                "description": ents.col("description"),
+                "chunk_ids": ids.chunks(ents, "text_unit_ids"),
+                "degree": ents.col("degree"),
+                "origin": "import",
+            }
+        ),
+        "relations": pd.DataFrame(
+            {
+                "relation_id": rels.col("id"),
+                "source_id": ids.entities(rels, "source", rel_chunks),
+                "target_id": ids.entities(rels, "target", rel_chunks),
+                "description": rels.col("description"),
+                "weight": rels.col("weight"),
+                "chunk_ids": rel_chunks,
+            }
+        ),
+        "communities": pd.DataFrame(
+            {
+                "community_id": comms.col("community").astype(str),
+                "level": comms.col("level"),
+                "parent_id": [None if p < 0 else str(p) for p in comms.col("parent")],
+                "entity_ids": comms.col("entity_ids").map(list),
+                "relation_ids": comms.col("relationship_ids").map(list),
+                "chunk_ids": ids.chunks(comms, "text_unit_ids"),
+                "size": comms.col("size"),
+            }
+        ),
     }
     by_community = tables_out["communities"].set_index("community_id")
     report_ids = reports.col("community").astype(str)
     if not report_ids.isin(by_community.index).all():
-        raise DataError(str(reports.path), report_ids[~report_ids.isin(by_community.index)].iloc[0], "community",
-                        "no such community in the communities table")
-    tables_out["community_reports"] = pd.DataFrame({
-        "community_id": report_ids, "level": reports.col("level"), "title": reports.col("title"),
-        "summary": reports.col("summary"),
-        "findings": [[{"summary": f.get("summary", ""), "explanation": f.get("explanation", "")} for f in fs]
-                     for fs in reports.col("findings")],
-        "rating": reports.col("rank", "rating"), "full_text": reports.col("full_content"),
-        "entity_ids": list(by_community.loc[report_ids, "entity_ids"]),
-        "chunk_ids": list(by_community.loc[report_ids, "chunk_ids"]),
-    })
+        raise DataError(
+            str(reports.path),
+            report_ids[~report_ids.isin(by_community.index)].iloc[0],
+            "community",
+            "no such community in the communities table",
+        )
+    tables_out["community_reports"] = pd.DataFrame(
+        {
+            "community_id": report_ids,
+            "level": reports.col("level"),
+            "title": reports.col("title"),
+            "summary": reports.col("summary"),
+            "findings": [
+                [{"summary": f.get("summary", ""), "explanation": f.get("explanation", "")} for f in fs]
+                for fs in reports.col("findings")
+            ],
+            "rating": reports.col("rank", "rating"),
+            "full_text": reports.col("full_content"),
+            "entity_ids": list(by_community.loc[report_ids, "entity_ids"]),
+            "chunk_ids": list(by_community.loc[report_ids, "chunk_ids"]),
+        }
+    )
     if (cov := tables["covariates"]) is not None:
         claim_chunks = ids.chunks(cov, "text_unit_id")
-        tables_out["claims"] = pd.DataFrame({
-            "claim_id": cov.col("id"), "subject_id": ids.entities(cov, "subject_id", claim_chunks),
-            "object_id": ids.entities(cov, "object_id", claim_chunks), "claim_type": cov.col("type"),
-            "status": cov.col("status"), "start_date": _nulls(cov.col("start_date")),
-            "end_date": _nulls(cov.col("end_date")), "description": cov.col("description"),
-            "chunk_ids": claim_chunks,
-        })
+        tables_out["claims"] = pd.DataFrame(
+            {
+                "claim_id": cov.col("id"),
+                "subject_id": ids.entities(cov, "subject_id", claim_chunks),
+                "object_id": ids.entities(cov, "object_id", claim_chunks),
+                "claim_type": cov.col("type"),
+                "status": cov.col("status"),
+                "start_date": _nulls(cov.col("start_date")),
+                "end_date": _nulls(cov.col("end_date")),
+                "description": cov.col("description"),
+                "chunk_ids": claim_chunks,
+            }
+        )
     failures = pd.DataFrame(ids.failures, columns=list(SCHEMAS["extraction_failures"]))
-    return GraphIndex(**tables_out, extraction_failures=failures,
-                      manifest={"source": "graphrag", "imported_from": str(folder)})
+    return GraphIndex(
+        **tables_out,
+        extraction_failures=failures,
+        manifest={"source": "graphrag", "imported_from": str(folder)},
+    )
 
 
 def _json_with_nan(path: Path) -> object:
@@ -466,18 +566,29 @@ def import_openie(
             raise DataError(str(path), i, "extracted_triples", "expected a list of triples")
         for triple in triples:
             if not isinstance(triple, list) or not all(isinstance(x, str) for x in triple):
-                raise DataError(str(path), i, "extracted_triples", f"expected lists of strings, got {triple!r}")
+                raise DataError(
+                    str(path), i, "extracted_triples", f"expected lists of strings, got {triple!r}"
+                )
             if len(triple) != 3 or not all(normalize_name(x) for x in (triple[0], triple[2])):
-                failures.append(_failure(chunk_ids, "malformed_triple", f"{path.name} record {i}: {triple!r}"))
+                failures.append(
+                    _failure(chunk_ids, "malformed_triple", f"{path.name} record {i}: {triple!r}")
+                )
                 continue
             subject, relation, obj = triple
             sentence = f"{subject} {relation} {obj}"
             ids = [entity_key(normalize_name(x)) for x in (subject, obj)]
-            ent_rows += [(eid, name, "", sentence, chunk_ids, "import") for eid, name in zip(ids, (subject, obj),
-                                                                                             strict=True)]
+            ent_rows += [
+                (eid, name, "", sentence, chunk_ids, "import")
+                for eid, name in zip(ids, (subject, obj), strict=True)
+            ]
             rel_rows.append((*ids, sentence, 1.0, chunk_ids))
     entities, relations = merge_extractions(
         [(pd.DataFrame(ent_rows, columns=ENTITY_INSTANCE), pd.DataFrame(rel_rows, columns=RELATION_INSTANCE))]
     )
-    return entities, relations, conform_table("extraction_failures", pd.DataFrame(failures,
-                                              columns=list(SCHEMAS["extraction_failures"])))
+    return (
+        entities,
+        relations,
+        conform_table(
+            "extraction_failures", pd.DataFrame(failures, columns=list(SCHEMAS["extraction_failures"]))
+        ),
+    )

@@ -38,7 +38,9 @@ from ragtrial.retrieval import (
 # ---------------------------------------------------------------- the graph as matrices
 
 
-def _incidence(groups: Sequence[Sequence[str]], column_of: dict[str, int], n_columns: int, what: str) -> sparse.csr_matrix:
+def _incidence(
+    groups: Sequence[Sequence[str]], column_of: dict[str, int], n_columns: int, what: str
+) -> sparse.csr_matrix:
     rows = [i for i, ids in enumerate(groups) for _ in ids]
     try:
         cols = [column_of[c] for ids in groups for c in ids]
@@ -59,17 +61,25 @@ class EntityGraph:
         self.texts = [f"{n}: {d}" if d else n for n, d in zip(self.names, ents["description"], strict=True)]
         unknown = set(rels["source_id"]).union(rels["target_id"]) - set(self.row_of)
         if unknown:
-            raise ValueError(f"relations name entities missing from the entities table, e.g. {sorted(unknown)[0]!r}")
+            raise ValueError(
+                f"relations name entities missing from the entities table, e.g. {sorted(unknown)[0]!r}"
+            )
         self.rel_ids: list[str] = list(rels["relation_id"])
         self.src = np.array([self.row_of[e] for e in rels["source_id"]], dtype=np.int64)
         self.tgt = np.array([self.row_of[e] for e in rels["target_id"]], dtype=np.int64)
         self.weight = rels["weight"].to_numpy(dtype=np.float64)
-        self.rel_texts = [f"{self.names[s]} -> {self.names[t]}: {d}"
-                          for s, t, d in zip(self.src, self.tgt, rels["description"], strict=True)]
+        self.rel_texts = [
+            f"{self.names[s]} -> {self.names[t]}: {d}"
+            for s, t, d in zip(self.src, self.tgt, rels["description"], strict=True)
+        ]
         n = len(self.ids)
-        both = sparse.csr_matrix((np.concatenate([self.weight, self.weight]),
-                                  (np.concatenate([self.src, self.tgt]), np.concatenate([self.tgt, self.src]))),
-                                 shape=(n, n))  # duplicates (parallel/reversed relations) add up
+        both = sparse.csr_matrix(
+            (
+                np.concatenate([self.weight, self.weight]),
+                (np.concatenate([self.src, self.tgt]), np.concatenate([self.tgt, self.src])),
+            ),
+            shape=(n, n),
+        )  # duplicates (parallel/reversed relations) add up
         both.setdiag(0)
         both.eliminate_zeros()
         self.adjacency = both.tocsr()
@@ -79,37 +89,58 @@ class EntityGraph:
         self.mentions = _incidence(list(ents["chunk_ids"]), chunks.row_of, len(chunks.ids), "entities")
         self.rel_chunks = _incidence(list(rels["chunk_ids"]), chunks.row_of, len(chunks.ids), "relations")
         rows = np.arange(len(self.rel_ids))
-        self.incidence = sparse.csr_matrix((np.ones(2 * len(rows)), (np.concatenate([self.src, self.tgt]),
-                                                                     np.concatenate([rows, rows]))),
-                                           shape=(n, len(rows)))  # entity x relation
+        self.incidence = sparse.csr_matrix(
+            (np.ones(2 * len(rows)), (np.concatenate([self.src, self.tgt]), np.concatenate([rows, rows]))),
+            shape=(n, len(rows)),
+        )  # entity x relation
 
     def incident(self, entities: Sequence[int]) -> np.ndarray:
         """Relations touching any of `entities`, each once, in table order."""
-        return np.unique(np.concatenate([row_indices(self.incidence, e) for e in entities] or [np.zeros(0, int)]))
+        return np.unique(
+            np.concatenate([row_indices(self.incidence, e) for e in entities] or [np.zeros(0, int)])
+        )
 
     def by_rank(self, relations: np.ndarray) -> np.ndarray:
         """`relations` ordered by combined degree, then weight (both descending), then table order."""
         return relations[np.lexsort((relations, -self.weight[relations], -self.rel_rank[relations]))]
 
     def entity_item(self, e: int, score: float, retriever: str) -> ContextItem:
-        return ContextItem(kind="entity", text=self.texts[e], score=float(score), retriever=retriever,
-                           chunk_ids=[], entity_ids=[self.ids[e]])
+        return ContextItem(
+            kind="entity",
+            text=self.texts[e],
+            score=float(score),
+            retriever=retriever,
+            chunk_ids=[],
+            entity_ids=[self.ids[e]],
+        )
 
     def relation_item(self, r: int, score: float, retriever: str, chunk_ids: list[str]) -> ContextItem:
-        return ContextItem(kind="relation", text=self.rel_texts[r], score=float(score), retriever=retriever,
-                           chunk_ids=chunk_ids, entity_ids=[self.ids[self.src[r]], self.ids[self.tgt[r]]],
-                           relation_ids=[self.rel_ids[r]])
+        return ContextItem(
+            kind="relation",
+            text=self.rel_texts[r],
+            score=float(score),
+            retriever=retriever,
+            chunk_ids=chunk_ids,
+            entity_ids=[self.ids[self.src[r]], self.ids[self.tgt[r]]],
+            relation_ids=[self.rel_ids[r]],
+        )
 
 
 def row_indices(matrix: sparse.csr_matrix, row: int) -> np.ndarray:
     """Column indices of the stored entries of one CSR row (neighbours, chunks cited)."""
-    return matrix.indices[matrix.indptr[row]:matrix.indptr[row + 1]]
+    return matrix.indices[matrix.indptr[row] : matrix.indptr[row + 1]]
 
 
-def hop_distances(adjacency: sparse.csr_matrix, degree: np.ndarray, seeds: Sequence[int], hops: int,
-                  hub_degree_cap: int | None = None) -> np.ndarray:
+def hop_distances(
+    adjacency: sparse.csr_matrix,
+    degree: np.ndarray,
+    seeds: Sequence[int],
+    hops: int,
+    hub_degree_cap: int | None = None,
+) -> np.ndarray:
     """Breadth-first hop count from the nearest seed (-1: not reached within `hops`). An entity with
-    more than `hub_degree_cap` neighbours is reached but never walked through (seeds included)."""
+    more than `hub_degree_cap` neighbours is reached but never walked through (seeds included).
+    """
     n = adjacency.shape[0]
     dist = np.full(n, -1, dtype=np.int64)
     frontier = np.unique(np.asarray(seeds, dtype=np.int64))
@@ -131,7 +162,8 @@ class PersonalizedPageRank:
     """PageRank with restarts to a personalization vector, NetworkX's convention: `damping` is the
     probability of following an edge, a dangling node's mass restarts, edges are weighted. The
     transition matrix is built once; a query is a sparse power iteration that stops when the L1
-    change falls below `tol` * n, as networkx.pagerank does."""
+    change falls below `tol` * n, as networkx.pagerank does.
+    """
 
     def __init__(self, adjacency: sparse.csr_matrix):
         out = np.asarray(adjacency.sum(axis=1)).ravel()
@@ -139,8 +171,9 @@ class PersonalizedPageRank:
         inverse = np.divide(1.0, out, out=np.zeros(len(out)), where=~self.dangling)
         self.walk = (sparse.diags(inverse) @ adjacency).T.tocsr()  # column-stochastic, as a CSR for matvec
 
-    def __call__(self, personalization: np.ndarray, damping: float = 0.85, max_iter: int = 100,
-                 tol: float = 1e-6) -> np.ndarray:
+    def __call__(
+        self, personalization: np.ndarray, damping: float = 0.85, max_iter: int = 100, tol: float = 1e-6
+    ) -> np.ndarray:
         restart = personalization / personalization.sum()
         rank = restart.copy()
         for _ in range(max_iter):
@@ -176,7 +209,8 @@ class EntityLinker:
     A mention links to the entity whose normalized name equals it, else to the entity whose name
     embedding is nearest if the cosine reaches `link_threshold`. N-gram links are chosen exact
     first, then longest, then most similar, never overlapping and never twice the same entity;
-    n-grams that start or end with a stop word are not candidates."""
+    n-grams that start or end with a stop word are not candidates.
+    """
 
     def __init__(self, graph: EntityGraph, parts: RetrieverParts, settings: RetrievalSettings, method: str):
         if settings.entity_source == "llm" and parts.llm is None:
@@ -185,8 +219,11 @@ class EntityLinker:
         self.by_name: dict[str, int] = {}
         for i, name in enumerate(graph.names):
             self.by_name.setdefault(normalize_name(name), i)
-        vectors = (parts.embedder.embed(graph.names, stage="retrieval_index", method=method)
-                   if graph.names else np.zeros((0, 1), dtype=np.float32))
+        vectors = (
+            parts.embedder.embed(graph.names, stage="retrieval_index", method=method)
+            if graph.names
+            else np.zeros((0, 1), dtype=np.float32)
+        )
         # Dimension-major: OpenBLAS then skips transposing all the names for every question (~5 ms
         # of a query on 29k names). Same sums: bit for bit with this OpenBLAS for two or more
         # mentions; one mention goes through gemv, which adds them in another order.
@@ -194,9 +231,14 @@ class EntityLinker:
 
     def listed(self, question: str) -> list[str]:
         prompt = load_prompt("question_entities")
-        reply = self.parts.llm.structured(prompt.render(question=question), QuestionEntities,
-                                          stage="question_entities", method=self.method, prompt=prompt,
-                                          max_tokens=self.settings.entity_max_tokens)
+        reply = self.parts.llm.structured(
+            prompt.render(question=question),
+            QuestionEntities,
+            stage="question_entities",
+            method=self.method,
+            prompt=prompt,
+            max_tokens=self.settings.entity_max_tokens,
+        )
         return [name for name in reply.entities if normalize_name(name)]
 
     def exact(self, mention: str) -> Link | None:
@@ -207,10 +249,15 @@ class EntityLinker:
         """Each mention's nearest entity name by embedding, if the cosine reaches the threshold."""
         if not mentions or not len(self.graph.names):
             return [None] * len(mentions)
-        sims = self.parts.embedder.embed(list(mentions), stage="retrieval", method=self.method) @ self.name_vectors_t
+        sims = (
+            self.parts.embedder.embed(list(mentions), stage="retrieval", method=self.method)
+            @ self.name_vectors_t
+        )
         best = sims.argmax(axis=1)
-        return [Link(m, int(b), float(row[b]), "embedding") if row[b] >= self.settings.link_threshold else None
-                for m, b, row in zip(mentions, best, sims, strict=True)]
+        return [
+            Link(m, int(b), float(row[b]), "embedding") if row[b] >= self.settings.link_threshold else None
+            for m, b, row in zip(mentions, best, sims, strict=True)
+        ]
 
     def link(self, question: str) -> list[Link]:
         if self.settings.entity_source == "llm":
@@ -225,14 +272,20 @@ class EntityLinker:
             return list(first_per_entity.values())
         words = list(WORD.finditer(question))
         stops = stop_words()
-        spans = [(i, j) for i in range(len(words)) for j in range(i + 1, min(i + self.settings.ngram_max, len(words)) + 1)
-                 if words[i][0].casefold() not in stops and words[j - 1][0].casefold() not in stops]
-        text_of = {span: question[words[span[0]].start():words[span[1] - 1].end()] for span in spans}
+        spans = [
+            (i, j)
+            for i in range(len(words))
+            for j in range(i + 1, min(i + self.settings.ngram_max, len(words)) + 1)
+            if words[i][0].casefold() not in stops and words[j - 1][0].casefold() not in stops
+        ]
+        text_of = {span: question[words[span[0]].start() : words[span[1] - 1].end()] for span in spans}
         chosen: list[Link] = []
         taken: set[int] = set()
 
         def choose(candidates: list[tuple[tuple[int, int], Link]]) -> None:
-            for (i, j), c in sorted(candidates, key=lambda sc: (-(sc[0][1] - sc[0][0]), -sc[1].similarity, sc[0][0])):
+            for (i, j), c in sorted(
+                candidates, key=lambda sc: (-(sc[0][1] - sc[0][0]), -sc[1].similarity, sc[0][0])
+            ):
                 if taken.isdisjoint(range(i, j)) and all(c.entity != x.entity for x in chosen):
                     taken.update(range(i, j))
                     chosen.append(c)
@@ -240,17 +293,23 @@ class EntityLinker:
         choose([(span, c) for span in spans if (c := self.exact(text_of[span])) is not None])
         # Only n-grams clear of the exact matches are embedded (an overlapping one could not be chosen).
         rest = [span for span in spans if taken.isdisjoint(range(*span))]
-        choose([(span, c) for span, c in zip(rest, self.nearest([text_of[x] for x in rest]), strict=True) if c])
+        choose(
+            [(span, c) for span, c in zip(rest, self.nearest([text_of[x] for x in rest]), strict=True) if c]
+        )
         return chosen
 
     def notes(self, links: Sequence[Link]) -> dict:
-        return {"mentions": [x.mention for x in links], "seeds": [self.graph.names[x.entity] for x in links],
-                "links": [x.how for x in links]}
+        return {
+            "mentions": [x.mention for x in links],
+            "seeds": [self.graph.names[x.entity] for x in links],
+            "links": [x.how for x in links],
+        }
 
 
 class GraphRetrieverBase:
     """Shared construction: chunk table, entity graph, the vector fallback and (for retrievers that
-    link question entities) the linker, whose name embeddings are computed here, not per query."""
+    link question entities) the linker, whose name embeddings are computed here, not per query.
+    """
 
     name = ""
     links_entities = True
@@ -266,7 +325,8 @@ class GraphRetrieverBase:
     @one_blas_thread
     def retrieve(self, question: str, k: int) -> Retrieval:
         """Link the question's entities and retrieve from them; a question with none falls back to
-        vector search, and the fallback is recorded."""
+        vector search, and the fallback is recorded.
+        """
         links = self.linker.link(question)
         notes = self.linker.notes(links)
         if not links:
@@ -290,7 +350,8 @@ class GraphRetrieverBase:
 class GraphWalkRetriever(GraphRetrieverBase):
     """The Postgres experiment's graph search: link the question's entities (seeds), walk relations
     outward `hops` hops (not onward from hubs above `hub_degree_cap`), score each chunk by the
-    reached entities it mentions, each weighted 1 / (1 + hops from a seed), keep the top k."""
+    reached entities it mentions, each weighted 1 / (1 + hops from a seed), keep the top k.
+    """
 
     name = "graph_walk"
 
@@ -299,9 +360,13 @@ class GraphWalkRetriever(GraphRetrieverBase):
         dist = hop_distances(g.adjacency, g.degree, [x.entity for x in links], s.hops, s.hub_degree_cap)
         weights = np.where(dist >= 0, 1.0 / (1.0 + np.maximum(dist, 0)), 0.0)
         scores = np.asarray(g.mentions.T @ weights).ravel()
-        notes.update(reached=int((dist >= 0).sum()), max_hops=int(dist.max()),
-                     hubs_not_walked=0 if s.hub_degree_cap is None else int(((dist >= 0) & (dist < s.hops) & (
-                         g.degree > s.hub_degree_cap)).sum()))
+        notes.update(
+            reached=int((dist >= 0).sum()),
+            max_hops=int(dist.max()),
+            hubs_not_walked=0
+            if s.hub_degree_cap is None
+            else int(((dist >= 0) & (dist < s.hops) & (g.degree > s.hub_degree_cap)).sum()),
+        )
         rows = top_k(scores, k, positive_only=True)
         if not len(rows):
             return self.fall_back(question, k, "seeds mention no chunk", notes)
@@ -330,7 +395,8 @@ class GraphHybridRetriever:
 class FastGraphRAGRetriever(GraphRetrieverBase):
     """fast-graphrag: linked entities seed a personalized PageRank over the weighted entity graph;
     relations score the sum of their endpoints' ranks and chunks the sum of their relations'
-    scores. Returns the top k entities, relations and chunks (in that order)."""
+    scores. Returns the top k entities, relations and chunks (in that order).
+    """
 
     name = "fastgraphrag"
 
@@ -347,7 +413,9 @@ class FastGraphRAGRetriever(GraphRetrieverBase):
         rel_scores = rank[g.src] + rank[g.tgt]
         chunk_scores = np.asarray(g.rel_chunks.T @ rel_scores).ravel()
         items = [g.entity_item(e, rank[e], self.name) for e in top_k(rank, k, positive_only=True)]
-        items += [g.relation_item(r, rel_scores[r], self.name, self.chunk_ids(g.rel_chunks, r))
-                  for r in top_k(rel_scores, k, positive_only=True)]
+        items += [
+            g.relation_item(r, rel_scores[r], self.name, self.chunk_ids(g.rel_chunks, r))
+            for r in top_k(rel_scores, k, positive_only=True)
+        ]
         items += self.chunks.ranked(top_k(chunk_scores, k, positive_only=True), chunk_scores, self.name)
         return Retrieval(items, notes=notes)

@@ -36,30 +36,64 @@ SCHEMAS: dict[str, dict[str, pa.DataType]] = {
     "documents": {"doc_id": _S, "title": _S, "text": _S, "source": _S, "date": _S, "metadata": _JSON},
     "chunks": {"chunk_id": _S, "doc_id": _S, "position": _I, "text": _S, "n_tokens": _I},
     "entities": {
-        "entity_id": _S, "name": _S, "type": _S, "description": _S, "chunk_ids": _IDS, "degree": _I,
+        "entity_id": _S,
+        "name": _S,
+        "type": _S,
+        "description": _S,
+        "chunk_ids": _IDS,
+        "degree": _I,
         "origin": _S,
     },
     "relations": {
-        "relation_id": _S, "source_id": _S, "target_id": _S, "description": _S, "weight": _F, "chunk_ids": _IDS,
+        "relation_id": _S,
+        "source_id": _S,
+        "target_id": _S,
+        "description": _S,
+        "weight": _F,
+        "chunk_ids": _IDS,
     },
     "claims": {
-        "claim_id": _S, "subject_id": _S, "object_id": _S, "claim_type": _S, "status": _S, "start_date": _S,
-        "end_date": _S, "description": _S, "chunk_ids": _IDS,
+        "claim_id": _S,
+        "subject_id": _S,
+        "object_id": _S,
+        "claim_type": _S,
+        "status": _S,
+        "start_date": _S,
+        "end_date": _S,
+        "description": _S,
+        "chunk_ids": _IDS,
     },
     "communities": {
-        "community_id": _S, "level": _I, "parent_id": _S, "entity_ids": _IDS, "relation_ids": _IDS,
-        "chunk_ids": _IDS, "size": _I,
+        "community_id": _S,
+        "level": _I,
+        "parent_id": _S,
+        "entity_ids": _IDS,
+        "relation_ids": _IDS,
+        "chunk_ids": _IDS,
+        "size": _I,
     },
     "community_reports": {
-        "community_id": _S, "level": _I, "title": _S, "summary": _S, "findings": _FINDINGS, "rating": _F,
-        "full_text": _S, "entity_ids": _IDS, "chunk_ids": _IDS,
+        "community_id": _S,
+        "level": _I,
+        "title": _S,
+        "summary": _S,
+        "findings": _FINDINGS,
+        "rating": _F,
+        "full_text": _S,
+        "entity_ids": _IDS,
+        "chunk_ids": _IDS,
     },
     "extraction_failures": {"chunk_id": _S, "stage": _S, "kind": _S, "detail": _S},
 }
 JSON_COLUMNS = {("documents", "metadata")}
 KEYS = {
-    "documents": "doc_id", "chunks": "chunk_id", "entities": "entity_id", "relations": "relation_id",
-    "claims": "claim_id", "communities": "community_id", "community_reports": "community_id",
+    "documents": "doc_id",
+    "chunks": "chunk_id",
+    "entities": "entity_id",
+    "relations": "relation_id",
+    "claims": "claim_id",
+    "communities": "community_id",
+    "community_reports": "community_id",
 }
 # table -> (GraphIndex attribute, file name); rows are in table order.
 EMBEDDINGS = {
@@ -169,7 +203,9 @@ def chunk_documents(
         starts = range(0, max(len(tokens) - overlap, 1), step) if tokens else range(0)
         for position, start in enumerate(starts):
             window = tokens[start : start + chunk_size]
-            rows.append((make_chunk_id(doc_id, position, scheme), doc_id, position, enc.decode(window), len(window)))
+            rows.append(
+                (make_chunk_id(doc_id, position, scheme), doc_id, position, enc.decode(window), len(window))
+            )
     return conform_table("chunks", pd.DataFrame(rows, columns=list(SCHEMAS["chunks"])))
 
 
@@ -192,7 +228,8 @@ def documents_as_chunks(documents_df: pd.DataFrame, encoding: str = "cl100k_base
 class GraphIndex:
     """The contract tables plus their embeddings. Tables are conformed on construction and meant
     to be treated as immutable: derive a new index with `dataclasses.replace` (which also resets the
-    cached graph) instead of editing a frame in place."""
+    cached graph) instead of editing a frame in place.
+    """
 
     documents: pd.DataFrame = dataclasses.field(default_factory=_empty("documents"))
     chunks: pd.DataFrame = dataclasses.field(default_factory=_empty("chunks"))
@@ -213,28 +250,40 @@ class GraphIndex:
         for table, (attr, _) in EMBEDDINGS.items():
             array = getattr(self, attr)
             if array is not None and (array.ndim != 2 or len(array) != len(getattr(self, table))):
-                raise ValueError(f"{attr} has shape {array.shape}, but {table} has {len(getattr(self, table))} rows")
+                raise ValueError(
+                    f"{attr} has shape {array.shape}, but {table} has {len(getattr(self, table))} rows"
+                )
 
     def to_networkx(self) -> nx.Graph:
         """Undirected entity graph (cached per index object): nodes carry the entity columns, edges
         the summed weight and the ids of the relations they aggregate (either direction). An
         endpoint missing from the entities table (possible in imported graphs, see
-        extraction_failures) appears as a node without attributes."""
+        extraction_failures) appears as a node without attributes.
+        """
         return self._graph
 
     @cached_property
     def _graph(self) -> nx.Graph:
         graph = nx.Graph()
         for row in self.entities.itertuples(index=False):
-            graph.add_node(row.entity_id, name=row.name, type=row.type, description=row.description,
-                           degree=row.degree, origin=row.origin, chunk_ids=row.chunk_ids)
+            graph.add_node(
+                row.entity_id,
+                name=row.name,
+                type=row.type,
+                description=row.description,
+                degree=row.degree,
+                origin=row.origin,
+                chunk_ids=row.chunk_ids,
+            )
         for row in self.relations.itertuples(index=False):
             if graph.has_edge(row.source_id, row.target_id):
                 edge = graph.edges[row.source_id, row.target_id]
                 edge["weight"] += row.weight
                 edge["relation_ids"].append(row.relation_id)
             else:
-                graph.add_edge(row.source_id, row.target_id, weight=row.weight, relation_ids=[row.relation_id])
+                graph.add_edge(
+                    row.source_id, row.target_id, weight=row.weight, relation_ids=[row.relation_id]
+                )
         return graph
 
     def full_manifest(self) -> dict[str, Any]:
@@ -254,7 +303,8 @@ class GraphIndex:
     def save(self, path: str | Path) -> Path:
         """Write the index folder atomically: everything goes to a hidden sibling folder that is
         renamed into place only when complete, so an interrupted save never leaves a folder that
-        looks like an index; an earlier index at `path` is untouched until the two final renames."""
+        looks like an index; an earlier index at `path` is untouched until the two final renames.
+        """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
@@ -265,7 +315,9 @@ class GraphIndex:
             for attr, filename in EMBEDDINGS.values():
                 if getattr(self, attr) is not None:
                     np.save(tmp / filename, getattr(self, attr))
-            (tmp / "manifest.json").write_text(json.dumps(self.full_manifest(), indent=2, sort_keys=True, default=str))
+            (tmp / "manifest.json").write_text(
+                json.dumps(self.full_manifest(), indent=2, sort_keys=True, default=str)
+            )
             old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
             if path.exists():
                 path.rename(old)
@@ -289,7 +341,9 @@ class GraphIndex:
         manifest = json.loads(need("manifest.json").read_text())
         tables = {t: _from_arrow(t, pq.read_table(need(f"{t}.parquet"))) for t in SCHEMAS}
         saved = manifest.get("embeddings", {})
-        arrays = {attr: np.load(need(name)) if saved.get(attr) else None for attr, name in EMBEDDINGS.values()}
+        arrays = {
+            attr: np.load(need(name)) if saved.get(attr) else None for attr, name in EMBEDDINGS.values()
+        }
         return cls(**tables, **arrays, manifest=manifest)
 
 
@@ -306,10 +360,13 @@ def _normalized(array: np.ndarray, n: int, what: str) -> np.ndarray:
 
 def embed_index(index: GraphIndex, embed: Callable[[list[str]], np.ndarray]) -> GraphIndex:
     """Fill chunk ("text"), entity ("name: description") and report ("title: summary") embeddings,
-    L2-normalized float32 in table order. An empty table keeps None (there is nothing to embed)."""
+    L2-normalized float32 in table order. An empty table keeps None (there is nothing to embed).
+    """
     texts = {
         "chunks": list(index.chunks["text"]),
-        "entities": [f"{n}: {d}" for n, d in zip(index.entities["name"], index.entities["description"], strict=True)],
+        "entities": [
+            f"{n}: {d}" for n, d in zip(index.entities["name"], index.entities["description"], strict=True)
+        ],
         "community_reports": [
             f"{t}: {s}"
             for t, s in zip(index.community_reports["title"], index.community_reports["summary"], strict=True)

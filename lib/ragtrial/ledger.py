@@ -66,9 +66,17 @@ def read_ledger(path: Path) -> pd.DataFrame:
 def summarize(ledger: pd.DataFrame) -> dict[str, int | float]:
     """Run-level totals: tokens include cache hits (what the work costs); `live_*` is what this run paid."""
     if ledger.empty:
-        return {"llm_calls_live": 0, "llm_calls_cached": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                "live_prompt_tokens": 0, "live_completion_tokens": 0, "failures": 0,
-                "embedding_calls": 0, "model_seconds": 0.0}
+        return {
+            "llm_calls_live": 0,
+            "llm_calls_cached": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "live_prompt_tokens": 0,
+            "live_completion_tokens": 0,
+            "failures": 0,
+            "embedding_calls": 0,
+            "model_seconds": 0.0,
+        }
     # Failed calls still consumed tokens, so they count in the totals (and in live_* when live).
     llm = ledger[ledger["kind"] != "embedding"]
     cached = llm["cached"].astype(bool)
@@ -89,14 +97,22 @@ def summarize(ledger: pd.DataFrame) -> dict[str, int | float]:
 def by_stage(ledger: pd.DataFrame, keys: tuple[str, ...] = ("stage", "method")) -> pd.DataFrame:
     """Calls, cache hits, failures, tokens and latency aggregated per stage/method."""
     if ledger.empty:
-        return pd.DataFrame(columns=[*keys, "calls", "cached", "failures", "prompt_tokens",
-                                     "completion_tokens", "latency_s"])
+        return pd.DataFrame(
+            columns=[*keys, "calls", "cached", "failures", "prompt_tokens", "completion_tokens", "latency_s"]
+        )
     df = ledger.assign(cached=ledger["cached"].astype(bool), failed=ledger["failure"] != "")
-    return (df.groupby(list(keys), dropna=False)
-              .agg(calls=("kind", "size"), cached=("cached", "sum"), failures=("failed", "sum"),
-                   prompt_tokens=("prompt_tokens", "sum"), completion_tokens=("completion_tokens", "sum"),
-                   latency_s=("latency_s", "sum"))
-              .reset_index())
+    return (
+        df.groupby(list(keys), dropna=False)
+        .agg(
+            calls=("kind", "size"),
+            cached=("cached", "sum"),
+            failures=("failed", "sum"),
+            prompt_tokens=("prompt_tokens", "sum"),
+            completion_tokens=("completion_tokens", "sum"),
+            latency_s=("latency_s", "sum"),
+        )
+        .reset_index()
+    )
 
 
 def throughput(ledger: pd.DataFrame) -> dict[str, float | None]:
@@ -104,10 +120,14 @@ def throughput(ledger: pd.DataFrame) -> dict[str, float | None]:
 
     None when every call was replayed from the cache: nothing was measured in this run.
     """
-    live = ledger[(ledger["kind"] != "embedding") & ~ledger["cached"].astype(bool) & (ledger["failure"] == "")]
+    live = ledger[
+        (ledger["kind"] != "embedding") & ~ledger["cached"].astype(bool) & (ledger["failure"] == "")
+    ]
     seconds = float(live["latency_s"].sum())
     if live.empty or seconds <= 0:
         return {"completion_tokens_per_s": None, "total_tokens_per_s": None, "live_seconds": 0.0}
-    return {"completion_tokens_per_s": float(live["completion_tokens"].sum()) / seconds,
-            "total_tokens_per_s": float((live["prompt_tokens"] + live["completion_tokens"]).sum()) / seconds,
-            "live_seconds": seconds}
+    return {
+        "completion_tokens_per_s": float(live["completion_tokens"].sum()) / seconds,
+        "total_tokens_per_s": float((live["prompt_tokens"] + live["completion_tokens"]).sum()) / seconds,
+        "live_seconds": seconds,
+    }

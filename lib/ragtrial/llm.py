@@ -108,13 +108,14 @@ def extract_json(text: str) -> str:
     fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
     body = fenced.group(1) if fenced else text
     start, end = body.find("{"), body.rfind("}")
-    return body[start:end + 1] if start != -1 and end > start else body.strip()
+    return body[start : end + 1] if start != -1 and end > start else body.strip()
 
 
 def parse_reply(schema: type[T], text: str) -> T:
     """`text`'s JSON object validated against `schema`. Raw control characters inside strings (a
     newline in a question) are accepted, as json.loads(strict=False) does: grammar-constrained
-    decoders emit them and they are unambiguous. Anything else invalid raises ValidationError."""
+    decoders emit them and they are unambiguous. Anything else invalid raises ValidationError.
+    """
     body = extract_json(text)
     try:
         data = json.loads(body, strict=False)
@@ -126,8 +127,9 @@ def parse_reply(schema: type[T], text: str) -> T:
 class LLM:
     """Chat completions and structured output against one OpenAI-compatible endpoint."""
 
-    def __init__(self, settings: LLMSettings, cache: ResponseCache, ledger: Ledger,
-                 endpoint: Callable[[], str]):
+    def __init__(
+        self, settings: LLMSettings, cache: ResponseCache, ledger: Ledger, endpoint: Callable[[], str]
+    ):
         self.settings = settings
         self.cache = cache
         self.ledger = ledger
@@ -142,28 +144,42 @@ class LLM:
         if schema is None or self.settings.json_mode == "prompt_only":
             return None
         if self.settings.json_mode == "json_schema":
-            return {"type": "json_schema",
-                    "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()}}
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+            }
         return {"type": "json_object", "schema": schema.model_json_schema()}
 
-    def _request(self, messages: Messages, schema: type[BaseModel] | None, replicate: int,
-                 overrides: dict[str, Any]) -> dict[str, Any]:
+    def _request(
+        self, messages: Messages, schema: type[BaseModel] | None, replicate: int, overrides: dict[str, Any]
+    ) -> dict[str, Any]:
         s = self.settings
         plain_text = schema is None and s.completions_api  # /completions: the turns as one prompt
         if s.fold_system or plain_text:
             messages = fold_system_messages(messages)
         if schema is not None and s.json_mode == "prompt_only":
-            messages = [*messages[:-1], {"role": "user", "content": messages[-1]["content"] +
-                        "\n\nReply with one JSON object only, matching this JSON schema:\n" +
-                        json.dumps(schema.model_json_schema())}]
+            messages = [
+                *messages[:-1],
+                {
+                    "role": "user",
+                    "content": messages[-1]["content"]
+                    + "\n\nReply with one JSON object only, matching this JSON schema:\n"
+                    + json.dumps(schema.model_json_schema()),
+                },
+            ]
         # the cache key of a plain-text request differs from the chat request's
-        text = {"prompt": "\n\n".join(m["content"] for m in messages)} if plain_text else {"messages": messages}
-        request = {"model": s.model, **text,
-                   "temperature": overrides.get("temperature", s.temperature),
-                   "top_p": overrides.get("top_p", s.top_p),
-                   # each replicate is its own sample: distinct seed and distinct cache key
-                   "seed": overrides.get("seed", s.seed) + replicate,
-                   "max_tokens": overrides.get("max_tokens", s.max_tokens)}
+        text = (
+            {"prompt": "\n\n".join(m["content"] for m in messages)} if plain_text else {"messages": messages}
+        )
+        request = {
+            "model": s.model,
+            **text,
+            "temperature": overrides.get("temperature", s.temperature),
+            "top_p": overrides.get("top_p", s.top_p),
+            # each replicate is its own sample: distinct seed and distinct cache key
+            "seed": overrides.get("seed", s.seed) + replicate,
+            "max_tokens": overrides.get("max_tokens", s.max_tokens),
+        }
         if overrides.get("stop"):
             request["stop"] = list(overrides["stop"])
         response_format = self._response_format(schema)
@@ -175,14 +191,20 @@ class LLM:
         base_url = self._endpoint()
 
         def attempt() -> Any:
-            client = openai.OpenAI(base_url=base_url, max_retries=0, timeout=self.settings.timeout_s,
-                                   api_key=os.environ.get(self.settings.api_key_env) or "not-needed")
+            client = openai.OpenAI(
+                base_url=base_url,
+                max_retries=0,
+                timeout=self.settings.timeout_s,
+                api_key=os.environ.get(self.settings.api_key_env) or "not-needed",
+            )
             if "prompt" in request:
                 return client.completions.create(**request)
             return client.chat.completions.create(**request)
 
         with self._limit:
-            response, attempts = call_with_retries(attempt, self.settings, f"{base_url} model {request['model']}")
+            response, attempts = call_with_retries(
+                attempt, self.settings, f"{base_url} model {request['model']}"
+            )
         choice = response.choices[0]
         text = (choice.text if "prompt" in request else choice.message.content) or ""
         usage = response.usage
@@ -192,27 +214,76 @@ class LLM:
         prompt_text = request.get("prompt") or "\n".join(m["content"] for m in request["messages"])
         return text, count_tokens(prompt_text), count_tokens(text), attempts
 
-    def _record(self, kind: str, stage: str, method: str, prompt: str, replicate: int, cached: bool,
-                prompt_tokens: int, completion_tokens: int, started: float, attempts: int,
-                failure: str = "") -> None:
-        self.ledger.record(CallRecord(
-            run_id=self.ledger.run_id, kind=kind, stage=stage, method=method, model=self.model,
-            prompt=prompt, replicate=replicate, cached=cached, prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens, latency_s=time.perf_counter() - started,
-            attempts=attempts, failure=failure))
+    def _record(
+        self,
+        kind: str,
+        stage: str,
+        method: str,
+        prompt: str,
+        replicate: int,
+        cached: bool,
+        prompt_tokens: int,
+        completion_tokens: int,
+        started: float,
+        attempts: int,
+        failure: str = "",
+    ) -> None:
+        self.ledger.record(
+            CallRecord(
+                run_id=self.ledger.run_id,
+                kind=kind,
+                stage=stage,
+                method=method,
+                model=self.model,
+                prompt=prompt,
+                replicate=replicate,
+                cached=cached,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                latency_s=time.perf_counter() - started,
+                attempts=attempts,
+                failure=failure,
+            )
+        )
 
-    def complete(self, messages: Messages | str, *, stage: str, method: str = "",
-                 prompt: Prompt | None = None, replicate: int = 0, **overrides: Any) -> Completion:
+    def complete(
+        self,
+        messages: Messages | str,
+        *,
+        stage: str,
+        method: str = "",
+        prompt: Prompt | None = None,
+        replicate: int = 0,
+        **overrides: Any,
+    ) -> Completion:
         """Free text (see `text_api`); `overrides` may set temperature, top_p, seed, max_tokens, stop."""
         return self._call("completion", messages, None, stage, method, prompt, replicate, overrides)[0]
 
-    def structured(self, messages: Messages | str, schema: type[T], *, stage: str, method: str = "",
-                   prompt: Prompt | None = None, replicate: int = 0, **overrides: Any) -> T:
+    def structured(
+        self,
+        messages: Messages | str,
+        schema: type[T],
+        *,
+        stage: str,
+        method: str = "",
+        prompt: Prompt | None = None,
+        replicate: int = 0,
+        **overrides: Any,
+    ) -> T:
         """A reply validated against `schema`; one repair round, then StructuredOutputError."""
         return self._call("structured", messages, schema, stage, method, prompt, replicate, overrides)[1]
 
-    def _call(self, kind: str, messages: Messages | str, schema: type[T] | None, stage: str, method: str,
-              prompt: Prompt | None, replicate: int, overrides: dict[str, Any]) -> tuple[Completion, Any]:
+    def _call(
+        self,
+        kind: str,
+        messages: Messages | str,
+        schema: type[T] | None,
+        stage: str,
+        method: str,
+        prompt: Prompt | None,
+        replicate: int,
+        overrides: dict[str, Any],
+    ) -> tuple[Completion, Any]:
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
         tag = prompt.tag if prompt else ""
@@ -235,30 +306,41 @@ class LLM:
                 parsed, text, extra = self._parse_or_repair(request, schema, text)
                 p_tok, c_tok, attempts = p_tok + extra[0], c_tok + extra[1], attempts + extra[2]
         except LLMError as err:
-            self._record(kind, stage, method, tag, replicate, False, p_tok, c_tok, started, attempts, err.kind)
+            self._record(
+                kind, stage, method, tag, replicate, False, p_tok, c_tok, started, attempts, err.kind
+            )
             raise
         # Cached under the original request's key, so a replay skips the repair round too.
         self.cache.put_completion(key, self.model, text, p_tok, c_tok)
         self._record(kind, stage, method, tag, replicate, False, p_tok, c_tok, started, attempts)
         return Completion(text, p_tok, c_tok, False, time.perf_counter() - started, attempts), parsed
 
-    def _parse_or_repair(self, request: dict[str, Any], schema: type[T],
-                         text: str) -> tuple[T, str, tuple[int, int, int]]:
+    def _parse_or_repair(
+        self, request: dict[str, Any], schema: type[T], text: str
+    ) -> tuple[T, str, tuple[int, int, int]]:
         try:
             return parse_reply(schema, text), text, (0, 0, 0)
         except ValidationError as err:
             first_error = err
-        repair = {**request, "messages": [
-            *request["messages"], {"role": "assistant", "content": text},
-            {"role": "user", "content": "That reply is not valid JSON for the required schema "
-             f"({_short_error(first_error)}). Reply again with the corrected JSON object only."}]}
+        repair = {
+            **request,
+            "messages": [
+                *request["messages"],
+                {"role": "assistant", "content": text},
+                {
+                    "role": "user",
+                    "content": "That reply is not valid JSON for the required schema "
+                    f"({_short_error(first_error)}). Reply again with the corrected JSON object only.",
+                },
+            ],
+        }
         text2, p_tok, c_tok, attempts = self._live(repair)
         try:
             return parse_reply(schema, text2), text2, (p_tok, c_tok, attempts)
         except ValidationError as err:
             raise StructuredOutputError(
-                f"reply does not match {schema.__name__} after one repair round: {_short_error(err)}",
-                text2) from None
+                f"reply does not match {schema.__name__} after one repair round: {_short_error(err)}", text2
+            ) from None
 
 
 def _short_error(err: ValidationError) -> str:
@@ -277,8 +359,9 @@ def resolve_local_embedding_model(name: str) -> str:
 class Embedder:
     """Text embeddings (L2-normalized float32), cached per (model, text)."""
 
-    def __init__(self, settings: EmbeddingSettings, cache: ResponseCache, ledger: Ledger,
-                 retry_settings: LLMSettings):
+    def __init__(
+        self, settings: EmbeddingSettings, cache: ResponseCache, ledger: Ledger, retry_settings: LLMSettings
+    ):
         self.settings = settings
         self.cache = cache
         self.ledger = ledger
@@ -294,20 +377,30 @@ class Embedder:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(resolve_local_embedding_model(self.settings.model), device="cpu")
+            self._model = SentenceTransformer(
+                resolve_local_embedding_model(self.settings.model), device="cpu"
+            )
         return self._model
 
     def _compute(self, texts: list[str]) -> tuple[np.ndarray, list[int], int]:
         if self.settings.backend == "local":
             model = self._local_model()
-            vectors = model.encode(texts, batch_size=self.settings.batch_size, normalize_embeddings=True,
-                                   convert_to_numpy=True, show_progress_bar=False)
+            vectors = model.encode(
+                texts,
+                batch_size=self.settings.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
             n_tokens = [len(ids) for ids in model.tokenizer(texts, truncation=True)["input_ids"]]
             return np.asarray(vectors, dtype=np.float32), n_tokens, 0
 
         def attempt() -> Any:
-            client = openai.OpenAI(base_url=self.settings.base_url, max_retries=0,
-                                   api_key=os.environ.get(self.settings.api_key_env) or "not-needed")
+            client = openai.OpenAI(
+                base_url=self.settings.base_url,
+                max_retries=0,
+                api_key=os.environ.get(self.settings.api_key_env) or "not-needed",
+            )
             return client.embeddings.create(model=self.settings.model, input=texts)
 
         response, attempts = call_with_retries(attempt, self._retry, f"{self.settings.base_url} embeddings")
@@ -327,7 +420,7 @@ class Embedder:
             text_of = dict(zip(keys, texts, strict=True))
             batch = self.settings.batch_size
             for start in range(0, len(missing), batch):
-                part = missing[start:start + batch]
+                part = missing[start : start + batch]
                 try:
                     vectors, n_tokens, tries = self._compute([text_of[k] for k in part])
                 except LLMError as err:
@@ -341,9 +434,30 @@ class Embedder:
         self._record(stage, method, not missing, tokens, started, attempts)
         return np.stack([found[k][0] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
 
-    def _record(self, stage: str, method: str, cached: bool, tokens: int, started: float, attempts: int,
-                failure: str = "") -> None:
-        self.ledger.record(CallRecord(
-            run_id=self.ledger.run_id, kind="embedding", stage=stage, method=method, model=self.model_name,
-            prompt="", replicate=0, cached=cached, prompt_tokens=tokens, completion_tokens=0,
-            latency_s=time.perf_counter() - started, attempts=attempts, failure=failure))
+    def _record(
+        self,
+        stage: str,
+        method: str,
+        cached: bool,
+        tokens: int,
+        started: float,
+        attempts: int,
+        failure: str = "",
+    ) -> None:
+        self.ledger.record(
+            CallRecord(
+                run_id=self.ledger.run_id,
+                kind="embedding",
+                stage=stage,
+                method=method,
+                model=self.model_name,
+                prompt="",
+                replicate=0,
+                cached=cached,
+                prompt_tokens=tokens,
+                completion_tokens=0,
+                latency_s=time.perf_counter() - started,
+                attempts=attempts,
+                failure=failure,
+            )
+        )

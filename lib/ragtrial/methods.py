@@ -48,7 +48,8 @@ class MethodUnavailable(ValueError):
 class Answer:
     """What every method returns for one question (the contract in docs/design.md), plus
     `doc_ids` (documents of the passages shown, in context order), `notes` (routing decision,
-    map statistics, retriever notes) and `failures` (every failed step, fatal or not)."""
+    map statistics, retriever notes) and `failures` (every failed step, fatal or not).
+    """
 
     question_id: str
     method: str
@@ -136,12 +137,19 @@ class Generator:
     max_tokens: int
     first_line_only: bool  # short-answer QA: a base model tends to keep writing after the answer
 
-    def generate(self, question: str, items: Sequence[ContextItem], method: str,
-                 prompt: Prompt | None = None) -> str:
+    def generate(
+        self, question: str, items: Sequence[ContextItem], method: str, prompt: Prompt | None = None
+    ) -> str:
         prompt = prompt or self.prompt
         messages = prompt.render(context=format_context(items), question=question)
-        ask = functools.partial(self.llm.complete, messages, stage="answer", method=method, prompt=prompt,
-                                max_tokens=self.max_tokens)
+        ask = functools.partial(
+            self.llm.complete,
+            messages,
+            stage="answer",
+            method=method,
+            prompt=prompt,
+            max_tokens=self.max_tokens,
+        )
         if not self.first_line_only:
             text = ask().text.strip()
         else:
@@ -177,25 +185,50 @@ class Method(ABC):
             self._run(question, draft)
         except LLMError as err:
             failure = err.kind
-            draft.failures.append({"stage": _failed_stage(self.ledger, mark), "kind": err.kind, "detail": str(err)})
+            draft.failures.append(
+                {"stage": _failed_stage(self.ledger, mark), "kind": err.kind, "detail": str(err)}
+            )
         calls = [r for r in _ledger_rows_since(self.ledger, mark) if r.kind != "embedding"]
-        doc_ids = [self.doc_of_chunk[c] for item in draft.context if item.kind == "chunk" for c in item.chunk_ids
-                   if c in self.doc_of_chunk]
+        doc_ids = [
+            self.doc_of_chunk[c]
+            for item in draft.context
+            if item.kind == "chunk"
+            for c in item.chunk_ids
+            if c in self.doc_of_chunk
+        ]
         return Answer(
-            question_id=question.question_id, method=self.name, text="" if failure else draft.text,
-            context=draft.context, context_tokens=draft.context_tokens, calls=len(calls),
+            question_id=question.question_id,
+            method=self.name,
+            text="" if failure else draft.text,
+            context=draft.context,
+            context_tokens=draft.context_tokens,
+            calls=len(calls),
             prompt_tokens=sum(r.prompt_tokens for r in calls),
             completion_tokens=sum(r.completion_tokens for r in calls),
-            latency_s=time.perf_counter() - started, fallback=draft.fallback, failure=failure,
-            doc_ids=list(dict.fromkeys(doc_ids)), context_ready=draft.context_ready,
-            cached_calls=sum(bool(r.cached) for r in calls), notes=draft.notes, failures=draft.failures)
+            latency_s=time.perf_counter() - started,
+            fallback=draft.fallback,
+            failure=failure,
+            doc_ids=list(dict.fromkeys(doc_ids)),
+            context_ready=draft.context_ready,
+            cached_calls=sum(bool(r.cached) for r in calls),
+            notes=draft.notes,
+            failures=draft.failures,
+        )
 
 
 class RetrievalMethod(Method):
     """Retrieve k items, pack them into the budget, generate once. No retriever = closed book."""
 
-    def __init__(self, name: str, generator: Generator, ledger: Ledger, doc_of_chunk: dict[str, str],
-                 retriever: Retriever | None, k: int, budget: int):
+    def __init__(
+        self,
+        name: str,
+        generator: Generator,
+        ledger: Ledger,
+        doc_of_chunk: dict[str, str],
+        retriever: Retriever | None,
+        k: int,
+        budget: int,
+    ):
         super().__init__(name, generator, ledger, doc_of_chunk)
         self.retriever, self.k, self.budget = retriever, k, budget
 
@@ -216,7 +249,8 @@ class RetrievalMethod(Method):
 
 class IntegrationMethod(Method):
     """Han et al.'s Integration: each part's context packed in its own budget, concatenated, one
-    generation (so it shows up to twice the context of a single method, which the cost table shows)."""
+    generation (so it shows up to twice the context of a single method, which the cost table shows).
+    """
 
     def __init__(self, name: str, parts: Sequence[RetrievalMethod]):
         first = parts[0]
@@ -230,7 +264,9 @@ class IntegrationMethod(Method):
             items += pack_context(part.gather(question, part_draft), part.budget)[0]
             draft.notes[part.name] = part_draft.notes
             if part_draft.fallback:
-                draft.fallback = "; ".join(filter(None, [draft.fallback, f"{part.name}: {part_draft.fallback}"]))
+                draft.fallback = "; ".join(
+                    filter(None, [draft.fallback, f"{part.name}: {part_draft.fallback}"])
+                )
         # Each part already fits its budget, so repacking into their sum only drops repeats.
         draft.context, draft.context_tokens = pack_context(items, sum(p.budget for p in self.parts))
         draft.context_ready = True
@@ -243,7 +279,8 @@ class RouteLabel(BaseModel):
 
 class SelectionMethod(Method):
     """Han et al.'s Selection: a few-shot router labels the question fact- or reasoning-based;
-    fact goes to the RAG method, reasoning to the graph method. The label is kept in notes."""
+    fact goes to the RAG method, reasoning to the graph method. The label is kept in notes.
+    """
 
     def __init__(self, name: str, routes: dict[str, RetrievalMethod], llm: LLM, prompt: Prompt):
         rag = routes["fact"]
@@ -251,8 +288,14 @@ class SelectionMethod(Method):
         self.routes, self.llm, self.prompt = routes, llm, prompt
 
     def _run(self, question: Question, draft: _Draft) -> None:
-        route = self.llm.structured(self.prompt.render(question=question.question), RouteLabel, stage="route",
-                                    method=self.name, prompt=self.prompt, max_tokens=16)
+        route = self.llm.structured(
+            self.prompt.render(question=question.question),
+            RouteLabel,
+            stage="route",
+            method=self.name,
+            prompt=self.prompt,
+            max_tokens=16,
+        )
         chosen = self.routes[route.label]
         draft.notes.update(route=route.label, routed_to=chosen.name)
         chosen._run(question, draft)
@@ -274,11 +317,25 @@ class MapReduceMethod(Method):
     fit `map_budget`; each batch yields points scored 0-100 for helpfulness (structured output);
     0-score points are dropped, the rest sorted by score and packed into `reduce_budget` for one
     final generation. A failed map batch is recorded and skipped; only when every batch failed
-    has the method no answer."""
+    has the method no answer.
+    """
 
-    def __init__(self, name: str, generator: Generator, ledger: Ledger, doc_of_chunk: dict[str, str],
-                 units: Sequence[ContextItem], llm: LLM, *, map_budget: int, map_max_tokens: int, max_points: int,
-                 reduce_budget: int, reduce_prompt: Prompt | None, seed: int):
+    def __init__(
+        self,
+        name: str,
+        generator: Generator,
+        ledger: Ledger,
+        doc_of_chunk: dict[str, str],
+        units: Sequence[ContextItem],
+        llm: LLM,
+        *,
+        map_budget: int,
+        map_max_tokens: int,
+        max_points: int,
+        reduce_budget: int,
+        reduce_prompt: Prompt | None,
+        seed: int,
+    ):
         super().__init__(name, generator, ledger, doc_of_chunk)
         if not units:
             raise MethodUnavailable(f"{name}: the index has nothing to map over")
@@ -290,14 +347,27 @@ class MapReduceMethod(Method):
         self.reduce_budget, self.reduce_prompt = reduce_budget, reduce_prompt
 
     def _map(self, question: Question, batch: list[ContextItem]) -> list[ContextItem]:
-        messages = self.map_prompt.render(context=format_context(batch), question=question.question,
-                                          max_points=self.max_points)
-        reply = self.llm.structured(messages, self.schema, stage="map", method=self.name, prompt=self.map_prompt,
-                                    max_tokens=self.map_max_tokens)
-        provenance = {attr: _union(getattr(u, attr) for u in batch)
-                      for attr in ("chunk_ids", "entity_ids", "relation_ids", "community_ids")}
-        return [ContextItem(kind="map_answer", text=p.description, score=float(p.score), retriever=self.name,
-                            **provenance) for p in reply.points]
+        messages = self.map_prompt.render(
+            context=format_context(batch), question=question.question, max_points=self.max_points
+        )
+        reply = self.llm.structured(
+            messages,
+            self.schema,
+            stage="map",
+            method=self.name,
+            prompt=self.map_prompt,
+            max_tokens=self.map_max_tokens,
+        )
+        provenance = {
+            attr: _union(getattr(u, attr) for u in batch)
+            for attr in ("chunk_ids", "entity_ids", "relation_ids", "community_ids")
+        }
+        return [
+            ContextItem(
+                kind="map_answer", text=p.description, score=float(p.score), retriever=self.name, **provenance
+            )
+            for p in reply.points
+        ]
 
     def _run(self, question: Question, draft: _Draft) -> None:
         points: list[ContextItem] = []
@@ -308,8 +378,12 @@ class MapReduceMethod(Method):
                 draft.failures.append({"stage": "map", "kind": err.kind, "detail": f"batch {i}: {err}"})
         failed = len(draft.failures)
         helpful = sorted((p for p in points if p.score > 0), key=lambda p: -p.score)
-        draft.notes.update(map_batches=len(self.batches), map_failed=failed, points=len(points),
-                           points_zero=len(points) - len(helpful))
+        draft.notes.update(
+            map_batches=len(self.batches),
+            map_failed=failed,
+            points=len(points),
+            points_zero=len(points) - len(helpful),
+        )
         if failed == len(self.batches):
             raise LLMError(draft.failures[-1]["kind"], f"{self.name}: all {failed} map batches failed")
         draft.context_ready = True
@@ -317,12 +391,15 @@ class MapReduceMethod(Method):
             draft.text, draft.fallback = NO_DATA_ANSWER, "no map answer scored above 0"
             return
         draft.context, draft.context_tokens = pack_context(helpful, self.reduce_budget)
-        draft.text = self.generator.generate(question.question, draft.context, draft.method, self.reduce_prompt)
+        draft.text = self.generator.generate(
+            question.question, draft.context, draft.method, self.reduce_prompt
+        )
 
 
 def batch_units(units: Sequence[ContextItem], budget: int) -> list[list[ContextItem]]:
     """Consecutive units grouped so each batch's texts fit `budget` tokens (an oversized unit is
-    truncated into a batch of its own)."""
+    truncated into a batch of its own).
+    """
     batches: list[list[ContextItem]] = []
     used = budget + 1  # forces a new batch for the first unit
     for unit in units:
@@ -345,8 +422,9 @@ class Toolkit:
 
     def __init__(self, index: GraphIndex, ctx: RunContext, settings: MethodSettings):
         self.index, self.ctx, self.settings = index, ctx, settings
-        self.generator = Generator(ctx.llm, load_prompt(settings.answer_prompt), settings.answer_max_tokens,
-                                   settings.first_line_only)
+        self.generator = Generator(
+            ctx.llm, load_prompt(settings.answer_prompt), settings.answer_max_tokens, settings.first_line_only
+        )
         self.doc_of_chunk = dict(zip(index.chunks["chunk_id"], index.chunks["doc_id"], strict=True))
         self._retrievers: dict[tuple[str, str], Retriever] = {}
 
@@ -359,29 +437,67 @@ class Toolkit:
         return self._retrievers[key]
 
     def retrieval(self, name: str, retriever: Retriever | None) -> RetrievalMethod:
-        return RetrievalMethod(name, self.generator, self.ctx.ledger, self.doc_of_chunk, retriever,
-                               self.ctx.settings.retrieval.k, self.settings.context_budget)
+        return RetrievalMethod(
+            name,
+            self.generator,
+            self.ctx.ledger,
+            self.doc_of_chunk,
+            retriever,
+            self.ctx.settings.retrieval.k,
+            self.settings.context_budget,
+        )
 
     def map_reduce(self, name: str, units: list[ContextItem]) -> MapReduceMethod:
         s = self.settings
         reduce_prompt = load_prompt(s.reduce_prompt) if s.reduce_prompt != s.answer_prompt else None
-        return MapReduceMethod(name, self.generator, self.ctx.ledger, self.doc_of_chunk, units, self.ctx.llm,
-                               map_budget=s.map_budget, map_max_tokens=s.map_max_tokens, max_points=s.map_max_points,
-                               reduce_budget=s.context_budget, reduce_prompt=reduce_prompt, seed=s.seed)
+        return MapReduceMethod(
+            name,
+            self.generator,
+            self.ctx.ledger,
+            self.doc_of_chunk,
+            units,
+            self.ctx.llm,
+            map_budget=s.map_budget,
+            map_max_tokens=s.map_max_tokens,
+            max_points=s.map_max_points,
+            reduce_budget=s.context_budget,
+            reduce_prompt=reduce_prompt,
+            seed=s.seed,
+        )
 
 
 def report_units(index: GraphIndex, level: int) -> list[ContextItem]:
     """The community reports of `level` as map units (full text, as GraphRAG maps over)."""
     reports = index.community_reports[index.community_reports["level"] == level]
-    return [ContextItem(kind="community_report", text=r.full_text or f"{r.title}\n{r.summary}", score=float(r.rating),
-                        retriever="global_search", chunk_ids=list(r.chunk_ids), entity_ids=list(r.entity_ids),
-                        relation_ids=[], community_ids=[r.community_id])
-            for r in reports.itertuples(index=False)]
+    return [
+        ContextItem(
+            kind="community_report",
+            text=r.full_text or f"{r.title}\n{r.summary}",
+            score=float(r.rating),
+            retriever="global_search",
+            chunk_ids=list(r.chunk_ids),
+            entity_ids=list(r.entity_ids),
+            relation_ids=[],
+            community_ids=[r.community_id],
+        )
+        for r in reports.itertuples(index=False)
+    ]
 
 
 def chunk_units(index: GraphIndex) -> list[ContextItem]:
-    return [ContextItem(kind="chunk", text=r.text, score=0.0, retriever="ts", chunk_ids=[r.chunk_id], entity_ids=[],
-                        relation_ids=[], community_ids=[]) for r in index.chunks.itertuples(index=False)]
+    return [
+        ContextItem(
+            kind="chunk",
+            text=r.text,
+            score=0.0,
+            retriever="ts",
+            chunk_ids=[r.chunk_id],
+            entity_ids=[],
+            relation_ids=[],
+            community_ids=[],
+        )
+        for r in index.chunks.itertuples(index=False)
+    ]
 
 
 def _global_search(level: int | None) -> Callable[[str, Toolkit], Method]:
@@ -389,9 +505,12 @@ def _global_search(level: int | None) -> Callable[[str, Toolkit], Method]:
         wanted = kit.settings.global_level if level is None else level
         levels = set(kit.index.community_reports["level"])
         if wanted not in levels:
-            raise MethodUnavailable(f"{name}: no community reports at level C{wanted} "
-                                    f"(levels with reports: {', '.join(f'C{x}' for x in sorted(levels)) or 'none'})")
+            raise MethodUnavailable(
+                f"{name}: no community reports at level C{wanted} "
+                f"(levels with reports: {', '.join(f'C{x}' for x in sorted(levels)) or 'none'})"
+            )
         return kit.map_reduce(name, report_units(kit.index, wanted))
+
     return build
 
 
@@ -406,16 +525,31 @@ def _hybrid_parts(kit: Toolkit) -> list[RetrievalMethod]:
 
 def _selection(name: str, kit: Toolkit) -> Method:
     rag, graph = _hybrid_parts(kit)
-    return SelectionMethod(name, {"fact": rag, "reasoning": graph}, kit.ctx.llm, load_prompt("route_question"))
+    return SelectionMethod(
+        name, {"fact": rag, "reasoning": graph}, kit.ctx.llm, load_prompt("route_question")
+    )
 
 
 METHODS: dict[str, Callable[[str, Toolkit], Method]] = {
     "closed_book": lambda name, kit: kit.retrieval(name, None),
     "naive_rag": _retrieval("vector"),
-    **{name: _retrieval(name) for name in ("bm25", "hybrid", "kg_triplets", "graph_walk", "graph_hybrid",
-                                           "local_search", "lightrag", "fastgraphrag")},
+    **{
+        name: _retrieval(name)
+        for name in (
+            "bm25",
+            "hybrid",
+            "kg_triplets",
+            "graph_walk",
+            "graph_hybrid",
+            "local_search",
+            "lightrag",
+            "fastgraphrag",
+        )
+    },
     # Han et al.'s KG-GraphRAG "Triplets+Text": the triplets, then the passages they came from.
-    "kg_triplets_text": lambda name, kit: kit.retrieval(name, kit.retriever("kg_triplets", kg_with_source_text=True)),
+    "kg_triplets_text": lambda name, kit: kit.retrieval(
+        name, kit.retriever("kg_triplets", kg_with_source_text=True)
+    ),
     "global_search": _global_search(None),
     **{f"global_search_c{level}": _global_search(level) for level in range(4)},
     "ts": lambda name, kit: kit.map_reduce(name, chunk_units(kit.index)),
@@ -424,10 +558,12 @@ METHODS: dict[str, Callable[[str, Toolkit], Method]] = {
 }
 
 
-def make_methods(names: Sequence[str], index: GraphIndex, ctx: RunContext,
-                 settings: MethodSettings) -> tuple[list[Method], pd.DataFrame]:
+def make_methods(
+    names: Sequence[str], index: GraphIndex, ctx: RunContext, settings: MethodSettings
+) -> tuple[list[Method], pd.DataFrame]:
     """The named methods sharing one generator and one set of retrievers, and a table of the ones
-    the index cannot support (method, reason) so a report can say why they are missing."""
+    the index cannot support (method, reason) so a report can say why they are missing.
+    """
     unknown = [n for n in names if n not in METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; known: {', '.join(METHODS)}")

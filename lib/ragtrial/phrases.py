@@ -46,14 +46,17 @@ _POSSESSIVE = re.compile(r"['’]s$")
 _SPACES = re.compile(r"[ \t]+")
 _CLAUSE_BREAK = re.compile(r"[:;.!?\n\"“(\[—–]")
 # Lower-case words allowed between capitalised words of one name ("Bank of the West", "Behind the Tech").
-_CONNECTORS = frozenset({"of", "the", "for", "de", "del", "della", "der", "den", "di", "da", "du", "la", "le",
-                         "van", "von", "y"})
+_CONNECTORS = frozenset(
+    {"of", "the", "for", "de", "del", "della", "der", "den", "di", "da", "du", "la", "le", "van", "von", "y"}
+)
 _MAX_NAME_WORDS = 6
 
 
 def _glued(sentence: str, tokens: list[re.Match], first: int, last: int) -> bool:
     """Tokens first..last are separated by spaces only (a newline or punctuation ends a name)."""
-    return all(_SPACES.fullmatch(sentence[tokens[m].end() : tokens[m + 1].start()]) for m in range(first, last))
+    return all(
+        _SPACES.fullmatch(sentence[tokens[m].end() : tokens[m + 1].start()]) for m in range(first, last)
+    )
 
 
 def _fold(token: str) -> str:
@@ -104,9 +107,12 @@ def _proper_nouns(sentence: str, tokens: list[re.Match], lower_vocab: set[str]) 
 def _common_noun_phrases(sentence: str, tokens: list[re.Match]) -> list[str]:
     """RAKE-style candidates: maximal runs of lower-case content words between stop words or
     punctuation, cut to their last three words (an English noun phrase ends in its head noun).
-    Without a tagger this also yields verb phrases, hence off by default."""
+    Without a tagger this also yields verb phrases, hence off by default.
+    """
     stops = stop_words()
-    content = [t[0].isalpha() and t[0].islower() and len(t[0]) > 2 and _fold(t[0]) not in stops for t in tokens]
+    content = [
+        t[0].isalpha() and t[0].islower() and len(t[0]) > 2 and _fold(t[0]) not in stops for t in tokens
+    ]
     phrases, i = [], 0
     while i < len(tokens):
         k = i
@@ -133,5 +139,6 @@ def sentences(text: str) -> list[str]:
 
 def lower_case_vocabulary(texts: Iterable[str]) -> set[str]:
     """Words the corpus writes in lower case somewhere: evidence that a capitalised occurrence at a
-    clause start is a common word, not a name."""
+    clause start is a common word, not a name.
+    """
     return {_fold(w) for text in texts for w in _TOKEN.findall(text) if w[0].islower()}

@@ -47,5 +47,6 @@ def load_prompt(name: str) -> Prompt:
     fields = {k.strip(): v.strip() for k, v in fields.items()}
     if "version" not in fields:
         raise ValueError(f"ragtrial/prompts/{name}.txt: header has no 'version:'")
-    return Prompt(name=name, version=fields["version"], template=body.strip("\n"),
-                  system=fields.get("system", ""))
+    return Prompt(
+        name=name, version=fields["version"], template=body.strip("\n"), system=fields.get("system", "")
+    )

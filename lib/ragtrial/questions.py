@@ -82,8 +82,10 @@ class Generated:
     @classmethod
     def concat(cls, parts: Iterable[Generated]) -> Generated:
         parts = list(parts)
-        return cls(pd.concat([p.questions for p in parts], ignore_index=True),
-                   pd.concat([p.failures for p in parts], ignore_index=True))
+        return cls(
+            pd.concat([p.questions for p in parts], ignore_index=True),
+            pd.concat([p.failures for p in parts], ignore_index=True),
+        )
 
 
 class OneQuestion(BaseModel):
@@ -105,16 +107,38 @@ class _Asker:
     temperature: float | None = None
     failures: list[Failure] = field(default_factory=list)
 
-    def __call__(self, prompt_name: str, schema: type[BaseModel], item_id: str, max_tokens: int,
-                 replicate: int = 0, **values: Any) -> Any:
+    def __call__(
+        self,
+        prompt_name: str,
+        schema: type[BaseModel],
+        item_id: str,
+        max_tokens: int,
+        replicate: int = 0,
+        **values: Any,
+    ) -> Any:
         prompt = load_prompt(prompt_name)
         sampling = {} if self.temperature is None else {"temperature": self.temperature}
         try:
-            return self.llm.structured(prompt.render(**values), schema, stage=prompt_name, method=self.generator,
-                                       prompt=prompt, replicate=replicate, max_tokens=max_tokens, **sampling)
+            return self.llm.structured(
+                prompt.render(**values),
+                schema,
+                stage=prompt_name,
+                method=self.generator,
+                prompt=prompt,
+                replicate=replicate,
+                max_tokens=max_tokens,
+                **sampling,
+            )
         except LLMError as err:
-            self.failures.append(Failure(item_id=item_id, generator=self.generator, stage=prompt_name,
-                                         kind=err.kind, detail=str(err)[:500]))
+            self.failures.append(
+                Failure(
+                    item_id=item_id,
+                    generator=self.generator,
+                    stage=prompt_name,
+                    kind=err.kind,
+                    detail=str(err)[:500],
+                )
+            )
             return None
 
 
@@ -132,16 +156,18 @@ def clip_tokens(text: str, n_tokens: int) -> str:
 # ---------------------------------------------------------------- summary- and persona-based
 
 
-def dataset_description(documents: pd.DataFrame, head_tokens: int, tail_tokens: int, max_tokens: int,
-                        head_offset: int = 0) -> tuple[str, list[str]]:
+def dataset_description(
+    documents: pd.DataFrame, head_tokens: int, tail_tokens: int, max_tokens: int, head_offset: int = 0
+) -> tuple[str, list[str]]:
     """Head (from token `head_offset`) and tail of each document, stacked in corpus order until
-    `max_tokens`; returns (text, ids of the documents described)."""
+    `max_tokens`; returns (text, ids of the documents described).
+    """
     enc = get_encoding()
     lines, used, total = [], [], 0
     for doc_id, title, text in zip(documents["doc_id"], documents["title"], documents["text"], strict=True):
         tokens = enc.encode_ordinary(text)
-        head = tokens[head_offset:head_offset + head_tokens]
-        tail = tokens[max(head_offset + head_tokens, len(tokens) - tail_tokens):]
+        head = tokens[head_offset : head_offset + head_tokens]
+        tail = tokens[max(head_offset + head_tokens, len(tokens) - tail_tokens) :]
         if used and total + len(head) + len(tail) > max_tokens:
             break
         excerpt = enc.decode(head) + (" ... " + enc.decode(tail) if tail else "")
@@ -153,40 +179,83 @@ def dataset_description(documents: pd.DataFrame, head_tokens: int, tail_tokens: 
 
 def summary_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings) -> Generated:
     """`summary_questions` questions from ceil(n / per_call) seeded calls on the data-set description."""
-    description, doc_ids = dataset_description(documents, cfg.head_tokens, cfg.tail_tokens,
-                                               cfg.description_max_tokens, cfg.head_offset_tokens)
+    description, doc_ids = dataset_description(
+        documents, cfg.head_tokens, cfg.tail_tokens, cfg.description_max_tokens, cfg.head_offset_tokens
+    )
     ask = _Asker(llm, "summary", cfg.temperature)
     per_call, rows = cfg.summary_per_call, []
     for call in range(math.ceil(cfg.summary_questions / per_call)):
         n = min(per_call, cfg.summary_questions - call * per_call)
-        reply = ask("questions_summary_based", _list_schema("questions", n), f"summary-call-{call}",
-                    cfg.max_tokens * n, replicate=call, description=description, n=n)
-        rows += [GeneratedQuestion(question_id=f"summary-{call * per_call + i:03d}", question=q, generator="summary",
-                                   level="summary", doc_ids=doc_ids, prompt=load_prompt("questions_summary_based").tag)
-                 for i, q in enumerate(reply.questions if reply else [])]
+        reply = ask(
+            "questions_summary_based",
+            _list_schema("questions", n),
+            f"summary-call-{call}",
+            cfg.max_tokens * n,
+            replicate=call,
+            description=description,
+            n=n,
+        )
+        rows += [
+            GeneratedQuestion(
+                question_id=f"summary-{call * per_call + i:03d}",
+                question=q,
+                generator="summary",
+                level="summary",
+                doc_ids=doc_ids,
+                prompt=load_prompt("questions_summary_based").tag,
+            )
+            for i, q in enumerate(reply.questions if reply else [])
+        ]
     return Generated.of(rows, ask.failures)
 
 
 def persona_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings) -> Generated:
     """GraphRAG's Algorithm 1: K personas, N tasks each, M questions per (persona, task): K x N x M."""
-    description, doc_ids = dataset_description(documents, cfg.head_tokens, cfg.tail_tokens,
-                                               cfg.description_max_tokens, cfg.head_offset_tokens)
+    description, doc_ids = dataset_description(
+        documents, cfg.head_tokens, cfg.tail_tokens, cfg.description_max_tokens, cfg.head_offset_tokens
+    )
     if cfg.corpus_description:
         description = f"{cfg.corpus_description}\n\n{description}"
     ask = _Asker(llm, "persona", cfg.temperature)
     k, n, m, budget = cfg.personas, cfg.tasks_per_persona, cfg.questions_per_task, cfg.max_tokens
-    personas = ask("questions_personas", _list_schema("items", k), "personas", budget * k,
-                   description=description, k=k)
+    personas = ask(
+        "questions_personas", _list_schema("items", k), "personas", budget * k, description=description, k=k
+    )
     tag, rows = load_prompt("questions_persona_questions").tag, []
     for i, persona in enumerate(personas.items if personas else []):
-        tasks = ask("questions_persona_tasks", _list_schema("items", n), f"persona-{i}", budget * n,
-                    description=description, persona=persona, n=n)
+        tasks = ask(
+            "questions_persona_tasks",
+            _list_schema("items", n),
+            f"persona-{i}",
+            budget * n,
+            description=description,
+            persona=persona,
+            n=n,
+        )
         for j, task in enumerate(tasks.items if tasks else []):
-            reply = ask("questions_persona_questions", _list_schema("questions", m), f"persona-{i}-task-{j}",
-                        budget * m, description=description, persona=persona, task=task, m=m)
-            rows += [GeneratedQuestion(question_id=f"persona-{i}-{j}-{q_no}", question=q, generator="persona",
-                                       level="persona", doc_ids=doc_ids, prompt=tag, persona=persona, task=task)
-                     for q_no, q in enumerate(reply.questions if reply else [])]
+            reply = ask(
+                "questions_persona_questions",
+                _list_schema("questions", m),
+                f"persona-{i}-task-{j}",
+                budget * m,
+                description=description,
+                persona=persona,
+                task=task,
+                m=m,
+            )
+            rows += [
+                GeneratedQuestion(
+                    question_id=f"persona-{i}-{j}-{q_no}",
+                    question=q,
+                    generator="persona",
+                    level="persona",
+                    doc_ids=doc_ids,
+                    prompt=tag,
+                    persona=persona,
+                    task=task,
+                )
+                for q_no, q in enumerate(reply.questions if reply else [])
+            ]
     return Generated.of(rows, ask.failures)
 
 
@@ -196,14 +265,17 @@ def persona_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
 def question_graph(index: GraphIndex, origin: str | None) -> GraphIndex:
     """The graph questions are sampled from and linked to: the entities of one origin (all when
     None) and the relations between them. GraphRAG imports keep relations whose endpoint is not in
-    the entities table (import_graphrag_output records them); those cannot be sampled or walked."""
+    the entities table (import_graphrag_output records them); those cannot be sampled or walked.
+    """
     if origin is not None:
         index = select_origin(index, origin)
         if index.entities.empty:
             raise ValueError(f"questions.graph_origin {origin!r}: the index has no entities of that origin")
     known = set(index.entities["entity_id"])
     rels = index.relations
-    return dataclasses.replace(index, relations=rels[rels["source_id"].isin(known) & rels["target_id"].isin(known)])
+    return dataclasses.replace(
+        index, relations=rels[rels["source_id"].isin(known) & rels["target_id"].isin(known)]
+    )
 
 
 def _rng(seed: int, level: str) -> np.random.Generator:
@@ -212,13 +284,13 @@ def _rng(seed: int, level: str) -> np.random.Generator:
 
 
 def sample_nodes(index: GraphIndex, n: int, seed: int) -> list[str]:
-    """n entity ids with source chunks, uniformly without replacement (a smaller n is a prefix)."""
+    """N entity ids with source chunks, uniformly without replacement (a smaller n is a prefix)."""
     pool = sorted(index.entities.loc[index.entities["chunk_ids"].map(len) > 0, "entity_id"])
     return [pool[i] for i in _rng(seed, "node").permutation(len(pool))[:n]]
 
 
 def sample_edges(index: GraphIndex, n: int, seed: int) -> list[str]:
-    """n relation ids whose two endpoints are entities of the index, uniformly without replacement."""
+    """N relation ids whose two endpoints are entities of the index, uniformly without replacement."""
     known = set(index.entities["entity_id"])
     rels = index.relations
     pool = sorted(rels.loc[rels["source_id"].isin(known) & rels["target_id"].isin(known), "relation_id"])
@@ -241,10 +313,12 @@ def walk_graph(index: GraphIndex) -> nx.Graph:
     return graph
 
 
-def random_walk(graph: nx.Graph, start: str, min_hops: int, max_steps: int,
-                rng: np.random.Generator) -> Walk | None:
+def random_walk(
+    graph: nx.Graph, start: str, min_hops: int, max_steps: int, rng: np.random.Generator
+) -> Walk | None:
     """Uniform random walk from `start` until it has crossed `min_hops` distinct edges (None if it
-    does not within `max_steps`, e.g. because the start's component is too small)."""
+    does not within `max_steps`, e.g. because the start's component is too small).
+    """
     node, nodes, edges = start, {start: None}, {}
     for step in range(1, max_steps + 1):
         neighbours = sorted(graph.neighbors(node))
@@ -260,8 +334,9 @@ def random_walk(graph: nx.Graph, start: str, min_hops: int, max_steps: int,
 
 
 def sample_walks(index: GraphIndex, n: int, cfg: QuestionsSettings) -> list[Walk | None]:
-    """n subgraphs by random walk from uniformly sampled seeds, resampling the seed (up to
-    `max_walk_attempts` times) whenever a walk stays below `min_hops` distinct hops."""
+    """N subgraphs by random walk from uniformly sampled seeds, resampling the seed (up to
+    `max_walk_attempts` times) whenever a walk stays below `min_hops` distinct hops.
+    """
     graph, rng = walk_graph(index), _rng(cfg.seed, "subgraph")
     seeds = sorted(node for node, degree in graph.degree if degree > 0)
     walks: list[Walk | None] = []
@@ -304,19 +379,28 @@ class _GraphContext:
         return "\n\n".join(clip_tokens(self.chunks.at[c, "text"], self.cfg.chunk_tokens) for c in chunk_ids)
 
     def node(self, eid: str) -> _Structure:
-        e, used = self.entities.loc[eid], list(self.entities.at[eid, "chunk_ids"])[:self.cfg.source_chunks]
-        values = {"name": e["name"], "type": e["type"] or "entity", "description": _short(e["description"], 600),
-                  "source_text": self.source_text(used)}
+        e, used = self.entities.loc[eid], list(self.entities.at[eid, "chunk_ids"])[: self.cfg.source_chunks]
+        values = {
+            "name": e["name"],
+            "type": e["type"] or "entity",
+            "description": _short(e["description"], 600),
+            "source_text": self.source_text(used),
+        }
         return _Structure(eid, [eid], [], list(e["chunk_ids"]), used, values)
 
     def edge(self, rid: str) -> _Structure:
         r = self.relations.loc[rid]
         a, b = self.entities.loc[r["source_id"]], self.entities.loc[r["target_id"]]
         chunks = list(r["chunk_ids"]) or list(dict.fromkeys([*a["chunk_ids"], *b["chunk_ids"]]))
-        used = chunks[:self.cfg.source_chunks]
-        values = {"source_name": a["name"], "target_name": b["name"], "source_description": _short(
-            a["description"], 300), "target_description": _short(b["description"], 300),
-            "relation_description": _short(r["description"], 400), "source_text": self.source_text(used)}
+        used = chunks[: self.cfg.source_chunks]
+        values = {
+            "source_name": a["name"],
+            "target_name": b["name"],
+            "source_description": _short(a["description"], 300),
+            "target_description": _short(b["description"], 300),
+            "relation_description": _short(r["description"], 400),
+            "source_text": self.source_text(used),
+        }
         return _Structure(rid, [r["source_id"], r["target_id"]], [rid], chunks, used, values)
 
     def subgraph(self, walk: Walk) -> _Structure:
@@ -326,11 +410,16 @@ class _GraphContext:
         # The chunks most of the subgraph's elements come from are summarized (Counter keeps first-seen
         # order among ties).
         used = [c for c, _ in cited.most_common(self.cfg.summary_chunks)]
-        entities = [f"- {self.entities.at[e, 'name']}: {_short(self.entities.at[e, 'description'], 80)}"
-                    for e in walk.nodes[:self.cfg.prompt_entities]]
-        relations = [f"- {self.entities.at[self.relations.at[r, 'source_id'], 'name']} -- "
-                     f"{self.entities.at[self.relations.at[r, 'target_id'], 'name']}: "
-                     f"{_short(self.relations.at[r, 'description'], 100)}" for r in rel_ids[:self.cfg.prompt_relations]]
+        entities = [
+            f"- {self.entities.at[e, 'name']}: {_short(self.entities.at[e, 'description'], 80)}"
+            for e in walk.nodes[: self.cfg.prompt_entities]
+        ]
+        relations = [
+            f"- {self.entities.at[self.relations.at[r, 'source_id'], 'name']} -- "
+            f"{self.entities.at[self.relations.at[r, 'target_id'], 'name']}: "
+            f"{_short(self.relations.at[r, 'description'], 100)}"
+            for r in rel_ids[: self.cfg.prompt_relations]
+        ]
         values = {"entities": "\n".join(entities), "relations": "\n".join(relations)}
         return _Structure(walk.seed, walk.nodes, rel_ids, list(cited), used, values, walk)
 
@@ -343,17 +432,36 @@ def _summaries(llm: LLM, ctx: _GraphContext, chunk_ids: list[str], ask: _Asker, 
     prompt, out = load_prompt("summarize_chunks"), []
     for cid in chunk_ids:
         try:
-            done = llm.complete(prompt.render(text=ctx.source_text([cid])), stage="summarize_chunks",
-                                method="graph", prompt=prompt, max_tokens=ctx.cfg.summary_max_tokens)
+            done = llm.complete(
+                prompt.render(text=ctx.source_text([cid])),
+                stage="summarize_chunks",
+                method="graph",
+                prompt=prompt,
+                max_tokens=ctx.cfg.summary_max_tokens,
+            )
         except LLMError as err:
-            ask.failures.append(Failure(item_id=f"{item_id}:{cid}", generator="graph", stage="summarize_chunks",
-                                        kind=err.kind, detail=str(err)[:500]))
+            ask.failures.append(
+                Failure(
+                    item_id=f"{item_id}:{cid}",
+                    generator="graph",
+                    stage="summarize_chunks",
+                    kind=err.kind,
+                    detail=str(err)[:500],
+                )
+            )
             continue
         if done.text.strip():
             out.append(f"- {' '.join(done.text.split())}")
         else:
-            ask.failures.append(Failure(item_id=f"{item_id}:{cid}", generator="graph", stage="summarize_chunks",
-                                        kind="empty", detail="the model returned an empty summary"))
+            ask.failures.append(
+                Failure(
+                    item_id=f"{item_id}:{cid}",
+                    generator="graph",
+                    stage="summarize_chunks",
+                    kind="empty",
+                    detail="the model returned an empty summary",
+                )
+            )
     return out
 
 
@@ -368,9 +476,15 @@ def graph_questions(llm: LLM, index: GraphIndex, cfg: QuestionsSettings) -> Gene
         else:
             walks = sample_walks(index, cfg.per_level, cfg)
             for k in (k for k, w in enumerate(walks) if w is None):
-                ask.failures.append(Failure(
-                    item_id=f"graph-subgraph-{k:03d}", generator="graph", stage="random_walk", kind="walk_too_small",
-                    detail=f"no walk reached {cfg.min_hops} distinct hops in {cfg.max_walk_attempts} seeds"))
+                ask.failures.append(
+                    Failure(
+                        item_id=f"graph-subgraph-{k:03d}",
+                        generator="graph",
+                        stage="random_walk",
+                        kind="walk_too_small",
+                        detail=f"no walk reached {cfg.min_hops} distinct hops in {cfg.max_walk_attempts} seeds",
+                    )
+                )
             items = [ctx.subgraph(w) if w else None for w in walks]
         for k, item in enumerate(items):
             qid = f"graph-{level}-{k:03d}"
@@ -379,51 +493,90 @@ def graph_questions(llm: LLM, index: GraphIndex, cfg: QuestionsSettings) -> Gene
             if level == "subgraph":
                 summaries = _summaries(llm, ctx, item.input_chunk_ids, ask, qid)
                 if not summaries:
-                    ask.failures.append(Failure(item_id=qid, generator="graph", stage="questions_subgraph",
-                                                kind="no_summary", detail="every chunk summary failed"))
+                    ask.failures.append(
+                        Failure(
+                            item_id=qid,
+                            generator="graph",
+                            stage="questions_subgraph",
+                            kind="no_summary",
+                            detail="every chunk summary failed",
+                        )
+                    )
                     continue
                 item.values["summaries"] = "\n".join(summaries)
             reply = ask(f"questions_{level}", OneQuestion, qid, cfg.max_tokens, **item.values)
             if reply is None:
                 continue
             walk = item.walk
-            rows.append(GeneratedQuestion(
-                question_id=qid, question=reply.question, generator="graph", level=level, anchor_id=item.anchor_id,
-                entity_ids=item.entity_ids, relation_ids=item.relation_ids, chunk_ids=item.chunk_ids,
-                input_chunk_ids=item.input_chunk_ids, doc_ids=ctx.doc_ids(item.chunk_ids),
-                prompt=load_prompt(f"questions_{level}").tag, walk_steps=walk.steps if walk else 0,
-                distinct_hops=len(walk.edges) if walk else 0))
+            rows.append(
+                GeneratedQuestion(
+                    question_id=qid,
+                    question=reply.question,
+                    generator="graph",
+                    level=level,
+                    anchor_id=item.anchor_id,
+                    entity_ids=item.entity_ids,
+                    relation_ids=item.relation_ids,
+                    chunk_ids=item.chunk_ids,
+                    input_chunk_ids=item.input_chunk_ids,
+                    doc_ids=ctx.doc_ids(item.chunk_ids),
+                    prompt=load_prompt(f"questions_{level}").tag,
+                    walk_steps=walk.steps if walk else 0,
+                    distinct_hops=len(walk.edges) if walk else 0,
+                )
+            )
     return Generated.of(rows, ask.failures)
 
 
-def ground_truth_questions(questions: list[Question], index: GraphIndex, per_category: int,
-                           seed: int) -> Generated:
+def ground_truth_questions(
+    questions: list[Question], index: GraphIndex, per_category: int, seed: int
+) -> Generated:
     """The data set's own questions, `per_category` per question_type (seeded; a smaller count is a
-    prefix). Gold entity names link to index entities by normalized name; gold documents give chunks."""
+    prefix). Gold entity names link to index entities by normalized name; gold documents give chunks.
+    """
     by_name = dict(zip(index.entities["name"].map(normalize_name), index.entities["entity_id"], strict=True))
     chunks_of = index.chunks.groupby("doc_id")["chunk_id"].agg(list).to_dict()
-    questions = [q for q in questions if not q.reference_summaries]  # the four categories have short gold answers
+    questions = [
+        q for q in questions if not q.reference_summaries
+    ]  # the four categories have short gold answers
     rows = []
     for k, category in enumerate(sorted({q.question_type for q in questions})):
         pool = [q for q in questions if q.question_type == category]
         for i in np.random.default_rng([seed, k]).permutation(len(pool))[:per_category]:
             q = pool[i]
-            linked = list(dict.fromkeys(by_name[n] for n in map(normalize_name, q.gold_entities) if n in by_name))
-            rows.append(GeneratedQuestion(
-                question_id=q.question_id, question=q.question, generator="ground_truth", level=category or "unknown",
-                anchor_id=linked[0] if linked else "", entity_ids=linked,
-                chunk_ids=[c for d in q.gold_doc_ids for c in chunks_of.get(d, [])], doc_ids=q.gold_doc_ids,
-                answers=q.answers))
+            linked = list(
+                dict.fromkeys(by_name[n] for n in map(normalize_name, q.gold_entities) if n in by_name)
+            )
+            rows.append(
+                GeneratedQuestion(
+                    question_id=q.question_id,
+                    question=q.question,
+                    generator="ground_truth",
+                    level=category or "unknown",
+                    anchor_id=linked[0] if linked else "",
+                    entity_ids=linked,
+                    chunk_ids=[c for d in q.gold_doc_ids for c in chunks_of.get(d, [])],
+                    doc_ids=q.gold_doc_ids,
+                    answers=q.answers,
+                )
+            )
     return Generated.of(rows, [])
 
 
-def generate_questions(llm: LLM, index: GraphIndex, questions: list[Question], cfg: QuestionsSettings) -> Generated:
+def generate_questions(
+    llm: LLM, index: GraphIndex, questions: list[Question], cfg: QuestionsSettings
+) -> Generated:
     """Every generator of `cfg.generators` on the same corpus (the index's documents) and graph;
-    `questions` are the data set's own (the ground-truth generator's source)."""
-    run = {"summary": lambda: summary_questions(llm, index.documents, cfg),
-           "persona": lambda: persona_questions(llm, index.documents, cfg),
-           "graph": lambda: graph_questions(llm, index, cfg),
-           "ground_truth": lambda: ground_truth_questions(questions, index, cfg.ground_truth_per_category, cfg.seed)}
+    `questions` are the data set's own (the ground-truth generator's source).
+    """
+    run = {
+        "summary": lambda: summary_questions(llm, index.documents, cfg),
+        "persona": lambda: persona_questions(llm, index.documents, cfg),
+        "graph": lambda: graph_questions(llm, index, cfg),
+        "ground_truth": lambda: ground_truth_questions(
+            questions, index, cfg.ground_truth_per_category, cfg.seed
+        ),
+    }
     return Generated.concat(run[name]() for name in cfg.generators)
 
 
@@ -434,7 +587,8 @@ def deduplicate(questions: pd.DataFrame, embed: Embed, threshold: float) -> tupl
     """Within each generator, drop questions equal to an earlier one after SQuAD normalization, then
     those whose embedding cosine with an earlier kept question exceeds `threshold`.
 
-    Returns (kept questions, dropped rows: question_id, generator, kind, duplicate_of, cosine)."""
+    Returns (kept questions, dropped rows: question_id, generator, kind, duplicate_of, cosine).
+    """
     dropped, keep = [], np.ones(len(questions), dtype=bool)
     vectors = embed(list(questions["question"])) if len(questions) else np.zeros((0, 1))
     for _, group in questions.groupby("generator", sort=False):
@@ -443,11 +597,20 @@ def deduplicate(questions: pd.DataFrame, embed: Embed, threshold: float) -> tupl
         for pos in (questions.index.get_loc(i) for i in group.index):
             qid, norm = questions["question_id"].iat[pos], normalize_answer(questions["question"].iat[pos])
             if norm in first:
-                dropped.append((qid, group["generator"].iat[0], "exact", questions["question_id"].iat[first[norm]], 1.0))
+                dropped.append(
+                    (qid, group["generator"].iat[0], "exact", questions["question_id"].iat[first[norm]], 1.0)
+                )
             elif kept_rows and (sims := vectors[kept_rows] @ vectors[pos]).max() > threshold:
                 best = kept_rows[int(sims.argmax())]
-                dropped.append((qid, group["generator"].iat[0], "near", questions["question_id"].iat[best],
-                                float(sims.max())))
+                dropped.append(
+                    (
+                        qid,
+                        group["generator"].iat[0],
+                        "near",
+                        questions["question_id"].iat[best],
+                        float(sims.max()),
+                    )
+                )
             else:
                 first[norm] = pos
                 kept_rows.append(pos)

@@ -83,13 +83,20 @@ class HashingEmbedder:
     """Deterministic, model-free embeddings: signed feature hashing of character 3-5-grams within
     word boundaries (scikit-learn's HashingVectorizer), L2-normalized float32. For benchmarks and
     tests that need embeddings at scale without a model; similar spellings get similar vectors,
-    synonyms do not."""
+    synonyms do not.
+    """
 
     model_name = "hashing-char-3-5"
 
     def __init__(self, n_features: int = 384):  # all-MiniLM-L6-v2's width: products cost what they would
-        self._vectorizer = HashingVectorizer(analyzer="char_wb", ngram_range=(3, 5), n_features=n_features,
-                                             alternate_sign=True, norm="l2", lowercase=True)
+        self._vectorizer = HashingVectorizer(
+            analyzer="char_wb",
+            ngram_range=(3, 5),
+            n_features=n_features,
+            alternate_sign=True,
+            norm="l2",
+            lowercase=True,
+        )
 
     def embed(self, texts: list[str], *, stage: str = "", method: str = "") -> np.ndarray:
         return self._vectorizer.transform(texts).toarray().astype(np.float32)
@@ -103,19 +110,21 @@ _THREADPOOLS = ThreadpoolController()
 def one_blas_thread(retrieve: Callable) -> Callable:
     """Run a query on one BLAS thread. Query-time products are small (a question against the
     chunk matrix); on a shared 2-core machine OpenBLAS's thread hand-off made them 4-50x slower
-    than one thread (measured: 27 ms vs 7 ms for 18k x 384 @ 384), at ~0.5 ms per call to switch."""
+    than one thread (measured: 27 ms vs 7 ms for 18k x 384 @ 384), at ~0.5 ms per call to switch.
+    """
 
     @functools.wraps(retrieve)
     def single_threaded(*args, **kwargs):
         with _THREADPOOLS.limit(limits=1, user_api="blas"):
             return retrieve(*args, **kwargs)
-    return single_threaded
 
+    return single_threaded
 
 
 def top_k(scores: np.ndarray, k: int, positive_only: bool = False) -> np.ndarray:
     """Indices of the `k` highest scores, best first; ties go to the lower index (table order), so
-    the same scores always give the same ranking."""
+    the same scores always give the same ranking.
+    """
     pool = np.flatnonzero(scores > 0) if positive_only else None  # None: every row (no index copy)
     pooled = scores if pool is None else scores[pool]
     if len(pooled) > k > 0:
@@ -126,12 +135,13 @@ def top_k(scores: np.ndarray, k: int, positive_only: bool = False) -> np.ndarray
     if pool is not None:
         candidates = pool[candidates]
     order = np.lexsort((candidates, -scores[candidates]))
-    return candidates[order][:max(k, 0)]
+    return candidates[order][: max(k, 0)]
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], rrf_k: int = 60) -> list[tuple[str, float]]:
     """RRF (Cormack, Clarke & Buettcher 2009): score(d) = sum over lists of 1 / (rrf_k + rank of d),
-    ranks from 1. Ties keep the order of first appearance (list by list), so fusion is deterministic."""
+    ranks from 1. Ties keep the order of first appearance (list by list), so fusion is deterministic.
+    """
     scores: dict[str, float] = {}
     for ranking in rankings:
         for rank, key in enumerate(ranking, start=1):
@@ -156,8 +166,13 @@ class ChunkTable:
         self.row_of = {cid: i for i, cid in enumerate(self.ids)}
 
     def item(self, row: int, score: float, retriever: str) -> ContextItem:
-        return ContextItem(kind="chunk", text=self.texts[row], score=float(score), retriever=retriever,
-                           chunk_ids=[self.ids[row]])
+        return ContextItem(
+            kind="chunk",
+            text=self.texts[row],
+            score=float(score),
+            retriever=retriever,
+            chunk_ids=[self.ids[row]],
+        )
 
     def ranked(self, rows: Iterable[int], scores: np.ndarray, retriever: str) -> list[ContextItem]:
         return [self.item(int(r), scores[r], retriever) for r in rows]
@@ -174,7 +189,9 @@ class VectorRetriever:
 
     def __init__(self, index: GraphIndex, parts: RetrieverParts, settings: RetrievalSettings):
         if index.chunk_embeddings is None:
-            raise ValueError("vector retrieval needs chunk embeddings: embed the index first (index.embed_index)")
+            raise ValueError(
+                "vector retrieval needs chunk embeddings: embed the index first (index.embed_index)"
+            )
         self.chunks = ChunkTable(index)
         self.matrix = np.ascontiguousarray(index.chunk_embeddings, dtype=np.float32)
         self.embedder = parts.embedder
@@ -192,7 +209,8 @@ class VectorRetriever:
 def bm25_tokens(text: str) -> list[str]:
     """The BM25 tokenizer: case-folded runs of letters and digits (Unicode; '_' and punctuation split
     words), NLTK's English stop words removed, no stemming. "Tom's CEO-era" -> ["tom", "ceo", "era"]
-    ('s' is a stop word)."""
+    ('s' is a stop word).
+    """
     return [t for t in re.findall(r"[^\W_]+", text.casefold()) if t not in stop_words()]
 
 
@@ -241,14 +259,17 @@ def fuse(name: str, retrievals: Sequence[Retrieval], chunks: ChunkTable, k: int,
     """RRF of ranked chunk lists; an item's score is its fused score."""
     rankings = [[c for item in r.items if item.kind == "chunk" for c in item.chunk_ids] for r in retrievals]
     fused = reciprocal_rank_fusion(rankings, rrf_k)[:k]
-    return Retrieval([chunks.item(chunks.row_of[c], s, name) for c, s in fused],
-                     fallback=join_fallbacks(r.fallback for r in retrievals),
-                     notes={"fused": [r.notes for r in retrievals]})
+    return Retrieval(
+        [chunks.item(chunks.row_of[c], s, name) for c, s in fused],
+        fallback=join_fallbacks(r.fallback for r in retrievals),
+        notes={"fused": [r.notes for r in retrievals]},
+    )
 
 
 class HybridRetriever:
     """Vector + keyword (BM25) ranked lists merged by reciprocal rank fusion; each list
-    contributes its top `rrf_depth` chunks."""
+    contributes its top `rrf_depth` chunks.
+    """
 
     name = "hybrid"
 
@@ -280,10 +301,12 @@ RETRIEVERS: dict[str, str] = {
 }
 
 
-def make_retriever(name: str, index: GraphIndex, ctx_or_parts: Any,
-                   settings: RetrievalSettings | None = None) -> Retriever:
+def make_retriever(
+    name: str, index: GraphIndex, ctx_or_parts: Any, settings: RetrievalSettings | None = None
+) -> Retriever:
     """Build the retriever `name` over `index`. `ctx_or_parts` is a RunContext (its embedder, llm
-    and `settings.retrieval` are used) or a `RetrieverParts`; `settings` overrides the run's."""
+    and `settings.retrieval` are used) or a `RetrieverParts`; `settings` overrides the run's.
+    """
     if name not in RETRIEVERS:
         raise ValueError(f"unknown retriever {name!r}; known: {', '.join(RETRIEVERS)}")
     if isinstance(ctx_or_parts, RetrieverParts):

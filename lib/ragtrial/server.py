@@ -45,22 +45,43 @@ class EmbeddedServer:
 
     def start(self) -> str:
         s = self.settings
-        cmd = [sys.executable, "-m", "ragtrial.server", str(os.getpid()), "--model", str(gguf_path()),
-               "--model_alias", s.model, "--host", "127.0.0.1", "--port", str(self.port),
-               "--n_threads", str(s.embedded.n_threads), "--n_ctx", str(s.embedded.n_ctx),
-               "--chat_format", s.embedded.chat_format, "--verbose", "false"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "ragtrial.server",
+            str(os.getpid()),
+            "--model",
+            str(gguf_path()),
+            "--model_alias",
+            s.model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_threads",
+            str(s.embedded.n_threads),
+            "--n_ctx",
+            str(s.embedded.n_ctx),
+            "--chat_format",
+            s.embedded.chat_format,
+            "--verbose",
+            "false",
+        ]
         log = self.log_path.open("ab") if self.log_path else subprocess.DEVNULL
         # OpenMP threads spin while idle; with several servers or other work on 2 cores that spinning
         # starves everyone (seen here: 100x slower calls), so idle threads sleep instead.
         env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
-        self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=env)
+        self.process = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
         atexit.register(self.stop)
         deadline = time.monotonic() + s.embedded.start_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"embedded llama.cpp server exited with code {self.process.returncode} "
-                                   f"before answering (log: {self.log_path or 'not kept'})")
+                raise RuntimeError(
+                    f"embedded llama.cpp server exited with code {self.process.returncode} "
+                    f"before answering (log: {self.log_path or 'not kept'})"
+                )
             try:
                 with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as resp:
                     if resp.status == 200:
@@ -87,7 +108,12 @@ _lock = threading.Lock()
 
 def ensure_embedded(settings: LLMSettings, log_path: Path | None = None) -> str:
     """Base URL of this process's embedded server, starting it on first use."""
-    key = (settings.model, settings.embedded.n_ctx, settings.embedded.n_threads, settings.embedded.chat_format)
+    key = (
+        settings.model,
+        settings.embedded.n_ctx,
+        settings.embedded.n_threads,
+        settings.embedded.chat_format,
+    )
     with _lock:
         server = _servers.get(key)
         if server is None or server.process is None or server.process.poll() is not None:

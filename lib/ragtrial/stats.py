@@ -106,7 +106,8 @@ def paired_bootstrap_diff(
 
 def mcnemar_test(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemarResult:
     """McNemar test on paired correctness: exact binomial below 25 discordant pairs, else chi-square
-    with continuity correction."""
+    with continuity correction.
+    """
     x, y = _bool_pair(correct_a, correct_b)
     b01, b10 = int((~x & y).sum()), int((x & ~y).sum())
     n = b01 + b10
@@ -142,7 +143,8 @@ def _on_differences(a: ArrayLike, b: ArrayLike, test: Callable[..., Any], label:
 
 def paired_test(a: ArrayLike, b: ArrayLike, normality_alpha: float = 0.05) -> TestResult:
     """Paired t-test when Shapiro-Wilk (n >= 8, non-constant differences) does not reject normality
-    of the differences; Wilcoxon signed-rank otherwise. `method` records which ran and why."""
+    of the differences; Wilcoxon signed-rank otherwise. `method` records which ran and why.
+    """
     x, y = _pair(a, b)
     diff = x - y
     if diff.size < 8 or np.ptp(diff) == 0:
@@ -156,7 +158,8 @@ def paired_test(a: ArrayLike, b: ArrayLike, normality_alpha: float = 0.05) -> Te
 
 def holm_correction(p_values: Mapping[str, float] | Sequence[float], alpha: float = 0.05) -> pd.DataFrame:
     """Holm-Bonferroni step-down adjusted p-values (monotone, capped at 1), in input order.
-    A sequence is named by position ("0", "1", ...)."""
+    A sequence is named by position ("0", "1", ...).
+    """
     if isinstance(p_values, Mapping):
         names, raw = [str(k) for k in p_values], _values(list(p_values.values()), "p_values")
     else:
@@ -206,7 +209,8 @@ def paired_comparison_table(
     """Each method against `baseline` on the same questions (long frame: question_id, method, score).
 
     mean_diff = mean(method - baseline) with a paired bootstrap interval; McNemar when scores are
-    binary, Wilcoxon otherwise; p_holm adjusts across methods; supported = interval excludes 0."""
+    binary, Wilcoxon otherwise; p_holm adjusts across methods; supported = interval excludes 0.
+    """
     wide = _score_matrix(scores)
     if baseline not in wide.columns:
         raise ValueError(f"baseline {baseline!r} not among methods {list(wide.columns)}")
@@ -296,7 +300,8 @@ def bootstrap_relative_win_rate(
     outcomes: Sequence[str], n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0
 ) -> Interval:
     """Bootstrap interval of the relative win rate from per-question 'win'/'tie'/'loss' outcomes
-    (the relative win rate is the mean of win=+1, tie=0, loss=-1)."""
+    (the relative win rate is the mean of win=+1, tie=0, loss=-1).
+    """
     unknown = set(outcomes) - OUTCOME_CODES.keys()
     if unknown:
         raise ValueError(f"outcomes must be win/tie/loss, got {sorted(unknown)}")

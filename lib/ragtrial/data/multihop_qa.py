@@ -245,7 +245,7 @@ _HOTPOT_TYPES = ("bridge", "comparison")
 
 
 def _hotpot_context(rec: _Rec) -> dict[str, str]:
-    """context = [[title, [sentence, …]], …] → {title: passage text} (sentences keep their spaces)."""
+    """Context = [[title, [sentence, …]], …] → {title: passage text} (sentences keep their spaces)."""
     context: dict[str, str] = {}
     for item in rec.items("context"):
         pair = item.value
