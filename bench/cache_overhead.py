@@ -18,9 +18,9 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ragtrial.backend_check import run_backend_check  # noqa: E402
-from ragtrial.runner import open_run  # noqa: E402
-from ragtrial.server import stop_all  # noqa: E402
+from ragtrial.llm.backend_check import run_backend_check  # noqa: E402
+from ragtrial.llm.server import stop_all  # noqa: E402
+from ragtrial.runner.context import open_run  # noqa: E402
 
 
 def main() -> None:

@@ -18,9 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ragtrial.build import build_index, load_experiment_dataset
-from ragtrial.config import deep_merge, parse_set_overrides
-from ragtrial.runner import open_run
+from ragtrial.config.batch import deep_merge, parse_set_overrides
+from ragtrial.data.experiment_dataset import load_experiment_dataset
+from ragtrial.index.build import build_index
+from ragtrial.runner.context import open_run
 
 
 def main() -> None:
@@ -54,8 +55,8 @@ def main() -> None:
     print("| stage | wall (s) | model (s) | kit (s) | live calls |\n|---|---:|---:|---:|---:|")
     for row in rows:
         print(
-            f"| {row['stage']} | {row['wall_s']:.2f} | {row['model_s']:.2f} | {row['wall_s'] - row['model_s']:.2f} "
-            f"| {row['live_calls']} |"
+            f"| {row['stage']} | {row['wall_s']:.2f} | {row['model_s']:.2f} "
+            f"| {row['wall_s'] - row['model_s']:.2f} | {row['live_calls']} |"
         )
     print(
         f"| **total** | **{wall:.2f}** | **{model:.2f}** | **{wall - model:.2f}** | "

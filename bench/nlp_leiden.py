@@ -17,9 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from ragtrial.graph import build_communities, extract_nlp_graph
-from ragtrial.index import documents_as_chunks
-from ragtrial.phrases import sentences
+from ragtrial.index.chunk_documents import documents_as_chunks
+from ragtrial.index.create_communities import build_communities
+from ragtrial.index.extract_nlp_graph import extract_nlp_graph
+from ragtrial.index.phrases import sentences
 from ragtrial.records import Document, records_frame
 
 DEFAULT_FOLDER = (

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from rouge_score import rouge_scorer
 
-from ragtrial.metrics import rouge_l_matrix
+from ragtrial.evaluation.metrics import rouge_l_matrix
 
 SEED = 20240601
 SUFFIXES = ["", "", "", "s", "ed", "ing", "ly", "tion", "er"]  # inflections give the stemmer work
@@ -69,7 +69,8 @@ def main() -> None:
     sample = [tuple(rng.sample(range(args.n), 2)) for _ in range(min(args.sample_pairs, all_pairs))]
     print(f"n = {args.n} texts ({all_pairs:,} pairs), {len(sample):,} sampled pairs for the per-pair loop")
     print(
-        f"python {platform.python_version()}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}"
+        f"python {platform.python_version()}, {os.cpu_count()} CPUs, "
+        f"{platform.processor() or platform.machine()}"
     )
 
     rows = []
@@ -90,7 +91,8 @@ def main() -> None:
 
     print()
     print(
-        "| stemmer | n_jobs | rouge-score per-pair loop (s)* | `rouge_l_matrix` (s)** | speedup | max abs diff |"
+        "| stemmer | n_jobs | rouge-score per-pair loop (s)* | `rouge_l_matrix` (s)** | speedup "
+        "| max abs diff |"
     )
     print("|---|---:|---:|---:|---:|---:|")
     for use_stemmer, n_jobs, loop_seconds, matrix_seconds, worst in rows:

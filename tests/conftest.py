@@ -11,10 +11,10 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests import scripted_server a
 
 from scripted_server import ScriptedServer  # noqa: E402
 
-from ragtrial.cache import ResponseCache  # noqa: E402
-from ragtrial.config import LLMSettings  # noqa: E402
-from ragtrial.ledger import Ledger  # noqa: E402
-from ragtrial.llm import LLM  # noqa: E402
+from ragtrial.config.llm import LLMSettings  # noqa: E402
+from ragtrial.llm.cache import ResponseCache  # noqa: E402
+from ragtrial.llm.client import LLM  # noqa: E402
+from ragtrial.llm.ledger import Ledger  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = PROJECT_ROOT.parent / "shared" / "datasets"
@@ -51,7 +51,7 @@ def make_llm(base_url: str, tmp_path: Path, **settings) -> LLM:
 def no_orphan_model_server():
     """Every embedded server a test started in this process is stopped by the end of the session."""
     yield
-    from ragtrial.server import _servers, stop_all
+    from ragtrial.llm.server import _servers, stop_all
 
     running = [s for s in _servers.values() if s.process is not None and s.process.poll() is None]
     stop_all()

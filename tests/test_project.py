@@ -1,14 +1,13 @@
 """Project hygiene: the conda file matches pyproject, notebooks carry no outputs, prompts are versioned."""
 
 import tomllib
-from importlib.resources import files
 
 import nbformat
 import pytest
 import yaml
 from conftest import PROJECT_ROOT
 
-from ragtrial.prompts import load_prompt
+from ragtrial.prompts import load_prompt, prompt_files
 
 
 def test_environment_yml_names_the_same_dependencies_as_pyproject():
@@ -34,7 +33,7 @@ def test_notebook_is_committed_without_outputs_and_has_one_parameters_cell(path)
 
 
 def test_every_prompt_file_parses_with_a_version():
-    names = [p.name[:-4] for p in (files("ragtrial") / "prompts").iterdir() if p.name.endswith(".txt")]
+    names = list(prompt_files())
     assert names
     for name in names:
         prompt = load_prompt(name)
@@ -42,7 +41,7 @@ def test_every_prompt_file_parses_with_a_version():
 
 
 def test_default_batch_runs_every_notebook_on_the_embedded_model():
-    from ragtrial.config import load_batch
+    from ragtrial.config.batch import load_batch
 
     specs, _ = load_batch(PROJECT_ROOT / "params" / "default.yaml", notebooks_dir=PROJECT_ROOT / "notebooks")
     assert [s.notebook for s in specs] == sorted(p.stem for p in (PROJECT_ROOT / "notebooks").glob("*.ipynb"))
@@ -51,7 +50,7 @@ def test_default_batch_runs_every_notebook_on_the_embedded_model():
 
 @pytest.mark.parametrize("batch", sorted(p.name for p in (PROJECT_ROOT / "params").glob("*.yaml")))
 def test_every_params_file_validates(batch):
-    from ragtrial.config import load_batch
+    from ragtrial.config.batch import load_batch
 
     specs, _ = load_batch(PROJECT_ROOT / "params" / batch, notebooks_dir=PROJECT_ROOT / "notebooks")
     assert specs

@@ -7,58 +7,80 @@ import pandas as pd
 import pytest
 from matplotlib import cbook
 
-from ragtrial import stats as st
+from ragtrial.stats import (
+    BoxStats,
+    Interval,
+    bootstrap_mean_ci,
+    bootstrap_relative_win_rate,
+    box_stats,
+    complementarity,
+    holm_correction,
+    latency_summary,
+    majority_verdict,
+    mcnemar_test,
+    p95,
+    paired_bootstrap_diff,
+    paired_comparison_table,
+    paired_t,
+    paired_test,
+    pareto_front,
+    relative_win_rate,
+    summary_by_group,
+    trial_win_rates,
+    wilcoxon_signed_rank,
+    win_tie_loss,
+)
 
 # --------------------------------------------------------------------------- bootstrap intervals
 
 
 def test_bootstrap_ci_covers_true_mean_and_is_deterministic():
     values = np.random.default_rng(123).normal(3.0, 1.0, size=200)
-    ci = st.bootstrap_mean_ci(values, seed=7)
+    ci = bootstrap_mean_ci(values, seed=7)
     assert ci.n == 200
     assert ci.mean == pytest.approx(values.mean())
     assert ci.low < 3.0 < ci.high
     # 95% normal-theory width is 2 * 1.96 / sqrt(200) ~= 0.277
     assert 0.2 < ci.high - ci.low < 0.35
-    assert st.bootstrap_mean_ci(values, seed=7) == ci
-    assert st.bootstrap_mean_ci(values, seed=8) != ci
+    assert bootstrap_mean_ci(values, seed=7) == ci
+    assert bootstrap_mean_ci(values, seed=8) != ci
 
 
 def test_bootstrap_ci_coverage_is_near_nominal():
     rng = np.random.default_rng(0)
     hits = 0
     for i in range(200):
-        ci = st.bootstrap_mean_ci(rng.normal(0.0, 1.0, size=50), n_resamples=500, seed=i)
+        ci = bootstrap_mean_ci(rng.normal(0.0, 1.0, size=50), n_resamples=500, seed=i)
         hits += ci.low <= 0.0 <= ci.high
     assert 0.88 <= hits / 200 <= 0.99
 
 
 def test_bootstrap_ci_nan_raises_with_count():
     with pytest.raises(ValueError, match="2 NaN of 4"):
-        st.bootstrap_mean_ci([1.0, np.nan, 2.0, np.nan])
+        bootstrap_mean_ci([1.0, np.nan, 2.0, np.nan])
 
 
 def test_bootstrap_ci_empty_raises():
     with pytest.raises(ValueError, match="empty"):
-        st.bootstrap_mean_ci([])
+        bootstrap_mean_ci([])
 
 
 def test_paired_bootstrap_identical_arrays_gives_zero_width_interval_at_zero():
     a = np.random.default_rng(1).normal(size=30)
-    assert st.paired_bootstrap_diff(a, a.copy()) == st.Interval(0.0, 0.0, 0.0, 30)
+    assert paired_bootstrap_diff(a, a.copy()) == Interval(0.0, 0.0, 0.0, 30)
 
 
 def test_paired_bootstrap_resamples_questions_jointly():
     # b spreads widely across questions but a - b is exactly 0.5 everywhere: a joint resample
     # gives a point interval, an independent resample of a and b would not.
     b = np.random.default_rng(2).normal(0.0, 10.0, size=40)
-    ci = st.paired_bootstrap_diff(b + 0.5, b)
+    ci = paired_bootstrap_diff(b + 0.5, b)
     assert ci.low == pytest.approx(0.5) and ci.high == pytest.approx(0.5)
 
 
 def test_paired_bootstrap_length_mismatch_raises():
     with pytest.raises(ValueError, match="3 vs 2"):
-        st.paired_bootstrap_diff([1, 2, 3], [1, 2])
+        paired_bootstrap_diff([1, 2, 3], [1, 2])
 
 
 # --------------------------------------------------------------------------- McNemar
@@ -72,7 +94,7 @@ def _pairs(b01: int, b10: int, both: int = 0, neither: int = 0) -> tuple[np.ndar
 
 def test_mcnemar_exact_small():
     # 7 discordant, b01=1: p = 2 * (C(7,0) + C(7,1)) / 2^7 = 16/128
-    res = st.mcnemar_test(*_pairs(1, 6, both=3, neither=2))
+    res = mcnemar_test(*_pairs(1, 6, both=3, neither=2))
     assert (res.b01, res.b10) == (1, 6)
     assert res.method == "exact binomial"
     assert res.statistic == 1.0
@@ -81,7 +103,7 @@ def test_mcnemar_exact_small():
 
 def test_mcnemar_exact_at_24_discordant():
     # p = 2 * sum_{k<=5} C(24,k) / 2^24 = 2 * 55455 / 16777216
-    res = st.mcnemar_test(*_pairs(5, 19))
+    res = mcnemar_test(*_pairs(5, 19))
     assert res.method == "exact binomial"
     assert res.p_value == pytest.approx(2 * sum(math.comb(24, k) for k in range(6)) / 2**24)
     assert res.p_value == pytest.approx(110910 / 16777216)
@@ -89,7 +111,7 @@ def test_mcnemar_exact_at_24_discordant():
 
 def test_mcnemar_chi_square_from_25_discordant():
     # (|5 - 20| - 1)^2 / 25 = 7.84; chi2(1) survival = erfc(sqrt(x / 2))
-    res = st.mcnemar_test(*_pairs(5, 20, both=10))
+    res = mcnemar_test(*_pairs(5, 20, both=10))
     assert res.method == "chi-square, continuity corrected"
     assert res.statistic == pytest.approx(7.84)
     assert res.p_value == pytest.approx(math.erfc(math.sqrt(7.84 / 2)))
@@ -97,19 +119,19 @@ def test_mcnemar_chi_square_from_25_discordant():
 
 def test_mcnemar_chi_square_hand_value():
     # (|10 - 25| - 1)^2 / 35 = 196 / 35 = 5.6 -> p ~= 0.01796
-    res = st.mcnemar_test(*_pairs(10, 25))
+    res = mcnemar_test(*_pairs(10, 25))
     assert res.statistic == pytest.approx(5.6)
     assert res.p_value == pytest.approx(0.017960, abs=1e-5)
 
 
 def test_mcnemar_no_discordant_pairs():
-    res = st.mcnemar_test(*_pairs(0, 0, both=4, neither=3))
+    res = mcnemar_test(*_pairs(0, 0, both=4, neither=3))
     assert (res.b01, res.b10, res.p_value) == (0, 0, 1.0)
 
 
 def test_mcnemar_rejects_non_binary_input():
     with pytest.raises(ValueError, match="0/1"):
-        st.mcnemar_test([0, 1, 2], [0, 1, 1])
+        mcnemar_test([0, 1, 2], [0, 1, 1])
 
 
 # --------------------------------------------------------------------------- Wilcoxon / t
@@ -117,26 +139,26 @@ def test_mcnemar_rejects_non_binary_input():
 
 def test_wilcoxon_all_positive_exact():
     # 6 positive differences, no ties: exact two-sided p = 2 / 2^6
-    res = st.wilcoxon_signed_rank([1, 2, 3, 4, 5, 6.5], [0] * 6)
+    res = wilcoxon_signed_rank([1, 2, 3, 4, 5, 6.5], [0] * 6)
     assert (res.statistic, res.n_nonzero, res.method) == (0.0, 6, "wilcoxon")
     assert res.p_value == pytest.approx(0.03125)
 
 
 def test_wilcoxon_mixed_signs_exact():
     # differences 1, -2, 3, 4, 5 -> W- = 2; subsets of {1..5} with sum <= 2: {}, {1}, {2} -> p = 2*3/32
-    res = st.wilcoxon_signed_rank([1, 0, 3, 4, 5], [0, 2, 0, 0, 0])
+    res = wilcoxon_signed_rank([1, 0, 3, 4, 5], [0, 2, 0, 0, 0])
     assert res.statistic == 2.0
     assert res.p_value == pytest.approx(6 / 32)
 
 
 def test_wilcoxon_drops_zero_differences():
-    res = st.wilcoxon_signed_rank([1, 2, 3, 4, 5, 6.5, 7, 8], [0, 0, 0, 0, 0, 0, 7, 8])
+    res = wilcoxon_signed_rank([1, 2, 3, 4, 5, 6.5, 7, 8], [0, 0, 0, 0, 0, 0, 7, 8])
     assert res.n_nonzero == 6
     assert res.p_value == pytest.approx(0.03125)
 
 
 def test_wilcoxon_all_zero_differences():
-    res = st.wilcoxon_signed_rank([1, 2, 3], [1, 2, 3])
+    res = wilcoxon_signed_rank([1, 2, 3], [1, 2, 3])
     assert res.p_value == 1.0 and res.n_nonzero == 0
     assert "all differences zero" in res.method
 
@@ -144,7 +166,7 @@ def test_wilcoxon_all_zero_differences():
 def test_paired_t_hand_value():
     # d = 1,2,3,4: mean 2.5, sd sqrt(5/3), t = 2.5 / (sd / 2) = sqrt(15); for 3 df the two-sided
     # p = 1 - (2/pi) * (atan(u) + u / (1 + u^2)) with u = t / sqrt(3) = sqrt(5)
-    res = st.paired_t([2, 4, 6, 8], [1, 2, 3, 4])
+    res = paired_t([2, 4, 6, 8], [1, 2, 3, 4])
     u = math.sqrt(5)
     assert res.statistic == pytest.approx(math.sqrt(15))
     assert res.p_value == pytest.approx(1 - 2 / math.pi * (math.atan(u) + u / (1 + u * u)))
@@ -152,32 +174,32 @@ def test_paired_t_hand_value():
 
 
 def test_paired_t_all_zero_differences():
-    assert st.paired_t([1, 2], [1, 2]).p_value == 1.0
+    assert paired_t([1, 2], [1, 2]).p_value == 1.0
 
 
 def test_paired_test_picks_t_for_normal_differences():
     rng = np.random.default_rng(5)
     b = rng.normal(size=40)
-    res = st.paired_test(b + rng.normal(0.3, 1.0, size=40), b)
+    res = paired_test(b + rng.normal(0.3, 1.0, size=40), b)
     assert res.method.startswith("paired t (shapiro p=")
 
 
 def test_paired_test_picks_wilcoxon_for_skewed_differences():
     rng = np.random.default_rng(5)
     diff = rng.exponential(1.0, size=40) ** 3
-    res = st.paired_test(diff, np.zeros(40))
+    res = paired_test(diff, np.zeros(40))
     assert res.method.startswith("wilcoxon (shapiro p=")
-    assert res.p_value == st.wilcoxon_signed_rank(diff, np.zeros(40)).p_value
+    assert res.p_value == wilcoxon_signed_rank(diff, np.zeros(40)).p_value
 
 
 def test_paired_test_small_n_uses_wilcoxon():
-    res = st.paired_test([1, 2, 3, 4, 5, 6.5], [0] * 6)
+    res = paired_test([1, 2, 3, 4, 5, 6.5], [0] * 6)
     assert res.method == "wilcoxon (n < 8)"
     assert res.p_value == pytest.approx(0.03125)
 
 
 def test_paired_test_all_zero_differences():
-    res = st.paired_test(np.ones(10), np.ones(10))
+    res = paired_test(np.ones(10), np.ones(10))
     assert res.p_value == 1.0 and "constant differences" in res.method
 
 
@@ -186,7 +208,7 @@ def test_paired_test_all_zero_differences():
 
 def test_holm_brief_table():
     # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04; running max -> 0.06
-    table = st.holm_correction([0.01, 0.04, 0.03, 0.005])
+    table = holm_correction([0.01, 0.04, 0.03, 0.005])
     assert table["name"].tolist() == ["0", "1", "2", "3"]
     assert table["p_raw"].tolist() == [0.01, 0.04, 0.03, 0.005]
     np.testing.assert_allclose(table["p_holm"], [0.03, 0.06, 0.06, 0.02])
@@ -195,38 +217,38 @@ def test_holm_brief_table():
 
 def test_holm_mapping_keeps_names_and_order():
     # sorted c=0.01*3=0.03, a=0.02*2=0.04, b=0.5*1=0.5
-    table = st.holm_correction({"a": 0.02, "b": 0.5, "c": 0.01})
+    table = holm_correction({"a": 0.02, "b": 0.5, "c": 0.01})
     assert table["name"].tolist() == ["a", "b", "c"]
     np.testing.assert_allclose(table["p_holm"], [0.04, 0.5, 0.03])
 
 
 def test_holm_enforces_monotonicity():
     # 0.04 * 2 = 0.08 > 0.041 * 1 -> the larger p inherits 0.08 (as statsmodels' multipletests 'holm')
-    np.testing.assert_allclose(st.holm_correction([0.04, 0.041])["p_holm"], [0.08, 0.08])
+    np.testing.assert_allclose(holm_correction([0.04, 0.041])["p_holm"], [0.08, 0.08])
 
 
 def test_holm_caps_at_one():
     # sorted 0.3*3=0.9, 0.6*2=1.2, 0.9*1=0.9 -> running max 0.9, 1.2, 1.2 -> capped 0.9, 1, 1
-    table = st.holm_correction([0.3, 0.6, 0.9])
+    table = holm_correction([0.3, 0.6, 0.9])
     np.testing.assert_allclose(table["p_holm"], [0.9, 1.0, 1.0])
     assert not table["reject"].any()
 
 
 def test_holm_alpha_changes_rejections():
-    assert st.holm_correction([0.01, 0.04, 0.03, 0.005], alpha=0.1)["reject"].tolist() == [True] * 4
+    assert holm_correction([0.01, 0.04, 0.03, 0.005], alpha=0.1)["reject"].tolist() == [True] * 4
 
 
 @pytest.mark.parametrize("bad", [[0.1, np.nan], [0.1, 1.2], [-0.1]])
 def test_holm_rejects_invalid_p_values(bad):
     with pytest.raises(ValueError):
-        st.holm_correction(bad)
+        holm_correction(bad)
 
 
 # --------------------------------------------------------------------------- complementarity
 
 
 def test_complementarity_counts_and_shares():
-    result = st.complementarity([1, 1, 0, 0, 1], [1, 0, 1, 0, 0])
+    result = complementarity([1, 1, 0, 0, 1], [1, 0, 1, 0, 0])
     assert {k: v["count"] for k, v in result.items()} == {"only_a": 2, "only_b": 1, "both": 1, "neither": 1}
     assert {k: v["share"] for k, v in result.items()} == {
         "only_a": 0.4,
@@ -252,7 +274,7 @@ def test_paired_comparison_table_binary():
     # 40 questions; graph right where rag wrong on 12, wrong where rag right on 2
     rag = [0] * 12 + [1] * 2 + [1] * 16 + [0] * 10
     graph = [1] * 12 + [0] * 2 + [1] * 16 + [0] * 10
-    table = st.paired_comparison_table(_long({"rag": rag, "graph": graph, "clone": rag}), "rag", binary=True)
+    table = paired_comparison_table(_long({"rag": rag, "graph": graph, "clone": rag}), "rag", binary=True)
     assert table["method"].tolist() == ["graph", "clone"]
     graph_row, clone_row = table.iloc[0], table.iloc[1]
     assert (graph_row.wins, graph_row.losses, graph_row.ties, graph_row.n) == (12, 2, 26, 40)
@@ -272,9 +294,9 @@ def test_paired_comparison_table_continuous_uses_wilcoxon():
     scores = _long(
         {"rag": list(base), "graph": list(base + 0.2), "noise": list(base + rng.normal(0, 0.2, 30))}
     )
-    table = st.paired_comparison_table(scores, "rag", binary=False).set_index("method")
+    table = paired_comparison_table(scores, "rag", binary=False).set_index("method")
     assert (table["test"] == "wilcoxon").all()
-    assert table.loc["graph", "p_value"] == pytest.approx(st.wilcoxon_signed_rank(base + 0.2, base).p_value)
+    assert table.loc["graph", "p_value"] == pytest.approx(wilcoxon_signed_rank(base + 0.2, base).p_value)
     assert table.loc["graph", "wins"] == 30
     assert bool(table.loc["graph", "supported"])
 
@@ -282,13 +304,13 @@ def test_paired_comparison_table_continuous_uses_wilcoxon():
 def test_paired_comparison_table_refuses_gaps_duplicates_nan_and_unknown_baseline():
     scores = _long({"rag": [1, 0, 1], "graph": [1, 1, 0]})
     with pytest.raises(ValueError, match="lack scores"):
-        st.paired_comparison_table(scores.iloc[:-1], "rag", binary=True)
+        paired_comparison_table(scores.iloc[:-1], "rag", binary=True)
     with pytest.raises(ValueError, match="duplicate"):
-        st.paired_comparison_table(pd.concat([scores, scores.iloc[:1]]), "rag", binary=True)
+        paired_comparison_table(pd.concat([scores, scores.iloc[:1]]), "rag", binary=True)
     with pytest.raises(ValueError, match="1 NaN"):
-        st.paired_comparison_table(scores.assign(score=[1, np.nan, 1, 1, 1, 0]), "rag", binary=True)
+        paired_comparison_table(scores.assign(score=[1, np.nan, 1, 1, 1, 0]), "rag", binary=True)
     with pytest.raises(ValueError, match="baseline"):
-        st.paired_comparison_table(scores, "naive", binary=True)
+        paired_comparison_table(scores, "naive", binary=True)
 
 
 def test_summary_by_group():
@@ -299,21 +321,21 @@ def test_summary_by_group():
             "score": [1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0],
         }
     )
-    per_method = st.summary_by_group(scores, "method", "score")
+    per_method = summary_by_group(scores, "method", "score")
     assert per_method["method"].tolist() == ["rag", "graph"]
     np.testing.assert_allclose(per_method["mean"], [0.75, 0.25])
     assert per_method["n"].tolist() == [4, 4]
     assert (per_method["ci_low"] <= per_method["mean"]).all() and (
         per_method["mean"] <= per_method["ci_high"]
     ).all()
-    cells = st.summary_by_group(scores, ["method", "question_type"], "score").set_index(
+    cells = summary_by_group(scores, ["method", "question_type"], "score").set_index(
         ["method", "question_type"]
     )
     assert cells.loc[("rag", "bridge"), "mean"] == 0.5
     assert cells.loc[("graph", "compare"), "mean"] == 0.5
     assert len(cells) == 4
     with pytest.raises(ValueError, match="NaN"):
-        st.summary_by_group(scores.assign(score=np.nan), "method", "score")
+        summary_by_group(scores.assign(score=np.nan), "method", "score")
 
 
 # --------------------------------------------------------------------------- judge statistics
@@ -321,15 +343,15 @@ def test_summary_by_group():
 
 def test_win_tie_loss_counts():
     # 8>7 win, 7=7 tie, 5<6 loss, 9=9 tie, 6>3 win
-    assert st.win_tie_loss([8, 7, 5, 9, 6], [7, 7, 6, 9, 3]) == (2, 2, 1)
+    assert win_tie_loss([8, 7, 5, 9, 6], [7, 7, 6, 9, 3]) == (2, 2, 1)
 
 
 def test_relative_win_rate_hand_values():
-    assert st.relative_win_rate(5, 3, 2) == pytest.approx(0.3)
-    assert st.relative_win_rate(0, 1, 3) == pytest.approx(-0.75)
-    assert st.relative_win_rate(39, 22, 39) == 0.0
+    assert relative_win_rate(5, 3, 2) == pytest.approx(0.3)
+    assert relative_win_rate(0, 1, 3) == pytest.approx(-0.75)
+    assert relative_win_rate(39, 22, 39) == 0.0
     with pytest.raises(ValueError):
-        st.relative_win_rate(0, 0, 0)
+        relative_win_rate(0, 0, 0)
 
 
 def test_trial_win_rates():
@@ -341,7 +363,7 @@ def test_trial_win_rates():
             "score_b": [1, 2, 3, 1, 2, 2, 1, 2],
         }
     )
-    table = st.trial_win_rates(judgements)
+    table = trial_win_rates(judgements)
     assert table["trial"].tolist() == [1, 2]
     assert table[["win", "tie", "loss"]].to_numpy().tolist() == [[2, 1, 1], [0, 1, 3]]
     np.testing.assert_allclose(table["win_rate"], [0.5, 0.0])
@@ -352,15 +374,13 @@ def test_trial_win_rates():
 
 def test_box_stats_hand_values():
     # quartiles of 1,2,3,4,100 are 2, 3, 4; upper fence 4 + 1.5 * 2 = 7 -> 100 is an outlier
-    box = st.box_stats([4, 1, 100, 3, 2])
-    assert box == st.BoxStats(
-        median=3.0, q1=2.0, q3=4.0, whisker_low=1.0, whisker_high=4.0, outliers=(100.0,)
-    )
+    box = box_stats([4, 1, 100, 3, 2])
+    assert box == BoxStats(median=3.0, q1=2.0, q3=4.0, whisker_low=1.0, whisker_high=4.0, outliers=(100.0,))
 
 
 def test_box_stats_matches_matplotlib():
     values = np.random.default_rng(9).standard_t(2, size=60)
-    box, ref = st.box_stats(values), cbook.boxplot_stats(values)[0]
+    box, ref = box_stats(values), cbook.boxplot_stats(values)[0]
     assert (box.median, box.q1, box.q3) == pytest.approx((ref["med"], ref["q1"], ref["q3"]))
     assert (box.whisker_low, box.whisker_high) == pytest.approx((ref["whislo"], ref["whishi"]))
     assert box.outliers == pytest.approx(tuple(np.sort(ref["fliers"])))
@@ -380,24 +400,24 @@ def test_box_stats_matches_matplotlib():
     ],
 )
 def test_majority_verdict(verdicts, expected):
-    assert st.majority_verdict(verdicts) == expected
+    assert majority_verdict(verdicts) == expected
 
 
 @pytest.mark.parametrize("bad", [[], ["win", "draw"]])
 def test_majority_verdict_rejects_bad_input(bad):
     with pytest.raises(ValueError):
-        st.majority_verdict(bad)
+        majority_verdict(bad)
 
 
 def test_bootstrap_relative_win_rate():
     outcomes = ["win"] * 5 + ["tie"] * 3 + ["loss"] * 2
-    ci = st.bootstrap_relative_win_rate(outcomes, seed=4)
-    assert ci.mean == pytest.approx(st.relative_win_rate(5, 3, 2))
+    ci = bootstrap_relative_win_rate(outcomes, seed=4)
+    assert ci.mean == pytest.approx(relative_win_rate(5, 3, 2))
     assert -1.0 <= ci.low < 0.3 < ci.high <= 1.0
-    assert st.bootstrap_relative_win_rate(outcomes, seed=4) == ci
-    assert st.bootstrap_relative_win_rate(["win"] * 6) == st.Interval(1.0, 1.0, 1.0, 6)
+    assert bootstrap_relative_win_rate(outcomes, seed=4) == ci
+    assert bootstrap_relative_win_rate(["win"] * 6) == Interval(1.0, 1.0, 1.0, 6)
     with pytest.raises(ValueError, match="draw"):
-        st.bootstrap_relative_win_rate(["win", "draw"])
+        bootstrap_relative_win_rate(["win", "draw"])
 
 
 # --------------------------------------------------------------------------- cost / quality
@@ -410,15 +430,15 @@ def test_pareto_front():
     )
     # c is dominated by b (cheaper and better), d by a; f by e (same cost, better quality), g by e
     # (same quality, cheaper); a and its duplicate a2 do not dominate each other
-    front = st.pareto_front(df, "cost", "quality")
+    front = pareto_front(df, "cost", "quality")
     expected = {"a": True, "b": True, "c": False, "d": False, "e": True, "a2": True, "f": False, "g": False}
     assert front.to_dict() == expected
 
 
 def test_p95_and_latency_summary():
     # linear interpolation at position 0.95 * 99 = 94.05 between 95 and 96
-    assert st.p95(np.arange(1, 101)) == pytest.approx(95.05)
-    summary = st.latency_summary([1.0, 2.0, 3.0, 4.0])
+    assert p95(np.arange(1, 101)) == pytest.approx(95.05)
+    summary = latency_summary([1.0, 2.0, 3.0, 4.0])
     assert summary == pytest.approx({"n": 4, "mean": 2.5, "p50": 2.5, "p95": 3.85, "max": 4.0})
     with pytest.raises(ValueError, match="empty"):
-        st.latency_summary([])
+        latency_summary([])

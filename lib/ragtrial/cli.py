@@ -8,7 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
-from ragtrial.config import ParamsError, parse_set_overrides
+from ragtrial.config.base import ParamsError
+from ragtrial.config.batch import parse_set_overrides
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from ragtrial.runner import run_batch
+    from ragtrial.runner.batch import run_batch
 
     signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop is handled like Ctrl-C
     try:

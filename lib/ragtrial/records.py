@@ -6,6 +6,7 @@ the fields of one of these records, so notebooks, CLI and tests see the same sha
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
@@ -56,6 +57,13 @@ class Dataset(Record):
 
     def questions_frame(self) -> pd.DataFrame:
         return records_frame(self.questions, Question)
+
+
+def ordered_union(lists: Iterable[Iterable[str]]) -> list[str]:
+    """Every id of `lists`, each once, in order of first appearance (chunks cited by ranked items,
+    members of merged groups): order carries rank, so a set would lose it.
+    """
+    return list(dict.fromkeys(x for ids in lists for x in ids))
 
 
 def records_frame(records: list[Record], model: type[Record]) -> pd.DataFrame:

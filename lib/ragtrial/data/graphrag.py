@@ -6,9 +6,9 @@ import re
 import warnings
 from pathlib import Path
 
-from ragtrial.data.reading import _choose, _csv_rows, _json_array, _Rec
-from ragtrial.data.registry import DocsAndQuestions, _check_unique, _loader, _unique_questions
-from ragtrial.data.text_folders import _text_documents
+from ragtrial.data.reading import FieldReader, choose, csv_rows, json_array
+from ragtrial.data.registry import DocsAndQuestions, _loader, check_unique, unique_questions
+from ragtrial.data.text_folders import text_documents
 from ragtrial.records import DataError, Document, Question
 
 NOVEL_CORPUS_MISSING = (
@@ -24,7 +24,7 @@ NOVEL_CORPUS_MISSING = (
 _BENCH_LEVELS = ("Fact Retrieval", "Complex Reasoning", "Contextual Summarize", "Creative Generation")
 
 
-def _bench_question(rec: _Rec, doc_ids: set[str], corpus: Path) -> Question:
+def _bench_question(rec: FieldReader, doc_ids: set[str], corpus: Path) -> Question:
     source = rec.text("source")
     if source not in doc_ids:
         raise rec.error("source", f"matches no corpus_name in {corpus.name}")
@@ -38,7 +38,7 @@ def _bench_question(rec: _Rec, doc_ids: set[str], corpus: Path) -> Question:
     )
 
 
-def _disambiguate(pairs: list[tuple[_Rec, Question]]) -> list[tuple[_Rec, Question]]:
+def _disambiguate(pairs: list[tuple[FieldReader, Question]]) -> list[tuple[FieldReader, Question]]:
     # Upstream novel_questions.json reuses one id for questions on two different books
     # (Novel-55f0c0e2); such ids get "@<source>" appended, any remaining clash still raises.
     counts: dict[str, int] = {}
@@ -61,21 +61,21 @@ def _graphrag_bench(root: Path, *, subset: str = "medical") -> DocsAndQuestions:
     subset "novel": the corpus is not in the shared copy, so this raises DataError saying where it is
     published; with the file present it loads the same way (one document per book, gold = source).
     """
-    subset = _choose("subset", subset, ("medical", "novel"))
+    subset = choose("subset", subset, ("medical", "novel"))
     corpus = root / f"{subset}_corpus.json"
     if subset == "novel" and not corpus.is_file():
         raise DataError(str(corpus), None, None, NOVEL_CORPUS_MISSING)
-    records = _json_array(corpus)
+    records = json_array(corpus)
     documents = [
         Document(doc_id=r.text("corpus_name"), title=r.text("corpus_name"), text=r.text("context"))
         for r in records
     ]
-    _check_unique(
+    check_unique(
         ((d.doc_id, r) for r, d in zip(records, documents, strict=True)), "corpus_name", "corpus name"
     )
     doc_ids = {d.doc_id for d in documents}
-    pairs = [(r, _bench_question(r, doc_ids, corpus)) for r in _json_array(root / f"{subset}_questions.json")]
-    return documents, _unique_questions(_disambiguate(pairs), "id")
+    pairs = [(r, _bench_question(r, doc_ids, corpus)) for r in json_array(root / f"{subset}_questions.json")]
+    return documents, unique_questions(_disambiguate(pairs), "id")
 
 
 # ---------------------------------------------------------------- GraphRAG paper podcast / MSFT earnings
@@ -85,7 +85,7 @@ _MONTHS = "January|February|March|April|May|June|July|August|September|October|N
 
 def _csv_questions(path: Path, id_prefix: str, question_type: str) -> list[Question]:
     pairs = []
-    for rec in _csv_rows(path, ("question_text", "question_id")):
+    for rec in csv_rows(path, ("question_text", "question_id")):
         if not rec.get("question_text").strip():
             # questions_single_transcript.csv ends with a placeholder row (id 20, no text): not a question.
             warnings.warn(f"{path}, record {rec.record}: empty question_text, row skipped", stacklevel=2)
@@ -97,7 +97,7 @@ def _csv_questions(path: Path, id_prefix: str, question_type: str) -> list[Quest
             metadata={"no_gold_answers": True},
         )
         pairs.append((rec, question))
-    return _unique_questions(pairs, "question_id")
+    return unique_questions(pairs, "question_id")
 
 
 def _episode_part(doc: Document) -> Document:
@@ -122,13 +122,13 @@ def _transcript_date(doc: Document) -> Document:
 
 def _podcast(root: Path) -> DocsAndQuestions:
     folder = root / "kevin_scott_podcast"
-    documents = [_episode_part(d) for d in _text_documents(folder / "input", ("*.txt",), ())]
+    documents = [_episode_part(d) for d in text_documents(folder / "input", ("*.txt",), ())]
     return documents, _csv_questions(folder / "questions.csv", "", "global")
 
 
 def _msft_earnings(root: Path) -> DocsAndQuestions:
     folder = root / "msft_earnings"
-    documents = [_transcript_date(d) for d in _text_documents(folder / "input", ("*.txt",), ())]
+    documents = [_transcript_date(d) for d in text_documents(folder / "input", ("*.txt",), ())]
     questions = [
         *_csv_questions(folder / "questions_multi_transcript.csv", "multi-", "multi_transcript"),
         *_csv_questions(folder / "questions_single_transcript.csv", "single-", "single_transcript"),
@@ -146,5 +146,5 @@ def _graphrag_podcast(root: Path, *, subset: str = "podcast") -> DocsAndQuestion
     header, metadata fiscal_quarter) + 20 multi- and 20 single-transcript questions (ids "multi-<n>",
     "single-<n>"; the blank placeholder row 20 of the single file is skipped with a warning).
     """
-    subset = _choose("subset", subset, ("podcast", "msft_earnings"))
+    subset = choose("subset", subset, ("podcast", "msft_earnings"))
     return _podcast(root) if subset == "podcast" else _msft_earnings(root)

@@ -7,17 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from ragtrial.data.reading import (
+    FieldReader,
     _answers,
-    _dedupe,
-    _is_kind,
     _is_strings,
-    _json_array,
     _read_json,
-    _Rec,
     _stable_hash,
-    _type_name,
+    dedupe,
+    is_kind,
+    json_array,
+    type_name,
 )
-from ragtrial.data.registry import DocsAndQuestions, _check_unique, _loader, _unique_questions
+from ragtrial.data.registry import DocsAndQuestions, _loader, check_unique, unique_questions
 from ragtrial.records import DataError, Document, Question
 
 # ---------------------------------------------------------------- MultiHop-RAG
@@ -31,7 +31,7 @@ _MULTIHOP_TYPES = {
 _NULL_ANSWER = "Insufficient information."
 
 
-def _iso_timestamp(rec: _Rec, key: str) -> str:
+def _iso_timestamp(rec: FieldReader, key: str) -> str:
     # The HF re-export renders timestamps as "2023-11-27 08:45:59.000000000Z" (UTC, nanoseconds).
     value = rec.text(key)
     match = re.fullmatch(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:\.\d+)?(?:Z|\+00:00)", value)
@@ -40,7 +40,7 @@ def _iso_timestamp(rec: _Rec, key: str) -> str:
     return f"{match[1]}T{match[2]}+00:00"
 
 
-def _multihop_document(rec: _Rec) -> Document:
+def _multihop_document(rec: FieldReader) -> Document:
     published = _iso_timestamp(rec, "published_at")
     author = rec.get("author", (str, type(None)))  # 64 articles have no author
     return Document(
@@ -61,14 +61,14 @@ def _multihop_document(rec: _Rec) -> Document:
 class _ArticleIndex:
     """Resolves a MultiHop-RAG evidence item to its article by url and by title (both are unique)."""
 
-    def __init__(self, records: list[_Rec], documents: list[Document]):
+    def __init__(self, records: list[FieldReader], documents: list[Document]):
         self.by_url = {d.metadata["url"]: d.doc_id for d in documents}
         self.by_title = {d.title: d.doc_id for d in documents}
-        _check_unique(
+        check_unique(
             ((d.title, r) for r, d in zip(records, documents, strict=True)), "title", "article title"
         )
 
-    def resolve(self, evidence: _Rec) -> str:
+    def resolve(self, evidence: FieldReader) -> str:
         title, url = evidence.text("title"), evidence.get("url")
         by_url, by_title = self.by_url.get(url), self.by_title.get(title)
         if by_url is None:
@@ -82,7 +82,7 @@ class _ArticleIndex:
         return by_url
 
 
-def _multihop_question(rec: _Rec, articles: _ArticleIndex) -> Question:
+def _multihop_question(rec: FieldReader, articles: _ArticleIndex) -> Question:
     raw_type = rec.one_of("question_type", _MULTIHOP_TYPES, "type")
     evidence = [(ev, articles.resolve(ev)) for ev in rec.items("evidence_list")]
     answer = rec.text("answer")
@@ -92,7 +92,7 @@ def _multihop_question(rec: _Rec, articles: _ArticleIndex) -> Question:
         answers=[answer],
         question_type=_MULTIHOP_TYPES[raw_type],
         # Several facts often come from one article: gold is the set of articles, in evidence order.
-        gold_doc_ids=_dedupe(doc_id for _, doc_id in evidence),
+        gold_doc_ids=dedupe(doc_id for _, doc_id in evidence),
         metadata={
             "is_null": answer == _NULL_ANSWER,
             "evidence": [{"doc_id": doc_id, "fact": ev.get("fact")} for ev, doc_id in evidence],
@@ -110,11 +110,11 @@ def _multihop_rag(root: Path) -> DocsAndQuestions:
     documents are the distinct evidence articles. date = ISO date of published_at (full UTC timestamp in
     metadata). Null queries (answer "Insufficient information.") get metadata is_null=True.
     """
-    records = _json_array(root / "corpus.json")
+    records = json_array(root / "corpus.json")
     documents = [_multihop_document(r) for r in records]
-    _check_unique(((d.doc_id, r) for r, d in zip(records, documents, strict=True)), "url", "article url")
+    check_unique(((d.doc_id, r) for r, d in zip(records, documents, strict=True)), "url", "article url")
     articles = _ArticleIndex(records, documents)
-    questions = [_multihop_question(r, articles) for r in _json_array(root / "MultiHopRAG.json")]
+    questions = [_multihop_question(r, articles) for r in json_array(root / "MultiHopRAG.json")]
     return documents, questions
 
 
@@ -137,21 +137,21 @@ class _PassageIndex:
             self._add(rec, title, text)
 
     @staticmethod
-    def _passages(path: Path) -> list[tuple[_Rec, str, str]]:
+    def _passages(path: Path) -> list[tuple[FieldReader, str, str]]:
         # HippoRAG ships two shapes: [{"title", "text"}] and {title: [sentence, …]}.
         data = _read_json(path)
         if isinstance(data, list):
-            recs = [_Rec(path, i, v) for i, v in enumerate(data)]
+            recs = [FieldReader(path, i, v) for i, v in enumerate(data)]
             return [(r, r.get("title"), r.text("text")) for r in recs]
         if isinstance(data, dict):
-            recs = [_Rec(path, title, v) for title, v in data.items()]
+            recs = [FieldReader(path, title, v) for title, v in data.items()]
             for r in recs:
                 if not _is_strings(r.value):
-                    raise r.error(None, f"expected a list of sentences, got {_type_name(r.value)}")
+                    raise r.error(None, f"expected a list of sentences, got {type_name(r.value)}")
             return [(r, str(r.record), "".join(r.value)) for r in recs]
-        raise DataError(str(path), None, None, f"expected a JSON array or object, got {_type_name(data)}")
+        raise DataError(str(path), None, None, f"expected a JSON array or object, got {type_name(data)}")
 
-    def _add(self, rec: _Rec, title: str, text: str) -> None:
+    def _add(self, rec: FieldReader, title: str, text: str) -> None:
         if not text.strip():
             raise rec.error("text", "empty passage")
         if (title, text) in self.by_key:
@@ -164,13 +164,13 @@ class _PassageIndex:
         self.by_key[title, text] = doc_id
         self.documents.append(Document(doc_id=doc_id, title=title, text=text))
 
-    def by_passage(self, rec: _Rec, field: str | None, title: str, text: str) -> str:
+    def by_passage(self, rec: FieldReader, field: str | None, title: str, text: str) -> str:
         doc_id = self.by_key.get((title, text))
         if doc_id is None:
             raise rec.error(field, f"matches no passage of {self.path.name} (title {title!r})")
         return doc_id
 
-    def by_unique_title(self, rec: _Rec, field: str, title: str) -> str:
+    def by_unique_title(self, rec: FieldReader, field: str, title: str) -> str:
         doc_ids = self.by_title.get(title, [])
         if len(doc_ids) != 1:
             found = "no passage" if not doc_ids else f"{len(doc_ids)} passages"
@@ -178,19 +178,19 @@ class _PassageIndex:
         return doc_ids[0]
 
 
-def _hipporag_files(root: Path, stem: str) -> tuple[_PassageIndex, list[_Rec]]:
+def _hipporag_files(root: Path, stem: str) -> tuple[_PassageIndex, list[FieldReader]]:
     """HippoRAG names a split's files <stem>.json (questions) and <stem>_corpus.json (passages)."""
-    return _PassageIndex(root / f"{stem}_corpus.json"), _json_array(root / f"{stem}.json")
+    return _PassageIndex(root / f"{stem}_corpus.json"), json_array(root / f"{stem}.json")
 
 
-def _musique_hops(rec: _Rec, question_id: str) -> tuple[int, str]:
+def _musique_hops(rec: FieldReader, question_id: str) -> tuple[int, str]:
     match = re.match(r"(\d)hop(\d*)__", question_id)
     if not match:
         raise rec.error("id", f"expected a MuSiQue id starting with '<n>hop…__', got {question_id!r}")
     return int(match[1]), question_id.split("__", 1)[0]
 
 
-def _musique_question(rec: _Rec, passages: _PassageIndex) -> Question:
+def _musique_question(rec: FieldReader, passages: _PassageIndex) -> Question:
     question_id = rec.text("id")
     hops, composition = _musique_hops(rec, question_id)
     doc_by_idx: dict[int, str] = {}
@@ -206,7 +206,7 @@ def _musique_question(rec: _Rec, passages: _PassageIndex) -> Question:
         question=rec.text("question"),
         answers=_answers(rec.text("answer"), rec.strings("answer_aliases")),
         question_type=f"{hops}hop",
-        gold_doc_ids=_dedupe(gold),
+        gold_doc_ids=dedupe(gold),
         metadata={
             "composition": composition,
             "n_hops": hops,
@@ -215,7 +215,7 @@ def _musique_question(rec: _Rec, passages: _PassageIndex) -> Question:
     )
 
 
-def _musique_hop(hop: _Rec, doc_by_idx: dict[int, str]) -> dict[str, Any]:
+def _musique_hop(hop: FieldReader, doc_by_idx: dict[int, str]) -> dict[str, Any]:
     # Each single-hop sub-question names the paragraph that answers it: kept for per-hop recall.
     idx = hop.get("paragraph_support_idx", (int, type(None)))
     if idx is not None and idx not in doc_by_idx:
@@ -238,13 +238,13 @@ def _musique(root: Path, *, stem: str = "musique_train") -> DocsAndQuestions:
     """
     passages, records = _hipporag_files(root, stem)
     pairs = [(r, _musique_question(r, passages)) for r in records]
-    return passages.documents, _unique_questions(pairs, "id")
+    return passages.documents, unique_questions(pairs, "id")
 
 
 _HOTPOT_TYPES = ("bridge", "comparison")
 
 
-def _hotpot_context(rec: _Rec) -> dict[str, str]:
+def _hotpot_context(rec: FieldReader) -> dict[str, str]:
     """Context = [[title, [sentence, …]], …] → {title: passage text} (sentences keep their spaces)."""
     context: dict[str, str] = {}
     for item in rec.items("context"):
@@ -257,19 +257,19 @@ def _hotpot_context(rec: _Rec) -> dict[str, str]:
     return context
 
 
-def _hotpot_support(rec: _Rec) -> list[tuple[_Rec, str, int]]:
+def _hotpot_support(rec: FieldReader) -> list[tuple[FieldReader, str, int]]:
     facts = []
     for item in rec.items("supporting_facts"):
         fact = item.value
         if not (
-            isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str) and _is_kind(fact[1], int)
+            isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str) and is_kind(fact[1], int)
         ):
             raise item.error(None, "expected [title, sentence index]")
         facts.append((item, fact[0], fact[1]))
     return facts
 
 
-def _hotpot_question(rec: _Rec, passages: _PassageIndex) -> Question:
+def _hotpot_question(rec: FieldReader, passages: _PassageIndex) -> Question:
     context = _hotpot_context(rec)
     facts = _hotpot_support(rec)
     gold = []
@@ -283,7 +283,7 @@ def _hotpot_question(rec: _Rec, passages: _PassageIndex) -> Question:
         question=rec.text("question"),
         answers=[rec.text("answer")],
         question_type=question_type,
-        gold_doc_ids=_dedupe(gold),
+        gold_doc_ids=dedupe(gold),
         metadata={"level": rec.get("level"), "supporting_facts": [[t, i] for _, t, i in facts]},
     )
 
@@ -299,7 +299,7 @@ def _hotpotqa(root: Path, *, stem: str = "hotpotqa_train") -> DocsAndQuestions:
     """
     passages, records = _hipporag_files(root, stem)
     pairs = [(r, _hotpot_question(r, passages)) for r in records]
-    return passages.documents, _unique_questions(pairs, "_id")
+    return passages.documents, unique_questions(pairs, "_id")
 
 
 # ---------------------------------------------------------------- 2WikiMultihopQA
@@ -310,14 +310,14 @@ _TWOWIKI_MULTIHOP = "fastgraphrag_questions_101.json"
 
 
 def _string_array(path: Path) -> list[str]:
-    records = _json_array(path)
+    records = json_array(path)
     for rec in records:
         if not isinstance(rec.value, str):
-            raise rec.error(None, f"expected a string, got {_type_name(rec.value)}")
+            raise rec.error(None, f"expected a string, got {type_name(rec.value)}")
     return [rec.value for rec in records]
 
 
-def _two_wiki_question(rec: _Rec, passages: _PassageIndex, multihop: set[str]) -> Question:
+def _two_wiki_question(rec: FieldReader, passages: _PassageIndex, multihop: set[str]) -> Question:
     question = rec.text("question")
     titles = rec.strings("ground_truth")
     gold = [passages.by_unique_title(rec, f"ground_truth[{i}]", t) for i, t in enumerate(titles)]
@@ -326,7 +326,7 @@ def _two_wiki_question(rec: _Rec, passages: _PassageIndex, multihop: set[str]) -
         question_id=f"2wiki-{rec.record:03d}",
         question=question,
         answers=[answer] if answer else [],
-        gold_doc_ids=_dedupe(gold),
+        gold_doc_ids=dedupe(gold),
         metadata={
             "retrieval_only": not answer,
             "fastgraphrag_multihop": question in multihop,
@@ -347,5 +347,5 @@ def _two_wiki(root: Path) -> DocsAndQuestions:
     """
     passages = _PassageIndex(root / _TWOWIKI_CORPUS)
     multihop = set(_string_array(root / _TWOWIKI_MULTIHOP))
-    pairs = [(r, _two_wiki_question(r, passages, multihop)) for r in _json_array(root / _TWOWIKI_QUESTIONS)]
-    return passages.documents, _unique_questions(pairs, "question")
+    pairs = [(r, _two_wiki_question(r, passages, multihop)) for r in json_array(root / _TWOWIKI_QUESTIONS)]
+    return passages.documents, unique_questions(pairs, "question")

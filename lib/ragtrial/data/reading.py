@@ -1,4 +1,4 @@
-"""Reading input files and fields so that every error names file, record and field (`_Rec`).
+"""Reading input files and fields so that every error names file, record and field (`FieldReader`).
 
 Also the small value helpers the loaders share. Leading-underscore names are private to `ragtrial.data`.
 """
@@ -17,7 +17,7 @@ from ragtrial.records import DataError
 
 
 @dataclass(frozen=True)
-class _Rec:
+class FieldReader:
     """One input value and where it sits, so that every error names file, record and field."""
 
     path: Path
@@ -31,12 +31,12 @@ class _Rec:
 
     def get(self, key: str, kind: type | tuple[type, ...] = str) -> Any:
         if not isinstance(self.value, dict):
-            raise self.error(None, f"expected an object, got {_type_name(self.value)}")
+            raise self.error(None, f"expected an object, got {type_name(self.value)}")
         if key not in self.value:
             raise self.error(key, "missing")
         value = self.value[key]
-        if not _is_kind(value, kind):
-            raise self.error(key, f"expected {_kind_name(kind)}, got {_type_name(value)}")
+        if not is_kind(value, kind):
+            raise self.error(key, f"expected {_kind_name(kind)}, got {type_name(value)}")
         return value
 
     def text(self, key: str) -> str:
@@ -57,18 +57,18 @@ class _Rec:
         values = self.get(key, list)
         for i, value in enumerate(values):
             if not isinstance(value, str):
-                raise self.error(f"{key}[{i}]", f"expected a string, got {_type_name(value)}")
+                raise self.error(f"{key}[{i}]", f"expected a string, got {type_name(value)}")
         return values
 
-    def items(self, key: str) -> list[_Rec]:
+    def items(self, key: str) -> list[FieldReader]:
         """The elements of list field `key`, each as a record located at `key[i]`."""
         return [self.at(f"{key}[{i}]", v) for i, v in enumerate(self.get(key, list))]
 
-    def at(self, field: str, value: Any) -> _Rec:
-        return _Rec(self.path, self.record, value, f"{self.prefix}{field}.")
+    def at(self, field: str, value: Any) -> FieldReader:
+        return FieldReader(self.path, self.record, value, f"{self.prefix}{field}.")
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
@@ -77,7 +77,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(k.__name__ for k in kinds)
 
 
-def _is_kind(value: Any, kind: type | tuple[type, ...]) -> bool:
+def is_kind(value: Any, kind: type | tuple[type, ...]) -> bool:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     # bool is a subclass of int in Python, but `true` is not a valid paragraph index.
     if isinstance(value, bool) and bool not in kinds:
@@ -95,7 +95,7 @@ def _require_file(path: Path, hint: str = "") -> Path:
     return path
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     # utf-8-sig drops a BOM (Gutenberg text, Microsoft CSVs); universal newlines turn CRLF into LF.
     try:
         return _require_file(path).read_text(encoding="utf-8-sig")
@@ -105,34 +105,34 @@ def _read_text(path: Path) -> str:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(_read_text(path))
+        return json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise DataError(
             str(path), None, None, f"invalid JSON: {err.msg} (line {err.lineno}, column {err.colno})"
         ) from None
 
 
-def _json_array(path: Path) -> list[_Rec]:
+def json_array(path: Path) -> list[FieldReader]:
     data = _read_json(path)
     if not isinstance(data, list):
-        raise DataError(str(path), None, None, f"expected a JSON array at top level, got {_type_name(data)}")
-    return [_Rec(path, i, value) for i, value in enumerate(data)]
+        raise DataError(str(path), None, None, f"expected a JSON array at top level, got {type_name(data)}")
+    return [FieldReader(path, i, value) for i, value in enumerate(data)]
 
 
-def _json_object(path: Path) -> list[_Rec]:
+def json_object(path: Path) -> list[FieldReader]:
     data = _read_json(path)
     if not isinstance(data, dict):
-        raise DataError(str(path), None, None, f"expected a JSON object at top level, got {_type_name(data)}")
-    return [_Rec(path, key, value) for key, value in data.items()]
+        raise DataError(str(path), None, None, f"expected a JSON object at top level, got {type_name(data)}")
+    return [FieldReader(path, key, value) for key, value in data.items()]
 
 
-def _json_lines(path: Path) -> list[_Rec]:
+def json_lines(path: Path) -> list[FieldReader]:
     records = []
-    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue  # a trailing or separating blank line holds no record
         try:
-            records.append(_Rec(path, f"line {number}", json.loads(line)))
+            records.append(FieldReader(path, f"line {number}", json.loads(line)))
         except json.JSONDecodeError as err:
             raise DataError(
                 str(path), f"line {number}", None, f"invalid JSON: {err.msg} (column {err.colno})"
@@ -140,12 +140,12 @@ def _json_lines(path: Path) -> list[_Rec]:
     return records
 
 
-def _csv_rows(path: Path, columns: Sequence[str]) -> list[_Rec]:
-    reader = csv.DictReader(_read_text(path).splitlines())
+def csv_rows(path: Path, columns: Sequence[str]) -> list[FieldReader]:
+    reader = csv.DictReader(read_text(path).splitlines())
     for column in columns:
         if column not in (reader.fieldnames or []):
             raise DataError(str(path), None, column, f"missing CSV column (header: {reader.fieldnames})")
-    return [_Rec(path, f"line {reader.line_num}", row) for row in reader]
+    return [FieldReader(path, f"line {reader.line_num}", row) for row in reader]
 
 
 def _stable_hash(text: str, length: int = 12) -> str:
@@ -157,11 +157,11 @@ def _answers(answer: str, aliases: Iterable[str] = ()) -> list[str]:
     return list(dict.fromkeys([answer, *aliases]))
 
 
-def _dedupe(values: Iterable[str]) -> list[str]:
+def dedupe(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def _choose(option: str, value: str, allowed: Sequence[str]) -> str:
+def choose(option: str, value: str, allowed: Sequence[str]) -> str:
     if value not in allowed:
         raise ValueError(f"{option} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
     return value

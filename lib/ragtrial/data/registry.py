@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ragtrial.data.reading import _is_kind, _Rec
+from ragtrial.data.reading import FieldReader, is_kind
 from ragtrial.records import DataError, Dataset, Document, Question
 
 DocsAndQuestions = tuple[list[Document], list[Question]]
@@ -108,7 +108,7 @@ def _combined_signature(
 
 def _check_limits(**limits: int | None) -> None:
     for option, value in limits.items():
-        if value is not None and (not _is_kind(value, int) or value < 0):
+        if value is not None and (not is_kind(value, int) or value < 0):
             raise ValueError(f"{option} must be a non-negative integer or None, got {value!r}")
 
 
@@ -133,9 +133,13 @@ def _limit_documents(
 
 def _check_consistent(root: Path, documents: list[Document], questions: list[Question]) -> None:
     """Last line of defence: loaders check ids where they know the record; this catches the rest."""
-    _check_unique(((d.doc_id, _Rec(root, i, d)) for i, d in enumerate(documents)), "doc_id", "document id")
-    _check_unique(
-        ((q.question_id, _Rec(root, i, q)) for i, q in enumerate(questions)), "question_id", "question id"
+    check_unique(
+        ((d.doc_id, FieldReader(root, i, d)) for i, d in enumerate(documents)), "doc_id", "document id"
+    )
+    check_unique(
+        ((q.question_id, FieldReader(root, i, q)) for i, q in enumerate(questions)),
+        "question_id",
+        "question id",
     )
     doc_ids = {d.doc_id for d in documents}
     for q in questions:
@@ -144,16 +148,16 @@ def _check_consistent(root: Path, documents: list[Document], questions: list[Que
             raise DataError(str(root), q.question_id, "gold_doc_ids", f"no document with id {missing[0]!r}")
 
 
-def _check_unique(keyed: Iterable[tuple[str, _Rec]], field: str, what: str) -> None:
+def check_unique(keyed: Iterable[tuple[str, FieldReader]], field: str, what: str) -> None:
     """Raise on the second record whose key repeats, naming that record and the first one."""
-    first: dict[str, _Rec] = {}
+    first: dict[str, FieldReader] = {}
     for key, rec in keyed:
         if key in first:
             raise rec.error(field, f"duplicate {what} {key!r} (first seen at record {first[key].record})")
         first[key] = rec
 
 
-def _unique_questions(pairs: list[tuple[_Rec, Question]], field: str) -> list[Question]:
+def unique_questions(pairs: list[tuple[FieldReader, Question]], field: str) -> list[Question]:
     """Questions built from records of one file, after checking that their ids are unique there."""
-    _check_unique(((q.question_id, r) for r, q in pairs), field, "question id")
+    check_unique(((q.question_id, r) for r, q in pairs), field, "question id")
     return [q for _, q in pairs]

@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ragtrial.data.reading import _choose, _dedupe, _json_lines, _json_object, _Rec, _type_name
-from ragtrial.data.registry import DocsAndQuestions, _check_unique, _loader, _unique_questions
-from ragtrial.data.text_folders import _text_documents
+from ragtrial.data.reading import FieldReader, choose, dedupe, json_lines, json_object, type_name
+from ragtrial.data.registry import DocsAndQuestions, _loader, check_unique, unique_questions
+from ragtrial.data.text_folders import text_documents
 from ragtrial.records import Document, Question
 
 # ---------------------------------------------------------------- QMSum
 
 
-def _turn_spans(rec: _Rec, key: str, n_turns: int) -> list[list[int]]:
+def _turn_spans(rec: FieldReader, key: str, n_turns: int) -> list[list[int]]:
     """[["1", "16"], …] (turn indices as strings) → [[1, 16], …], checked against the transcript."""
     spans = []
     for item in rec.items(key):
@@ -27,7 +27,7 @@ def _turn_spans(rec: _Rec, key: str, n_turns: int) -> list[list[int]]:
     return spans
 
 
-def _qmsum_meeting(rec: _Rec, doc_id: str) -> Document:
+def _qmsum_meeting(rec: FieldReader, doc_id: str) -> Document:
     turns = rec.items("meeting_transcripts")
     # One turn per line, so relevant_text_span turn indices are also line indices of the text.
     lines = [f"{t.get('speaker')}: {t.get('content')}" for t in turns]
@@ -40,7 +40,7 @@ def _qmsum_meeting(rec: _Rec, doc_id: str) -> Document:
     )
 
 
-def _qmsum_questions(rec: _Rec, doc: Document) -> list[tuple[_Rec, Question]]:
+def _qmsum_questions(rec: FieldReader, doc: Document) -> list[tuple[FieldReader, Question]]:
     pairs = []
     for kind in ("general", "specific"):
         for j, item in enumerate(rec.items(f"{kind}_query_list")):
@@ -69,7 +69,7 @@ def _qmsum(root: Path, *, split: str = "test") -> DocsAndQuestions:
     specific queries the relevant turn spans (metadata relevant_text_span, inclusive [start, end]).
     """
     documents, pairs = [], []
-    for n, rec in enumerate(_json_lines(root / f"{split}.jsonl")):
+    for n, rec in enumerate(json_lines(root / f"{split}.jsonl")):
         doc = _qmsum_meeting(rec, f"qmsum-{split}-{n:03d}")
         documents.append(doc)
         pairs.extend(_qmsum_questions(rec, doc))
@@ -79,7 +79,9 @@ def _qmsum(root: Path, *, split: str = "test") -> DocsAndQuestions:
 # ---------------------------------------------------------------- SQuALITY and ODSum
 
 
-def _story_questions(items: list[_Rec], doc_id: str, id_prefix: str = "") -> list[tuple[_Rec, Question]]:
+def _story_questions(
+    items: list[FieldReader], doc_id: str, id_prefix: str = ""
+) -> list[tuple[FieldReader, Question]]:
     """SQuALITY-format questions; question 1 is always the plot question, hence type "general"."""
     pairs = []
     for item in items:
@@ -96,7 +98,7 @@ def _story_questions(items: list[_Rec], doc_id: str, id_prefix: str = "") -> lis
     return pairs
 
 
-def _gutenberg_id(rec: _Rec) -> tuple[str, dict[str, Any]]:
+def _gutenberg_id(rec: FieldReader) -> tuple[str, dict[str, Any]]:
     meta = rec.at("metadata", rec.get("metadata", dict))
     passage_id = meta.text("passage_id")
     return f"gutenberg-{passage_id}", {"passage_id": passage_id, "uid": meta.get("uid")}
@@ -110,16 +112,16 @@ def _squality(root: Path, *, split: str = "test") -> DocsAndQuestions:
     question_id "<doc_id>-q<number>", four reference_summaries each; question_type "general" for the
     plot question (number 1), "specific" for the others.
     """
-    records = _json_lines(root / f"{split}.jsonl")
+    records = json_lines(root / f"{split}.jsonl")
     documents, pairs = [], []
     for rec in records:
         doc_id, meta = _gutenberg_id(rec)
         documents.append(Document(doc_id=doc_id, text=rec.text("document"), metadata=meta))
         pairs.extend(_story_questions(rec.items("questions"), doc_id))
-    _check_unique(
+    check_unique(
         ((d.doc_id, r) for r, d in zip(records, documents, strict=True)), "metadata.passage_id", "story id"
     )
-    return documents, _unique_questions(pairs, "question_number")
+    return documents, unique_questions(pairs, "question_number")
 
 
 def _odsum_meeting(root: Path) -> DocsAndQuestions:
@@ -127,11 +129,11 @@ def _odsum_meeting(root: Path) -> DocsAndQuestions:
     # The meeting id (file stem) is what meetings_list refers to, so it is the doc_id here.
     # Upstream Bro024.txt is empty yet named by 5 queries: kept (flagged metadata empty=True) so the
     # gold lists stay as published; retrieval can never find it, which the metrics should show.
-    texts = _text_documents(folder, ("*.txt",), (), keep_empty=True)
+    texts = text_documents(folder, ("*.txt",), (), keep_empty=True)
     documents = [d.model_copy(update={"doc_id": d.title}) for d in texts]
     known = {d.doc_id for d in documents}
     questions = []
-    for rec in _json_object(root / "meeting" / "queries.json"):
+    for rec in json_object(root / "meeting" / "queries.json"):
         meetings = rec.strings("meetings_list")
         for i, meeting in enumerate(meetings):
             if meeting not in known:
@@ -140,7 +142,7 @@ def _odsum_meeting(root: Path) -> DocsAndQuestions:
             Question(
                 question_id=f"odsum-meeting-{rec.record}",
                 question=rec.text("query"),
-                gold_doc_ids=_dedupe(meetings),
+                gold_doc_ids=dedupe(meetings),
                 reference_summaries=[rec.text("answer")],
                 metadata={"n_documents": len(meetings)},
             )
@@ -148,7 +150,7 @@ def _odsum_meeting(root: Path) -> DocsAndQuestions:
     return documents, questions
 
 
-def _odsum_story_document(rec: _Rec) -> Document:
+def _odsum_story_document(rec: FieldReader) -> Document:
     doc_id, meta = _gutenberg_id(rec)
     chunks = rec.strings("divided_document")
     # Chunks end in their own whitespace: joining with "" restores the story, and the offsets
@@ -162,9 +164,9 @@ def _odsum_story_document(rec: _Rec) -> Document:
     )
 
 
-def _odsum_story_group(rec: _Rec) -> tuple[str, list[_Rec]]:
+def _odsum_story_group(rec: FieldReader) -> tuple[str, list[FieldReader]]:
     if not isinstance(rec.value, list) or not rec.value:
-        raise rec.error(None, f"expected a non-empty array of questions, got {_type_name(rec.value)}")
+        raise rec.error(None, f"expected a non-empty array of questions, got {type_name(rec.value)}")
     items = [rec.at(f"[{i}]", v) for i, v in enumerate(rec.value)]
     titles = {item.text("title") for item in items}
     if len(titles) != 1:
@@ -176,12 +178,12 @@ def _odsum_story_group(rec: _Rec) -> tuple[str, list[_Rec]]:
 
 def _odsum_story(root: Path) -> DocsAndQuestions:
     docs_path = root / "story" / "documents_test.jsonl"
-    records = _json_lines(docs_path)
+    records = json_lines(docs_path)
     documents = [_odsum_story_document(r) for r in records]
-    _check_unique(((d.title, r) for r, d in zip(records, documents, strict=True)), "title", "story title")
+    check_unique(((d.title, r) for r, d in zip(records, documents, strict=True)), "title", "story title")
     by_title = {d.title: d.doc_id for d in documents}
     pairs, seen = [], set()
-    for rec in _json_lines(root / "story" / "queries.jsonl"):
+    for rec in json_lines(root / "story" / "queries.jsonl"):
         title, items = _odsum_story_group(rec)
         # queries.jsonl covers all SQuALITY splits; only the test stories' documents are in the copy.
         if title in by_title:
@@ -190,7 +192,7 @@ def _odsum_story(root: Path) -> DocsAndQuestions:
     for rec, doc in zip(records, documents, strict=True):
         if doc.title not in seen:
             raise rec.error("title", "no question group in story/queries.jsonl has this title")
-    return documents, _unique_questions(pairs, "question_number")
+    return documents, unique_questions(pairs, "question_number")
 
 
 @_loader("odsum")
@@ -204,5 +206,5 @@ def _odsum(root: Path, *, subset: str = "meeting") -> DocsAndQuestions:
     queries.jsonl also holds the questions of the 75 train/dev stories whose documents are not in this
     copy: those are left out by design; a test story without questions raises DataError.
     """
-    subset = _choose("subset", subset, ("meeting", "story"))
+    subset = choose("subset", subset, ("meeting", "story"))
     return _odsum_meeting(root) if subset == "meeting" else _odsum_story(root)

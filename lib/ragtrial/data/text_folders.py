@@ -9,7 +9,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from ragtrial.data.reading import _read_text
+from ragtrial.data.reading import read_text
 from ragtrial.data.registry import DocsAndQuestions, _loader
 from ragtrial.records import DataError, Document
 
@@ -22,7 +22,7 @@ def _natural_key(path: Path) -> list[Any]:
     return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", path.as_posix())]
 
 
-def _text_documents(
+def text_documents(
     root: Path, patterns: Sequence[str], exclude: Sequence[str], *, keep_empty: bool = False
 ) -> list[Document]:
     """One Document per matching file; an empty file raises unless `keep_empty` (then it warns)."""
@@ -40,7 +40,7 @@ def _text_documents(
         raise DataError(str(root), None, None, f"no files matching {list(patterns)}")
     documents = []
     for file in sorted(files, key=lambda p: _natural_key(p.relative_to(root))):
-        text = _read_text(file)
+        text = read_text(file)
         doc = Document(doc_id=file.relative_to(root).as_posix(), title=file.stem, text=text)
         if not text.strip():
             if not keep_empty:
@@ -60,4 +60,4 @@ def _text_folder(
     doc_id = path relative to the folder, title = file stem. `patterns` selects files by name,
     `exclude` drops documentation files (SOURCE.md, README.md, LICENSE*, … by default).
     """
-    return _text_documents(root, patterns, exclude), []
+    return text_documents(root, patterns, exclude), []

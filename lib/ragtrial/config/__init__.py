@@ -1,0 +1,44 @@
+"""Settings: pydantic sections with defaults in code, one module per concern, and batch files.
+
+A params file states only what it changes. Resolution order for one run:
+code defaults <- batch `settings` <- run `settings` <- grid point <- command-line `--set`.
+Every error names the file and the dotted key, and is raised before any model call.
+Every key carries a description (`ragtrial settings` lists them).
+"""
+
+from ragtrial.config.base import ParamsError, Section
+from ragtrial.config.batch import RunSpec, load_batch, parse_set_overrides, settings_hash
+from ragtrial.config.claims import ClaimsSettings
+from ragtrial.config.data import DataSettings
+from ragtrial.config.index import IndexSettings
+from ragtrial.config.judge import JudgeSettings
+from ragtrial.config.llm import BackendCheckSettings, EmbeddedServerSettings, EmbeddingSettings, LLMSettings
+from ragtrial.config.methods import MethodSettings, QASettings, SummarizationSettings
+from ragtrial.config.questions import QuestionsSettings, RelevanceSettings
+from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.config.settings import Settings, validate_settings
+
+__all__ = [
+    "BackendCheckSettings",
+    "ClaimsSettings",
+    "DataSettings",
+    "EmbeddedServerSettings",
+    "EmbeddingSettings",
+    "IndexSettings",
+    "JudgeSettings",
+    "LLMSettings",
+    "MethodSettings",
+    "ParamsError",
+    "QASettings",
+    "QuestionsSettings",
+    "RelevanceSettings",
+    "RetrievalSettings",
+    "RunSpec",
+    "Section",
+    "Settings",
+    "SummarizationSettings",
+    "load_batch",
+    "parse_set_overrides",
+    "settings_hash",
+    "validate_settings",
+]

@@ -1,0 +1,97 @@
+"""What a judge run will cost before it is paid for: calls and tokens from the protocol's sizes,
+and minutes on the embedded model from its measured throughput.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from ragtrial.evaluation.judge.protocols import POSITIONS, scoring_prompt
+from ragtrial.llm.tokens import count_tokens
+from ragtrial.prompts import load_prompt
+
+if TYPE_CHECKING:
+    from ragtrial.config.judge import JudgeSettings
+
+
+# ---------------------------------------------------------------- cost before paying
+
+
+def judge_prompt_tokens(aspects: Sequence[str] | None, question_tokens: int, answer_tokens: int) -> int:
+    """Prompt tokens of one judge call (cl100k): the unbiased scoring prompt for `aspects`, or the
+    classic prompt when `aspects` is None, with a question and two answers of the given sizes.
+    """
+    prompt = load_prompt("judge_classic") if aspects is None else scoring_prompt(tuple(aspects))
+    frame = "\n".join(m["content"] for m in prompt.render(question="", answer_1="", answer_2=""))
+    return count_tokens(frame) + question_tokens + 2 * answer_tokens
+
+
+# The embedded Gemma 3 270M on 2 cores: prompt tokens/s, free-text and grammar-constrained JSON tokens/s.
+EMBEDDED_THROUGHPUT = {"prompt": 400.0, "text": 40.0, "json": 10.0}
+
+
+def estimate_cost(
+    settings: JudgeSettings,
+    n_questions: int,
+    n_pairs: int,
+    *,
+    n_answers: int,
+    question_tokens: int,
+    answer_tokens: int,
+    answer_prompt_tokens: int,
+    classic_positions: int = 1,
+    throughput: dict[str, float] | None = None,
+) -> pd.DataFrame:
+    """Dry-run estimate of calls and tokens, completion tokens at their maximum. Unbiased judge
+    calls = M trials x N repeats x 2 positions x questions x pairs (all aspects in one call); length
+    alignment is bounded by R regenerations plus one append per pair; answers count one generation
+    each (a map-reduce method's map calls come on top). With a `throughput` (keys prompt, text,
+    json in tokens/s), also the seconds those tokens take.
+    """
+    s = settings
+    pairs = n_questions * n_pairs
+    plan = [
+        ("answers", "text", n_answers, answer_prompt_tokens, s.answer_max_tokens),
+        (
+            "length alignment (at most)",
+            "text",
+            pairs * (s.max_regenerations + 1),
+            answer_prompt_tokens,
+            s.answer_max_tokens,
+        ),
+        (
+            "classic judge",
+            "json",
+            pairs * classic_positions,
+            judge_prompt_tokens(None, question_tokens, answer_tokens),
+            s.classic_max_tokens,
+        ),
+        (
+            "unbiased judge",
+            "json",
+            s.trials * s.repeats * len(POSITIONS) * pairs,
+            judge_prompt_tokens(s.aspects, question_tokens, answer_tokens),
+            s.judge_max_tokens,
+        ),
+    ]
+    table = pd.DataFrame(
+        [
+            {
+                "step": step,
+                "output": output,
+                "calls": calls,
+                "prompt_tokens": calls * per_prompt,
+                "completion_tokens_max": calls * per_completion,
+            }
+            for step, output, calls, per_prompt, per_completion in plan
+        ]
+    )
+    if throughput:
+        table["seconds_est"] = (
+            table["prompt_tokens"] / throughput["prompt"]
+            + table["completion_tokens_max"] / table["output"].map(throughput)
+        ).round(0)
+    return table

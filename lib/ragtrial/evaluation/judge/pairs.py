@@ -1,0 +1,187 @@
+"""Answer pairs and length alignment (the unbiased protocol, Sections IV-B/C of the seed paper).
+
+Pairs: (question_id, question, question_type, method_a, replicate_a, text_a, method_b,
+replicate_b, text_b); a method is identified by (method, replicate), so a method can be paired
+with itself. The shorter answer is regenerated with the longer one's length added to its answer
+prompt (up to R times); then the model is asked to append the missing words; a pair still apart by
+more than the tolerance is discarded and counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from itertools import combinations
+
+import pandas as pd
+
+from ragtrial.llm.client import LLM
+from ragtrial.llm.errors import LLMError
+from ragtrial.prompts import Prompt, load_prompt
+
+METHOD_KEY = ["method_a", "replicate_a", "method_b", "replicate_b"]
+PAIR_COLUMNS = [
+    "question_id",
+    "question",
+    "question_type",
+    "method_a",
+    "replicate_a",
+    "text_a",
+    "method_b",
+    "replicate_b",
+    "text_b",
+]
+# (question_id, method, replicate, target_words) -> the method's answer written to that length
+Regenerate = Callable[[str, str, int, int], str]
+# (question, answer, n_words, method) -> words to append to the answer
+Append = Callable[[str, str, int, str], str]
+
+# Bounds the forced append's generation near the missing word count (BPE prose: ~1.3 tokens/word).
+TOKENS_PER_WORD = 1.4
+
+
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
+def pair_label(row: pd.Series | tuple) -> str:
+    """'a vs b', with run numbers when a method meets itself."""
+    if row.method_a == row.method_b:
+        return f"{row.method_a} #{row.replicate_a} vs #{row.replicate_b}"
+    return f"{row.method_a} vs {row.method_b}"
+
+
+# ---------------------------------------------------------------- pairs and length alignment
+
+
+def all_pairs(methods: Sequence[str]) -> list[tuple[str, str]]:
+    return list(combinations(methods, 2))
+
+
+def make_pairs(
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    method_pairs: Sequence[tuple[str, str]],
+    replicates: tuple[int, int] = (0, 0),
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per (method pair, question) whose two answers exist, and the answers that were
+    missing (question_id, method, replicate) so their pairs can be reported, not silently lost.
+    """
+    text = answers.set_index(["question_id", "method", "replicate"])["text"]
+    rows, missing = [], []
+    for method_a, method_b in method_pairs:
+        for q in questions.itertuples(index=False):
+            key_a, key_b = (q.question_id, method_a, replicates[0]), (q.question_id, method_b, replicates[1])
+            absent = [k for k in (key_a, key_b) if k not in text.index]
+            if absent:
+                missing += absent
+                continue
+            rows.append(
+                (
+                    q.question_id,
+                    q.question,
+                    q.question_type,
+                    method_a,
+                    replicates[0],
+                    text[key_a],
+                    method_b,
+                    replicates[1],
+                    text[key_b],
+                )
+            )
+    return (
+        pd.DataFrame(rows, columns=PAIR_COLUMNS),
+        pd.DataFrame(missing, columns=["question_id", "method", "replicate"]).drop_duplicates(),
+    )
+
+
+def _gap(text: dict[str, str]) -> int:
+    return abs(word_count(text["a"]) - word_count(text["b"]))
+
+
+def _shorter_first(text: dict[str, str]) -> tuple[str, str]:
+    return ("a", "b") if word_count(text["a"]) < word_count(text["b"]) else ("b", "a")
+
+
+def _align_pair(
+    pair: tuple, regenerate: Regenerate, append: Append, tolerance: int, max_attempts: int
+) -> tuple[dict[str, str], dict]:
+    text = {"a": pair.text_a, "b": pair.text_b}
+    method = {"a": (pair.method_a, pair.replicate_a), "b": (pair.method_b, pair.replicate_b)}
+    log = {
+        "question_id": pair.question_id,
+        **{k: getattr(pair, k) for k in METHOD_KEY},
+        "words_a_before": word_count(text["a"]),
+        "words_b_before": word_count(text["b"]),
+        "gap_before": _gap(text),
+        "regenerations": 0,
+        "forced": False,
+        "error": "",
+    }
+    requested: dict[str, int] = {}
+    try:
+        while _gap(text) > tolerance and log["regenerations"] < max_attempts:
+            short, long = _shorter_first(text)
+            # Ask past the target by as much as the last request for this side fell short.
+            missed = requested[short] - word_count(text[short]) if short in requested else 0
+            requested[short] = max(1, word_count(text[long]) + missed)
+            text[short] = regenerate(pair.question_id, *method[short], requested[short])
+            log["regenerations"] += 1
+        if _gap(text) > tolerance:
+            short, _ = _shorter_first(text)
+            log["forced"] = True
+            added = append(pair.question, text[short], _gap(text), method[short][0])
+            text[short] = f"{text[short].rstrip()} {added.strip()}".strip()
+    except LLMError as err:
+        log["error"] = f"{err.kind}: {err}"
+    status = "failed" if log["error"] else "aligned" if _gap(text) <= tolerance else "discarded"
+    return text, log | {"gap_after": _gap(text), "status": status}
+
+
+def align_lengths(
+    pairs: pd.DataFrame, regenerate: Regenerate, append: Append, tolerance: int, max_attempts: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Generate-adjust length alignment. Returns the aligned pairs and a log with one row per pair.
+
+    Each attempt regenerates the currently shorter answer, asking for the longer one's length
+    corrected by how far the previous request for that answer missed (so repeated attempts are
+    different requests, even for a deterministic model). After `max_attempts` the model is asked
+    to append the missing words (forced alignment). Pairs still apart by more than `tolerance`
+    words are `discarded`; pairs whose regeneration or append call failed are `failed`.
+    """
+    aligned, log = [], []
+    for pair in pairs.itertuples(index=False):
+        text, row = _align_pair(pair, regenerate, append, tolerance, max_attempts)
+        log.append(row)
+        if row["status"] == "aligned":
+            aligned.append(pair._replace(text_a=text["a"], text_b=text["b"]))
+    return pd.DataFrame(aligned, columns=PAIR_COLUMNS), pd.DataFrame(log)
+
+
+def length_hint_prompt(prompt: Prompt, target_words: int) -> Prompt:
+    """`prompt` with the target length added to its instructions (the generate-adjust step)."""
+    hint = load_prompt("align_regenerate")
+    sentence = hint.render(target_words=target_words)[-1]["content"]
+    system = f"{prompt.system} {sentence}".strip()
+    return dataclasses.replace(prompt, system=system, version=f"{prompt.version}+{hint.tag}")
+
+
+def llm_appender(llm: LLM, temperature: float) -> Append:
+    """Forced alignment: the model writes the missing words, with a generation budget sized to
+    them so a rambling reply cannot overshoot by much.
+    """
+    prompt = load_prompt("align_append")
+
+    def append(question: str, answer: str, n_words: int, method: str) -> str:
+        messages = prompt.render(question=question, answer=answer, n_words=n_words)
+        return llm.complete(
+            messages,
+            stage="align_append",
+            method=method,
+            prompt=prompt,
+            temperature=temperature,
+            max_tokens=math.ceil(n_words * TOKENS_PER_WORD) + 4,
+        ).text
+
+    return append

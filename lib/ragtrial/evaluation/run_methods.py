@@ -1,0 +1,67 @@
+"""Running methods over questions: one row per question x method with the answer or its failure,
+the context shown, calls, tokens and latency; and every recorded failure as a table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from ragtrial.records import Question, ordered_union
+
+if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
+    from ragtrial.methods.base import Answer, Method
+
+
+def run_methods(methods: Sequence[Method], questions: Sequence[Question]) -> pd.DataFrame:
+    """One row per question x method: the answer or its failure, the context shown (ids, tokens per
+    kind), calls, tokens and latency. Sequential: per-answer cost is read off the ledger in order.
+    """
+    return answers_frame(method.answer(question) for question in questions for method in methods)
+
+
+def answers_frame(answers: Iterable[Answer]) -> pd.DataFrame:
+    """Answers as rows; `tokens_<kind>` columns hold context tokens per kind (0 where absent)."""
+    rows = []
+    for a in answers:
+        rows.append(
+            {
+                "question_id": a.question_id,
+                "method": a.method,
+                "text": a.text,
+                "failure": a.failure,
+                "fallback": a.fallback,
+                "route": a.notes.get("route", ""),
+                "context_ready": a.context_ready,
+                "doc_ids": a.doc_ids,
+                "context_ids": ordered_union(item.chunk_ids for item in a.context),
+                "context_items": len(a.context),
+                "context_tokens": sum(a.context_tokens.values()),
+                **{f"tokens_{kind}": n for kind, n in a.context_tokens.items()},
+                "calls": a.calls,
+                "cached_calls": a.cached_calls,
+                "prompt_tokens": a.prompt_tokens,
+                "completion_tokens": a.completion_tokens,
+                "latency_s": a.latency_s,
+                "notes": json.dumps(a.notes, sort_keys=True, default=str),
+                "failures": a.failures,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    kinds = [c for c in frame.columns if c.startswith("tokens_")]
+    return frame.fillna({c: 0 for c in kinds}).astype({c: int for c in kinds})
+
+
+def failures_table(answers: pd.DataFrame) -> pd.DataFrame:
+    """Every recorded failure (item id, method, stage, kind, detail), fatal or not; `answer_lost`
+    says whether the method ended with no answer for that question.
+    """
+    rows = [
+        (r.question_id, r.method, f["stage"], f["kind"], f["detail"], r.failure != "")
+        for r in answers.itertuples(index=False)
+        for f in r.failures
+    ]
+    return pd.DataFrame(rows, columns=["question_id", "method", "stage", "kind", "detail", "answer_lost"])

@@ -1,0 +1,276 @@
+"""Scoring tables: QA and summary scores per answer, per-method means with bootstrap intervals,
+paired comparisons against a baseline, complementarity, cost and the quality/cost Pareto front.
+
+Failed answers (no text because a model call failed) are never scored: their metric cells are
+NaN, every mean and test runs on the answered questions only, and the failures are counted in
+their own column. Paired comparisons use the questions both methods answered; which paired test
+applies is the metric's own (`ragtrial.evaluation.metrics.METRICS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ragtrial.evaluation.metrics import bertscore, qa_scores, recall_at_k, rouge_scores
+from ragtrial.records import Question
+from ragtrial.stats import (
+    complementarity,
+    holm_correction,
+    latency_summary,
+    paired_comparison_table,
+    pareto_front,
+    summary_by_group,
+)
+
+BINARY_METRICS = {"em", "accuracy"}  # McNemar; every other metric is compared with Wilcoxon
+
+
+def _with_questions(answers: pd.DataFrame, questions: Sequence[Question]) -> pd.DataFrame:
+    qs = pd.DataFrame(
+        [
+            {
+                "question_id": q.question_id,
+                "question_type": q.question_type,
+                "answers": q.answers,
+                "gold_doc_ids": q.gold_doc_ids,
+                "references": q.reference_summaries,
+                "is_null": bool(q.metadata.get("is_null", False)),
+            }
+            for q in questions
+        ]
+    )
+    return answers.merge(qs, on="question_id", how="left", validate="many_to_one")
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def _retrieval_scores(df: pd.DataFrame, k: int) -> pd.DataFrame:
+    """recall@k (share of gold documents among the first k distinct documents of the passages
+    shown), recall over all passages shown, and whether all were shown. NaN for methods that never
+    show passages (closed book, triplets, global search), for questions without gold documents,
+    and where the context step itself failed.
+    """
+    shows_passages = df.groupby("method")["doc_ids"].transform(lambda ids: ids.map(len).gt(0).any())
+    usable = shows_passages & (df["gold_doc_ids"].map(len) > 0) & df["context_ready"]
+    out = pd.DataFrame(index=df.index)
+    for name, depth in ((f"recall@{k}", k), ("recall", None)):
+        out[name] = np.nan
+        out.loc[usable, name] = [
+            recall_at_k(d, g, depth)
+            for d, g in zip(df.loc[usable, "doc_ids"], df.loc[usable, "gold_doc_ids"], strict=True)
+        ]
+    out["all_supporting"] = out["recall"].map(lambda r: np.nan if pd.isna(r) else float(r == 1.0))
+    return out
+
+
+def score_qa(answers: pd.DataFrame, questions: Sequence[Question], k: int) -> pd.DataFrame:
+    """Per question x method: EM / F1 (max over aliases) / accuracy, NaN for failed answers (a null
+    question counts as right only when declined), and the retrieval measures of `_retrieval_scores`.
+    """
+    df = _with_questions(answers, questions)
+    prediction = df["text"].where(df["failure"] == "")
+    scored = qa_scores(df.assign(prediction=prediction), "prediction", "answers", "is_null")
+    return pd.concat([scored, _retrieval_scores(df, k)], axis=1).drop(columns=["prediction", "references"])
+
+
+def score_summaries(
+    answers: pd.DataFrame,
+    questions: Sequence[Question],
+    k: int,
+    model_path: str | None = None,
+    num_layers: int | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """ROUGE-2 / ROUGE-L (best reference) and BERTScore (local MiniLM unless `model_path`) per
+    answered question x method, NaN for failed answers, plus the retrieval measures. Returns the
+    scores and BERTScore's settings (model, layer, version).
+    """
+    df = _with_questions(answers, questions)
+    answered = df["failure"] == ""
+    out = pd.concat([df.drop(columns=["answers"]), _retrieval_scores(df, k)], axis=1)
+    columns = [
+        "rouge2_p",
+        "rouge2_r",
+        "rouge2_f",
+        "rougeL_f",
+        "bertscore_precision",
+        "bertscore_recall",
+        "bertscore_f1",
+    ]
+    out[columns] = np.nan
+    if not answered.any():
+        return out.drop(columns=["references"]), {}
+    texts, references = list(df.loc[answered, "text"]), list(df.loc[answered, "references"])
+    rouge = pd.DataFrame([rouge_scores(t, refs) for t, refs in zip(texts, references, strict=True)])
+    bert, info = bertscore(texts, references, model_path=model_path, num_layers=num_layers)
+    out.loc[answered, columns[:4]] = rouge[columns[:4]].to_numpy()
+    out.loc[answered, columns[4:]] = bert[["precision", "recall", "f1"]].to_numpy()
+    return out.drop(columns=["references"]), info
+
+
+# ---------------------------------------------------------------- aggregates
+
+
+def method_summary(
+    scores: pd.DataFrame, metric_names: Sequence[str], n_resamples: int = 2000, seed: int = 0
+) -> pd.DataFrame:
+    """Per method: questions, failures (not scored), and per metric the mean with a 95% bootstrap
+    interval over the questions that have a value.
+    """
+    base = scores.groupby("method", sort=False).agg(
+        questions=("question_id", "size"), failures=("failure", lambda f: int((f != "").sum()))
+    )
+    for metric in metric_names:
+        valid = scores[scores[metric].notna()]
+        if valid.empty:
+            continue
+        ci = summary_by_group(valid, "method", metric, n_resamples, seed=seed).set_index("method")
+        base = base.join(
+            ci.rename(
+                columns={
+                    "n": f"{metric}_n",
+                    "mean": metric,
+                    "ci_low": f"{metric}_low",
+                    "ci_high": f"{metric}_high",
+                }
+            )
+        )
+    return base.reset_index()
+
+
+def by_question_type(
+    scores: pd.DataFrame, metric: str, n_resamples: int = 2000, seed: int = 0
+) -> pd.DataFrame:
+    """Mean `metric` with 95% bootstrap interval per method x question type, failures counted apart."""
+    keys = ["method", "question_type"]
+    failures = (
+        scores.groupby(keys, sort=False)["failure"].agg(lambda f: int((f != "").sum())).rename("failures")
+    )
+    valid = scores[scores[metric].notna()]
+    table = (
+        summary_by_group(valid, keys, metric, n_resamples, seed=seed)
+        if not valid.empty
+        else pd.DataFrame(columns=[*keys, "n", "mean", "ci_low", "ci_high"])
+    )
+    return table.merge(failures.reset_index(), on=keys, how="outer").assign(metric=metric)
+
+
+def _pairs(scores: pd.DataFrame, metric: str, baseline: str) -> Iterable[tuple[str, pd.DataFrame]]:
+    """(method, long frame of method + baseline scores on the questions both have a value for)."""
+    wide = scores.pivot(index="question_id", columns="method", values=metric)
+    if baseline not in wide.columns:
+        raise ValueError(f"baseline {baseline!r} is not among the scored methods {list(wide.columns)}")
+    for method in (m for m in pd.unique(scores["method"]) if m != baseline):
+        both = wide[[method, baseline]].dropna()
+        if not both.empty:
+            yield (
+                method,
+                both.reset_index().melt(id_vars="question_id", var_name="method", value_name="score"),
+            )
+
+
+def paired_table(
+    scores: pd.DataFrame, metric: str, baseline: str, n_resamples: int = 2000, seed: int = 0
+) -> pd.DataFrame:
+    """Each method against `baseline` on the questions both answered: mean difference with a paired
+    bootstrap interval, McNemar (binary metrics) or Wilcoxon, Holm across methods; `supported` is
+    False when the interval includes zero.
+    """
+    rows = [
+        paired_comparison_table(pair, baseline, metric in BINARY_METRICS, n_resamples, seed=seed)
+        for _, pair in _pairs(scores, metric, baseline)
+    ]
+    if not rows:
+        return pd.DataFrame()
+    table = pd.concat(rows, ignore_index=True).assign(metric=metric)
+    table["p_holm"] = holm_correction(table["p_value"].tolist())["p_holm"].to_numpy()
+    return table
+
+
+def complementarity_table(scores: pd.DataFrame, baseline: str, metric: str = "accuracy") -> pd.DataFrame:
+    """Per method, how its correct answers overlap the baseline's on the questions both answered."""
+    rows = []
+    for method, pair in _pairs(scores, metric, baseline):
+        wide = pair.pivot(index="question_id", columns="method", values="score")
+        parts = complementarity(wide[method].to_numpy(), wide[baseline].to_numpy())
+        row = {"method": method, "baseline": baseline, "n": len(wide)}
+        for key, label in (
+            ("only_a", "only_method"),
+            ("only_b", "only_baseline"),
+            ("both", "both"),
+            ("neither", "neither"),
+        ):
+            row |= {label: parts[key]["count"], f"{label}_share": parts[key]["share"]}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cost_table(answers: pd.DataFrame) -> pd.DataFrame:
+    """Per method and question: calls, prompt/completion tokens, context tokens per kind, latency
+    mean and p95 (failed answers included: they were paid for); totals for the whole run.
+    """
+    kinds = [c for c in answers.columns if c.startswith("tokens_")]
+    rows = []
+    for method, group in answers.groupby("method", sort=False):
+        latency = latency_summary(group["latency_s"])
+        row = {
+            "method": method,
+            "questions": len(group),
+            "calls_per_question": group["calls"].mean(),
+            "cached_share": group["cached_calls"].sum() / max(1, group["calls"].sum()),
+            "prompt_tokens_per_question": group["prompt_tokens"].mean(),
+            "completion_tokens_per_question": group["completion_tokens"].mean(),
+        }
+        row["tokens_per_question"] = row["prompt_tokens_per_question"] + row["completion_tokens_per_question"]
+        row |= {f"context_{c}": group[c].mean() for c in kinds}
+        row |= {
+            "latency_mean_s": latency["mean"],
+            "latency_p95_s": latency["p95"],
+            "total_prompt_tokens": int(group["prompt_tokens"].sum()),
+            "total_completion_tokens": int(group["completion_tokens"].sum()),
+        }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def index_cost_table(manifest: dict[str, Any]) -> pd.DataFrame:
+    """What building the index cost (from its manifest): model calls and tokens per stage, and the
+    build's wall time; an index built once serves every method and every run that asks for it.
+    """
+    ledger = pd.DataFrame(
+        manifest.get("ledger", []),
+        columns=[
+            "stage",
+            "method",
+            "calls",
+            "cached",
+            "failures",
+            "prompt_tokens",
+            "completion_tokens",
+            "latency_s",
+        ],
+    )
+    total = {
+        "stage": "total",
+        "method": "",
+        **ledger.drop(columns=["stage", "method"]).sum().to_dict(),
+        "build_wall_s": manifest.get("build_wall_s", np.nan),
+    }
+    return pd.concat([ledger, pd.DataFrame([total])], ignore_index=True)
+
+
+def pareto_table(
+    summary: pd.DataFrame, cost: pd.DataFrame, quality: str, cost_col: str = "tokens_per_question"
+) -> pd.DataFrame:
+    """Quality against tokens per question, with the methods no other method dominates marked
+    (empty when no method has a `quality` value, e.g. every answer failed).
+    """
+    columns = ["method", quality, f"{quality}_low", f"{quality}_high"]
+    if quality not in summary:
+        return pd.DataFrame(columns=[*columns, cost_col, "pareto"])
+    table = summary[columns].merge(cost[["method", cost_col]], on="method").dropna(subset=[quality])
+    return table.assign(pareto=pareto_front(table, cost_col, quality))

@@ -1,0 +1,246 @@
+"""Index build orchestration: data set -> chunks -> graph(s) -> communities -> reports -> embeddings.
+
+`build_index` runs the stages that `settings.index` asks for, times each one, and saves the result
+to `<store_path>/<config hash>/`. The hash covers everything that changes the tables: the index
+settings, the documents' fingerprint, the LLM and embedding models, the prompt versions and, for
+imports, the imported files' bytes; so any notebook asking for the same index finds it
+(`load_or_build_index`), and a rebuild replays the response cache into identical tables.
+
+`graph_source: both` keeps the NLP graph and the LLM graph side by side in one index: entity,
+relation and claim ids are prefixed with their origin (`nlp:`, `llm:`), nothing merges across the
+two, and since Leiden communities are connected, every community belongs to one origin.
+`ragtrial.index.tables.select_origin` cuts one graph out of such an index.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ragtrial.config.base import ParamsError
+from ragtrial.config.index import IndexSettings
+from ragtrial.index.chunk_documents import chunk_documents, documents_as_chunks
+from ragtrial.index.create_communities import build_communities
+from ragtrial.index.create_community_reports import generate_reports
+from ragtrial.index.embed_index import embed_index
+from ragtrial.index.extract_llm_graph import PROMPTS as EXTRACTION_PROMPTS
+from ragtrial.index.extract_llm_graph import extract_llm_graph
+from ragtrial.index.extract_nlp_graph import extract_nlp_graph
+from ragtrial.index.import_graphs import import_graphrag_output, import_openie
+from ragtrial.index.tables import GraphIndex, config_hash, empty_tables, fingerprint_documents
+from ragtrial.llm.context import ModelContext
+from ragtrial.llm.ledger import LEDGER_COLUMNS, CallRecord, Ledger, by_stage
+from ragtrial.prompts import load_prompt
+from ragtrial.records import Dataset
+
+# ---------------------------------------------------------------- identity of an index
+
+
+def _imports_graphrag(settings: IndexSettings) -> bool:
+    return settings.graph_source == "import" and Path(settings.import_path or "").is_dir()
+
+
+def _files_fingerprint(path: Path) -> str:
+    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.name.encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
+
+
+def index_identity(ctx: ModelContext, dataset: Dataset, settings: IndexSettings) -> dict[str, Any]:
+    """Everything the index tables depend on; its hash names the index folder."""
+    if settings.graph_source == "import" and not (
+        settings.import_path and Path(settings.import_path).exists()
+    ):
+        raise ParamsError(
+            f"key 'index.import_path': graph_source 'import' needs an existing GraphRAG output "
+            f"folder or OpenIE file, got {settings.import_path!r}"
+        )
+    prompts = list(EXTRACTION_PROMPTS) if settings.graph_source in ("llm", "both") else []
+    if settings.reports == "llm" and not _imports_graphrag(settings):
+        prompts.append("community_report")
+    llm = ctx.settings.llm
+    return {
+        "index": settings.model_dump(mode="json", exclude={"store_path"}),
+        "dataset": dataset.name,
+        "documents": fingerprint_documents(dataset.documents_frame()),
+        "imported_files": _files_fingerprint(Path(settings.import_path)) if settings.import_path else None,
+        "llm": {
+            "model": llm.model,
+            "temperature": llm.temperature,
+            "top_p": llm.top_p,
+            "seed": llm.seed,
+            "json_mode": llm.json_mode,
+        }
+        if prompts
+        else None,
+        "embeddings": ctx.settings.embeddings.model,
+        "prompts": [load_prompt(p).tag for p in prompts],
+    }
+
+
+def index_path(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None) -> Path:
+    settings = settings or ctx.settings.index
+    return Path(settings.store_path) / config_hash(index_identity(ctx, dataset, settings))
+
+
+# ---------------------------------------------------------------- stages
+
+
+class _Stages:
+    """Wall time per build stage, and the model time (live-call latency in the ledger) inside it."""
+
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
+        self.calls: list[CallRecord] = []  # every call of the build
+        self.times: list[dict[str, Any]] = []  # in build order (a JSON list keeps it)
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        with self.ledger.tally() as tally:
+            yield
+        self.calls += tally.rows
+        calls = tally.frame()
+        live = calls[~calls["cached"].astype(bool)]
+        self.times.append(
+            {
+                "stage": name,
+                "wall_s": round(time.perf_counter() - started, 3),
+                "model_s": round(float(live["latency_s"].sum()), 3),
+                "calls": len(calls),
+                "live_calls": len(live),
+            }
+        )
+
+    def cost_by_stage(self) -> list[dict[str, Any]]:
+        return by_stage(pd.DataFrame([asdict(r) for r in self.calls], columns=LEDGER_COLUMNS)).to_dict(
+            "records"
+        )
+
+
+def _namespaced(origin: str, tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Ids prefixed with the origin, so two graphs that name the same things stay apart."""
+
+    def tag(values: pd.Series) -> list[Any]:
+        return [None if v is None else f"{origin}:{v}" for v in values]
+
+    entities, relations, claims = tables["entities"], tables["relations"], tables["claims"]
+    return {
+        "entities": entities.assign(entity_id=tag(entities["entity_id"])),
+        "relations": relations.assign(
+            relation_id=tag(relations["relation_id"]),
+            source_id=tag(relations["source_id"]),
+            target_id=tag(relations["target_id"]),
+        ),
+        "claims": claims.assign(
+            claim_id=tag(claims["claim_id"]),
+            subject_id=tag(claims["subject_id"]),
+            object_id=tag(claims["object_id"]),
+        ),
+    }
+
+
+def _graphs(
+    ctx: ModelContext,
+    s: IndexSettings,
+    documents: pd.DataFrame,
+    chunks: pd.DataFrame,
+    stage: _Stages,
+    notes: dict[str, Any],
+) -> dict[str, pd.DataFrame]:
+    """Entities, relations, claims and extraction failures of the configured source(s)."""
+    empty = empty_tables()
+    graphs: dict[str, dict[str, pd.DataFrame]] = {}
+    failures = [empty["extraction_failures"]]
+    if s.graph_source in ("nlp", "both"):
+        with stage("extract_nlp"):
+            entities, relations = extract_nlp_graph(chunks, cooccurrence=s.nlp_cooccurrence)
+        graphs["nlp"] = {"entities": entities, "relations": relations, "claims": empty["claims"]}
+    if s.graph_source in ("llm", "both"):
+        with stage("extract_llm"):
+            llm = extract_llm_graph(ctx.llm, chunks, s)
+        graphs["llm"] = {"entities": llm.entities, "relations": llm.relations, "claims": llm.claims}
+        failures.append(llm.failures)
+        notes["llm_extraction"] = llm.stats
+    if s.graph_source == "import":
+        with stage("import"):
+            entities, relations, failed = import_openie(s.import_path, documents, chunks)
+        graphs["import"] = {"entities": entities, "relations": relations, "claims": empty["claims"]}
+        failures.append(failed)
+    if len(graphs) > 1:
+        graphs = {origin: _namespaced(origin, tables) for origin, tables in graphs.items()}
+    merged = {
+        t: pd.concat([g[t] for g in graphs.values()], ignore_index=True)
+        for t in ("entities", "relations", "claims")
+    }
+    return {**merged, "extraction_failures": pd.concat(failures, ignore_index=True)}
+
+
+def build_index(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None) -> GraphIndex:
+    """Build the index the settings describe and save it under `<store_path>/<config hash>/`."""
+    s = settings or ctx.settings.index
+    identity = index_identity(ctx, dataset, s)
+    stage = _Stages(ctx.ledger)
+    started = time.perf_counter()
+    notes: dict[str, Any] = {}
+    if _imports_graphrag(s):
+        with stage("import"):
+            index = import_graphrag_output(s.import_path)
+        notes["imported_from"] = s.import_path
+    else:
+        with stage("chunk"):
+            documents = dataset.documents_frame()
+            chunks = (
+                documents_as_chunks(documents)
+                if s.chunking == "documents"
+                else chunk_documents(documents, s.chunk_size, s.chunk_overlap)
+            )
+        tables = _graphs(ctx, s, documents, chunks, stage, notes)
+        with stage("communities"):
+            communities = build_communities(
+                tables["entities"], tables["relations"], max_cluster_size=s.max_cluster_size, seed=s.seed
+            )
+        index = GraphIndex(documents=documents, chunks=chunks, communities=communities, **tables)
+        if s.reports == "llm":
+            with stage("community_reports"):
+                result = generate_reports(
+                    ctx.llm, index.entities, index.relations, index.claims, communities, s
+                )
+            index = dataclasses.replace(index, community_reports=result.reports)
+            notes["community_reports"] = result.stats
+    with stage("embeddings"):
+        index = embed_index(index, lambda texts: ctx.embedder.embed(texts, stage="index_embeddings"))
+    manifest = {
+        "settings": identity,
+        "data_settings": ctx.settings.data.model_dump(mode="json"),
+        "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "built_by_run": ctx.run_id,
+        "build_wall_s": round(time.perf_counter() - started, 3),
+        "stages": stage.times,
+        "ledger": stage.cost_by_stage(),
+        **notes,
+    }
+    saved = dataclasses.replace(index, manifest=manifest).save(Path(s.store_path) / config_hash(identity))
+    return GraphIndex.load(saved)  # exactly what a later load_or_build_index returns, full manifest included
+
+
+def load_or_build_index(
+    ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None
+) -> GraphIndex:
+    """The saved index for these settings and data if there is one, else a fresh build."""
+    settings = settings or ctx.settings.index
+    path = index_path(ctx, dataset, settings)
+    if (path / "manifest.json").is_file():
+        return GraphIndex.load(path)
+    return build_index(ctx, dataset, settings)

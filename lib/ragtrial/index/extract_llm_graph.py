@@ -1,0 +1,415 @@
+"""LLM graph extraction, GraphRAG's way: element instances per chunk, merged into one graph.
+
+Per chunk, one structured call returns entities (name, type, description) and relations (source,
+target, description, strength 1-10 = instance weight); optional gleaning rounds ask for what was
+missed, and an optional second call extracts claims. Instances merge by normalized name through
+`graph.merge_extractions` (edge weight = summed strength); an element extracted from several
+chunks with differing descriptions gets one LLM summary of them (bounded). A relation or claim
+endpoint the model did not list as an entity becomes an entity of unknown type (""), as GraphRAG
+adds missing nodes, and is counted. A reply that fails after the LLM layer's repair round leaves its
+chunk without a graph and a row in `extraction_failures`; it is never turned into an empty graph.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Annotated, Any, Literal
+
+import pandas as pd
+from pydantic import BaseModel, Field, create_model
+
+from ragtrial.config.index import IndexSettings
+from ragtrial.index.merge_extractions import (
+    ENTITY_INSTANCE,
+    RELATION_INSTANCE,
+    entity_key,
+    merge_extractions,
+    normalize_name,
+)
+from ragtrial.index.tables import SCHEMAS, conform_table, short_hash
+from ragtrial.llm.client import LLM
+from ragtrial.llm.errors import LLMError
+from ragtrial.prompts import load_prompt
+from ragtrial.records import ordered_union
+
+ORIGIN = "llm"
+UNKNOWN_TYPE = ""  # type of an entity known only as a relation or claim endpoint
+NO_OBJECT = "NONE"
+CLAIM_STATUS = Literal["TRUE", "FALSE", "SUSPECTED"]
+Strength = Literal[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]  # an enum, so llama.cpp's grammar enforces the range
+PROMPTS = ("extract_graph", "glean_graph", "extract_claims", "summarize_descriptions")
+
+
+# ---------------------------------------------------------------- reply schemas
+
+
+def _text(max_chars: int | None) -> Any:
+    return Annotated[str, Field(max_length=max_chars)]
+
+
+def _name() -> Any:
+    return Annotated[str, Field(min_length=1, max_length=48)]
+
+
+def _items(model: type[BaseModel], max_items: int | None) -> Any:
+    return Annotated[list[model], Field(max_length=max_items)]
+
+
+@cache
+def graph_schema(
+    entity_types: tuple[str, ...], max_items: int | None, max_chars: int | None
+) -> type[BaseModel]:
+    """Reply schema of one extraction call. The bounds become maxItems/maxLength in the JSON schema,
+    so a grammar-constrained reply closes its JSON before max_tokens instead of being cut off.
+    """
+    entity = create_model(
+        "Entity", name=(_name(), ...), type=(Literal[entity_types], ...), description=(_text(max_chars), ...)
+    )
+    relation = create_model(
+        "Relation",
+        source=(_name(), ...),
+        target=(_name(), ...),
+        description=(_text(max_chars), ...),
+        strength=(Strength, ...),
+    )
+    return create_model(
+        "GraphExtraction",
+        entities=(_items(entity, max_items), ...),
+        relations=(_items(relation, max_items), ...),
+    )
+
+
+@cache
+def claims_schema(max_items: int | None, max_chars: int | None) -> type[BaseModel]:
+    date = Annotated[str | None, Field(max_length=10)]
+    claim = create_model(
+        "Claim",
+        subject=(_name(), ...),
+        object=(_name(), ...),
+        claim_type=(Annotated[str, Field(max_length=40)], ...),
+        status=(CLAIM_STATUS, ...),
+        start_date=(date, ...),
+        end_date=(date, ...),
+        description=(_text(max_chars), ...),
+    )
+    return create_model("ClaimExtraction", claims=(_items(claim, max_items), ...))
+
+
+# ---------------------------------------------------------------- one chunk
+
+
+@dataclass
+class ChunkGraph:
+    """Instances extracted from one chunk (rows of the instance/claim columns) and what went wrong."""
+
+    chunk_id: str
+    entities: list[tuple] = field(default_factory=list)  # ENTITY_INSTANCE
+    relations: list[tuple] = field(default_factory=list)  # RELATION_INSTANCE
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[tuple[str, str, str, str]] = field(default_factory=list)
+    endpoints_added: int = 0
+    gleaning_rounds: int = 0
+    gleaned_entities: int = 0
+
+    def entity_keys(self) -> set[str]:
+        return {normalize_name(row[1]) for row in self.entities}
+
+    def add_entity(self, name: str, type_: str, description: str) -> None:
+        self.entities.append(
+            (
+                entity_key(normalize_name(name)),
+                name.strip(),
+                type_,
+                description.strip(),
+                [self.chunk_id],
+                ORIGIN,
+            )
+        )
+
+    def endpoint(self, name: str) -> str:
+        """Entity id of a relation/claim endpoint, adding it as an unknown-type entity if unlisted."""
+        key = normalize_name(name)
+        if key not in self.entity_keys():
+            self.add_entity(name, UNKNOWN_TYPE, "")
+            self.endpoints_added += 1
+        return entity_key(key)
+
+    def fail(self, stage: str, err: LLMError | str, kind: str = "") -> None:
+        kind = kind or getattr(err, "kind", "error")
+        self.failures.append((self.chunk_id, stage, kind, str(err)[:500]))
+
+
+def _named(chunk: ChunkGraph, stage: str, what: str, *names: str) -> bool:
+    """True when every name has something left after normalizing; else a failure row."""
+    empty = [n for n in names if n != NO_OBJECT and not normalize_name(n)]
+    if empty:
+        chunk.fail(stage, f"{what} with a name that normalizes to nothing: {empty[0]!r}", "empty_name")
+    return not empty
+
+
+def _add_graph(chunk: ChunkGraph, reply: BaseModel, stage: str) -> None:
+    for e in reply.entities:
+        if _named(chunk, stage, "entity", e.name):
+            chunk.add_entity(e.name, e.type, e.description)
+    for r in reply.relations:
+        if _named(chunk, stage, "relation", r.source, r.target):
+            chunk.relations.append(
+                (
+                    chunk.endpoint(r.source),
+                    chunk.endpoint(r.target),
+                    r.description.strip(),
+                    float(r.strength),
+                    [chunk.chunk_id],
+                )
+            )
+
+
+def extract_chunk(llm: LLM, chunk_id: str, text: str, settings: IndexSettings) -> ChunkGraph:
+    """Entities and relations of one chunk (plus gleaning rounds and claims when enabled)."""
+    chunk = ChunkGraph(chunk_id)
+    schema = graph_schema(tuple(settings.entity_types), settings.max_items, settings.text_max_chars)
+    prompt = load_prompt("extract_graph")
+    messages = prompt.render(entity_types=", ".join(settings.entity_types), text=text)
+    try:
+        reply = llm.structured(
+            messages,
+            schema,
+            stage="extract_graph",
+            method=ORIGIN,
+            prompt=prompt,
+            max_tokens=settings.extraction_max_tokens,
+        )
+    except LLMError as err:
+        chunk.fail("extract_graph", err)
+        return chunk
+    _add_graph(chunk, reply, "extract_graph")
+    glean = load_prompt("glean_graph")
+    for _ in range(settings.max_gleanings):
+        messages = [*messages, {"role": "assistant", "content": reply.model_dump_json()}, *glean.render()]
+        try:
+            reply = llm.structured(
+                messages,
+                schema,
+                stage="glean_graph",
+                method=ORIGIN,
+                prompt=glean,
+                max_tokens=settings.extraction_max_tokens,
+            )
+        except LLMError as err:
+            chunk.fail("glean_graph", err)
+            break
+        chunk.gleaning_rounds += 1
+        known = chunk.entity_keys()
+        chunk.gleaned_entities += len({normalize_name(e.name) for e in reply.entities} - known)
+        # GraphRAG asks the model whether more is missing; an empty round answers that for free.
+        if not reply.entities and not reply.relations:
+            break
+        _add_graph(chunk, reply, "glean_graph")
+    if settings.claims:
+        _extract_claims(llm, chunk, text, settings)
+    return chunk
+
+
+def _extract_claims(llm: LLM, chunk: ChunkGraph, text: str, settings: IndexSettings) -> None:
+    prompt = load_prompt("extract_claims")
+    names = list(dict.fromkeys(row[1] for row in chunk.entities if row[2] != UNKNOWN_TYPE))
+    try:
+        reply = llm.structured(
+            prompt.render(entity_names=", ".join(names) or NO_OBJECT, text=text),
+            claims_schema(settings.max_items, settings.text_max_chars),
+            stage="extract_claims",
+            method=ORIGIN,
+            prompt=prompt,
+            max_tokens=settings.extraction_max_tokens,
+        )
+    except LLMError as err:
+        chunk.fail("extract_claims", err)
+        return
+    for c in reply.claims:
+        if not _named(chunk, "extract_claims", "claim", c.subject, c.object):
+            continue
+        has_object = c.object.strip().upper() != NO_OBJECT
+        chunk.claims.append(
+            {
+                "subject_id": chunk.endpoint(c.subject),
+                "object_id": chunk.endpoint(c.object) if has_object else None,
+                "claim_type": c.claim_type.strip().upper(),
+                "status": c.status,
+                "start_date": c.start_date,
+                "end_date": c.end_date,
+                "description": c.description.strip(),
+                "chunk_ids": [chunk.chunk_id],
+            }
+        )
+
+
+# ---------------------------------------------------------------- the corpus
+
+
+@dataclass
+class LLMGraph:
+    entities: pd.DataFrame
+    relations: pd.DataFrame
+    claims: pd.DataFrame
+    failures: pd.DataFrame
+    stats: dict[str, Any]
+
+
+def sample_chunks(chunks: pd.DataFrame, limit: int | None, seed: int) -> pd.DataFrame:
+    """A seeded sample of `limit` chunks in corpus order (all chunks when limit is None)."""
+    if limit is None or limit >= len(chunks):
+        return chunks
+    keep = sorted(random.Random(f"llm-chunks:{seed}").sample(range(len(chunks)), limit))
+    return chunks.iloc[keep]
+
+
+def merge_claims(instances: list[dict[str, Any]]) -> pd.DataFrame:
+    """Identical claims (same subject, object, type, status, dates, description) become one row with
+    the union of their chunk ids; the id hashes those fields.
+    """
+    merged: dict[str, dict[str, Any]] = {}
+    for claim in instances:
+        fields = [
+            claim[k]
+            for k in (
+                "subject_id",
+                "object_id",
+                "claim_type",
+                "status",
+                "start_date",
+                "end_date",
+                "description",
+            )
+        ]
+        claim_id = "clm-" + short_hash(*fields)
+        row = merged.setdefault(claim_id, {"claim_id": claim_id, **claim, "chunk_ids": []})
+        row["chunk_ids"] = ordered_union([row["chunk_ids"], claim["chunk_ids"]])
+    return conform_table("claims", pd.DataFrame(list(merged.values()), columns=list(SCHEMAS["claims"])))
+
+
+def distinct_descriptions(graphs: list[ChunkGraph]) -> dict[str, list[str]]:
+    """Distinct non-empty descriptions per merged element: entity id, or relation pair "a|b" (sorted)."""
+    found: dict[str, dict[str, None]] = {}
+    for g in graphs:
+        for eid, _, _, desc, _, _ in g.entities:
+            if desc:
+                found.setdefault(eid, {})[desc] = None
+        for src, tgt, desc, _, _ in g.relations:
+            if desc and src != tgt:
+                found.setdefault("|".join(sorted((src, tgt))), {})[desc] = None
+    return {k: list(v) for k, v in found.items()}
+
+
+def _summary_candidates(
+    entities: pd.DataFrame, relations: pd.DataFrame, descriptions: dict[str, list[str]]
+) -> list[tuple[str, str, str]]:
+    """(table, element id, label) of the elements from several chunks with differing descriptions,
+    most descriptions first (ties by id, so the choice is deterministic).
+    """
+    names = dict(zip(entities["entity_id"], entities["name"], strict=True))
+    found = []
+    for eid, chunk_ids in zip(entities["entity_id"], entities["chunk_ids"], strict=True):
+        found.append(("entities", eid, names[eid], eid, len(chunk_ids)))
+    for rid, src, tgt, chunk_ids in zip(
+        relations["relation_id"],
+        relations["source_id"],
+        relations["target_id"],
+        relations["chunk_ids"],
+        strict=True,
+    ):
+        found.append(
+            ("relations", rid, f"{names[src]}, {names[tgt]}", "|".join(sorted((src, tgt))), len(chunk_ids))
+        )
+    ranked = sorted(
+        (-len(descriptions.get(key, [])), element_id, table, label, key)
+        for table, element_id, label, key, n_chunks in found
+        if n_chunks > 1 and len(descriptions.get(key, [])) > 1
+    )
+    return [(table, element_id, label, key) for _, element_id, table, label, key in ranked]
+
+
+def summarize_descriptions(
+    llm: LLM, tables: dict[str, pd.DataFrame], descriptions: dict[str, list[str]], settings: IndexSettings
+) -> tuple[list[tuple[str, str, str, str]], dict[str, int]]:
+    """Replace, in `tables` ("entities", "relations"), the description of each element extracted from
+    several chunks with differing descriptions by one LLM summary of them, at most `max_summaries`;
+    the others keep their newline-joined descriptions. Returns failure rows and counts.
+    """
+    candidates = _summary_candidates(tables["entities"], tables["relations"], descriptions)
+    chosen = candidates if settings.max_summaries is None else candidates[: settings.max_summaries]
+    prompt = load_prompt("summarize_descriptions")
+    failures = []
+    for table, element_id, label, key in chosen:
+        lines = "\n".join(f"- {d}" for d in descriptions[key])
+        try:
+            reply = llm.complete(
+                prompt.render(name=label, descriptions=lines),
+                stage="summarize_descriptions",
+                method=ORIGIN,
+                prompt=prompt,
+                max_tokens=settings.summary_max_tokens,
+            )
+        except LLMError as err:
+            failures.append(("", "summarize_descriptions", err.kind, f"{element_id}: {err}"[:500]))
+            continue
+        if not reply.text.strip():
+            failures.append(("", "summarize_descriptions", "empty_reply", f"{element_id}: empty summary"))
+            continue
+        frame = tables[table]
+        id_col = "entity_id" if table == "entities" else "relation_id"
+        frame.loc[frame[id_col] == element_id, "description"] = reply.text.strip()
+    done = len(chosen) - len(failures)
+    return failures, {
+        "candidates": len(candidates),
+        "summarized": done,
+        "failed": len(failures),
+        "not_summarized": len(candidates) - done,
+    }
+
+
+def extract_llm_graph(llm: LLM, chunks: pd.DataFrame, settings: IndexSettings) -> LLMGraph:
+    """The LLM graph of (a seeded sample of) the chunks, merged, summarized, with its failures."""
+    attempted = sample_chunks(chunks, settings.llm_max_chunks, settings.seed)
+    graphs = [
+        extract_chunk(llm, cid, text, settings)
+        for cid, text in zip(attempted["chunk_id"], attempted["text"], strict=True)
+    ]
+    entities, relations = merge_extractions(
+        [
+            (
+                pd.DataFrame(g.entities, columns=ENTITY_INSTANCE),
+                pd.DataFrame(g.relations, columns=RELATION_INSTANCE),
+            )
+            for g in graphs
+        ]
+    )
+    tables = {"entities": entities.copy(), "relations": relations.copy()}
+    summary_failures, summaries = summarize_descriptions(llm, tables, distinct_descriptions(graphs), settings)
+    entities, relations = tables["entities"], tables["relations"]
+    failures = [f for g in graphs for f in g.failures] + summary_failures
+    stages = Counter(f[1] for f in failures)
+    failed_chunks = {g.chunk_id for g in graphs for f in g.failures if f[1] == "extract_graph"}
+    stats = {
+        "chunks": len(chunks),
+        "attempted_chunks": len(attempted),
+        "skipped_chunk_ids": sorted(set(chunks["chunk_id"]) - set(attempted["chunk_id"])),
+        "failed_chunks": len(failed_chunks),
+        "failures_by_stage": dict(sorted(stages.items())),
+        "endpoint_instances_added": sum(g.endpoints_added for g in graphs),
+        "entities_from_endpoints_only": int((entities["type"] == UNKNOWN_TYPE).sum()),
+        "gleaning_rounds": sum(g.gleaning_rounds for g in graphs),
+        "gleaned_entities": sum(g.gleaned_entities for g in graphs),
+        "description_summaries": summaries,
+    }
+    return LLMGraph(
+        entities,
+        relations,
+        merge_claims([c for g in graphs for c in g.claims]),
+        conform_table(
+            "extraction_failures", pd.DataFrame(failures, columns=list(SCHEMAS["extraction_failures"]))
+        ),
+        stats,
+    )

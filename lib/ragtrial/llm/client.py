@@ -1,0 +1,216 @@
+"""The LLM client: chat and structured output against one OpenAI-compatible endpoint.
+
+A call goes through the middleware chain (`ragtrial.llm.middleware`) around one completion
+function, and every call (hit or live, success or failure) leaves a row in the ledger.
+API keys are read from the environment at call time and never stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from pydantic import BaseModel
+
+from ragtrial.config.llm import LLMSettings
+from ragtrial.llm.cache import ResponseCache, cache_key
+from ragtrial.llm.ledger import Ledger
+from ragtrial.llm.middleware import (
+    Call,
+    Reply,
+    pipeline,
+    with_cache,
+    with_endpoint,
+    with_latency,
+    with_limit,
+    with_metrics,
+    with_repair,
+    with_retries,
+)
+from ragtrial.llm.structured import T, parse_reply
+from ragtrial.llm.tokens import count_tokens
+from ragtrial.prompts import Prompt
+
+Messages = list[dict[str, str]]
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached: bool
+    latency_s: float
+    attempts: int
+
+
+def fold_system_messages(messages: Messages) -> Messages:
+    """Gemma's chat format drops system turns: prepend them to the first user turn instead."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if system and rest and rest[0]["role"] == "user":
+        rest[0]["content"] = f"{system}\n\n{rest[0]['content']}"
+    elif system:
+        rest.insert(0, {"role": "user", "content": system})
+    return rest
+
+
+class LLM:
+    """Chat completions and structured output against one OpenAI-compatible endpoint."""
+
+    def __init__(
+        self, settings: LLMSettings, cache: ResponseCache, ledger: Ledger, endpoint: Callable[[], str]
+    ):
+        self.settings = settings
+        self.cache = cache
+        self.ledger = ledger
+        # The middleware, outermost first (see ragtrial.llm.middleware for what each does and why
+        # this order). The endpoint is resolved lazily: the embedded server starts on the first live call.
+        self.middleware = [
+            ("metrics", with_metrics(ledger, settings.model)),
+            ("cache", with_cache(cache, settings.model)),
+            ("endpoint", with_endpoint(endpoint)),
+            ("latency", with_latency()),
+            ("structured", with_repair()),
+            ("limit", with_limit(settings.concurrency)),
+            ("retries", with_retries(settings)),
+        ]
+        self.handle = pipeline(lambda call: send(call, settings), self.middleware)
+
+    @property
+    def model(self) -> str:
+        return self.settings.model
+
+    def _response_format(self, schema: type[BaseModel] | None) -> dict[str, Any] | None:
+        if schema is None or self.settings.json_mode == "prompt_only":
+            return None
+        if self.settings.json_mode == "json_schema":
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+            }
+        return {"type": "json_object", "schema": schema.model_json_schema()}
+
+    def _request(
+        self, messages: Messages, schema: type[BaseModel] | None, replicate: int, overrides: dict[str, Any]
+    ) -> dict[str, Any]:
+        s = self.settings
+        plain_text = schema is None and s.completions_api  # /completions: the turns as one prompt
+        if s.fold_system or plain_text:
+            messages = fold_system_messages(messages)
+        if schema is not None and s.json_mode == "prompt_only":
+            messages = [
+                *messages[:-1],
+                {
+                    "role": "user",
+                    "content": messages[-1]["content"]
+                    + "\n\nReply with one JSON object only, matching this JSON schema:\n"
+                    + json.dumps(schema.model_json_schema()),
+                },
+            ]
+        # the cache key of a plain-text request differs from the chat request's
+        text = (
+            {"prompt": "\n\n".join(m["content"] for m in messages)} if plain_text else {"messages": messages}
+        )
+        request = {
+            "model": s.model,
+            **text,
+            "temperature": overrides.get("temperature", s.temperature),
+            "top_p": overrides.get("top_p", s.top_p),
+            # each replicate is its own sample: distinct seed and distinct cache key
+            "seed": overrides.get("seed", s.seed) + replicate,
+            "max_tokens": overrides.get("max_tokens", s.max_tokens),
+        }
+        if overrides.get("stop"):
+            request["stop"] = list(overrides["stop"])
+        response_format = self._response_format(schema)
+        if response_format is not None:
+            request["response_format"] = response_format
+        return request
+
+    def complete(
+        self,
+        messages: Messages | str,
+        *,
+        stage: str,
+        method: str = "",
+        prompt: Prompt | None = None,
+        replicate: int = 0,
+        **overrides: Any,
+    ) -> Completion:
+        """Free text (see `text_api`); `overrides` may set temperature, top_p, seed, max_tokens, stop."""
+        reply = self.handle(
+            self._call("completion", messages, None, stage, method, prompt, replicate, overrides)
+        )
+        return Completion(
+            reply.text,
+            reply.prompt_tokens,
+            reply.completion_tokens,
+            reply.cached,
+            reply.latency_s,
+            reply.attempts,
+        )
+
+    def structured(
+        self,
+        messages: Messages | str,
+        schema: type[T],
+        *,
+        stage: str,
+        method: str = "",
+        prompt: Prompt | None = None,
+        replicate: int = 0,
+        **overrides: Any,
+    ) -> T:
+        """A reply validated against `schema`; one repair round, then StructuredOutputError."""
+        reply = self.handle(
+            self._call("structured", messages, schema, stage, method, prompt, replicate, overrides)
+        )
+        return parse_reply(schema, reply.text)
+
+    def _call(
+        self,
+        kind: str,
+        messages: Messages | str,
+        schema: type[BaseModel] | None,
+        stage: str,
+        method: str,
+        prompt: Prompt | None,
+        replicate: int,
+        overrides: dict[str, Any],
+    ) -> Call:
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        tag = prompt.tag if prompt else ""
+        request = self._request(messages, schema, replicate, overrides)
+        key = cache_key({**request, "prompt_version": tag, "replicate": replicate})
+        return Call(kind, request, key, schema, stage, method, tag, replicate)
+
+
+def send(call: Call, settings: LLMSettings) -> Reply:
+    """The one completion function: a single HTTP request, /completions for a plain-text request
+    (it has a `prompt`), /chat/completions otherwise.
+    """
+    client = openai.OpenAI(
+        base_url=call.base_url,
+        max_retries=0,
+        timeout=settings.timeout_s,
+        api_key=os.environ.get(settings.api_key_env) or "not-needed",
+    )
+    request = call.request
+    if "prompt" in request:
+        response = client.completions.create(**request)
+        text = response.choices[0].text or ""
+    else:
+        response = client.chat.completions.create(**request)
+        text = response.choices[0].message.content or ""
+    usage = response.usage
+    if usage is not None:
+        return Reply(text, int(usage.prompt_tokens), int(usage.completion_tokens))
+    # Servers that omit usage: count with cl100k so cost is estimated rather than missing.
+    prompt_text = request.get("prompt") or "\n".join(m["content"] for m in request["messages"])
+    return Reply(text, count_tokens(prompt_text), count_tokens(text))

@@ -1,0 +1,166 @@
+"""The cost ledger: one row per model call, live or replayed from the cache.
+
+Rows are appended to `<run_dir>/ledger.csv` as they happen, so an interrupted run still shows
+what it paid for. `Ledger.tally()` attributes calls to a unit of work (one answer, one index
+stage): the open tallies live in a context variable, so calls made concurrently for other units,
+in other threads or tasks, never land in this unit's tally. Work handed to a thread pool inside a
+tally must carry the context with it (`contextvars.copy_context().run`).
+"""
+
+from __future__ import annotations
+
+import csv
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import pandas as pd
+
+
+@dataclass
+class CallRecord:
+    run_id: str
+    kind: str  # "completion" | "structured" | "embedding"
+    stage: str
+    method: str
+    model: str
+    prompt: str  # prompt tag name@vN, "" when the caller used no prompt file
+    replicate: int
+    cached: bool
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    attempts: int  # live HTTP attempts, retries included; 0 for a cache hit
+    failure: str  # "" on success, else the failure kind (rate_limit, server_error, timeout, parse, ...)
+
+
+LEDGER_COLUMNS = [f.name for f in fields(CallRecord)]
+
+
+class Tally:
+    """The calls a ledger recorded while this tally was open, in the context that opened it."""
+
+    def __init__(self) -> None:
+        self.rows: list[CallRecord] = []
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([asdict(r) for r in self.rows], columns=LEDGER_COLUMNS)
+
+
+# (ledger, tally) pairs open in the current context, innermost last.
+_OPEN_TALLIES: ContextVar[tuple[tuple[Ledger, Tally], ...]] = ContextVar("ragtrial_open_tallies", default=())
+
+
+class Ledger:
+    def __init__(self, run_id: str, path: Path | None = None):
+        self.run_id = run_id
+        self.path = path
+        self._rows: list[CallRecord] = []
+        self._lock = threading.Lock()
+
+    def record(self, row: CallRecord) -> None:
+        with self._lock:
+            self._rows.append(row)
+            for ledger, tally in _OPEN_TALLIES.get():
+                if ledger is self:
+                    tally.rows.append(row)
+            if self.path is not None:
+                new = not self.path.exists()
+                with self.path.open("a", newline="") as fh:
+                    writer = csv.DictWriter(fh, fieldnames=LEDGER_COLUMNS)
+                    if new:
+                        writer.writeheader()
+                    writer.writerow(asdict(row))
+
+    def frame(self) -> pd.DataFrame:
+        with self._lock:
+            return pd.DataFrame([asdict(r) for r in self._rows], columns=LEDGER_COLUMNS)
+
+    @contextmanager
+    def tally(self) -> Iterator[Tally]:
+        """Collect the rows of the calls made inside the block (nested tallies each get them)."""
+        tally = Tally()
+        token = _OPEN_TALLIES.set((*_OPEN_TALLIES.get(), (self, tally)))
+        try:
+            yield tally
+        finally:
+            _OPEN_TALLIES.reset(token)
+
+
+def read_ledger(path: Path) -> pd.DataFrame:
+    if not path.exists():
+        return pd.DataFrame(columns=LEDGER_COLUMNS)
+    return pd.read_csv(path, keep_default_na=False, dtype={"failure": str, "method": str, "prompt": str})
+
+
+def summarize(ledger: pd.DataFrame) -> dict[str, int | float]:
+    """Run-level totals: tokens include cache hits (what the work costs); `live_*` is what this run paid."""
+    if ledger.empty:
+        return {
+            "llm_calls_live": 0,
+            "llm_calls_cached": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "live_prompt_tokens": 0,
+            "live_completion_tokens": 0,
+            "failures": 0,
+            "embedding_calls": 0,
+            "model_seconds": 0.0,
+        }
+    # Failed calls still consumed tokens, so they count in the totals (and in live_* when live).
+    llm = ledger[ledger["kind"] != "embedding"]
+    cached = llm["cached"].astype(bool)
+    live = llm[~cached]
+    return {
+        "llm_calls_live": int(len(live)),
+        "llm_calls_cached": int(cached.sum()),
+        "prompt_tokens": int(llm["prompt_tokens"].sum()),
+        "completion_tokens": int(llm["completion_tokens"].sum()),
+        "live_prompt_tokens": int(live["prompt_tokens"].sum()),
+        "live_completion_tokens": int(live["completion_tokens"].sum()),
+        "failures": int((llm["failure"] != "").sum()),
+        "embedding_calls": int((ledger["kind"] == "embedding").sum()),
+        "model_seconds": float(live["latency_s"].sum()),
+    }
+
+
+def by_stage(ledger: pd.DataFrame, keys: tuple[str, ...] = ("stage", "method")) -> pd.DataFrame:
+    """Calls, cache hits, failures, tokens and latency aggregated per stage/method."""
+    if ledger.empty:
+        return pd.DataFrame(
+            columns=[*keys, "calls", "cached", "failures", "prompt_tokens", "completion_tokens", "latency_s"]
+        )
+    df = ledger.assign(cached=ledger["cached"].astype(bool), failed=ledger["failure"] != "")
+    return (
+        df.groupby(list(keys), dropna=False)
+        .agg(
+            calls=("kind", "size"),
+            cached=("cached", "sum"),
+            failures=("failed", "sum"),
+            prompt_tokens=("prompt_tokens", "sum"),
+            completion_tokens=("completion_tokens", "sum"),
+            latency_s=("latency_s", "sum"),
+        )
+        .reset_index()
+    )
+
+
+def throughput(ledger: pd.DataFrame) -> dict[str, float | None]:
+    """Generation tokens/s and prompt+generation tokens/s over this run's live, successful calls.
+
+    None when every call was replayed from the cache: nothing was measured in this run.
+    """
+    live = ledger[
+        (ledger["kind"] != "embedding") & ~ledger["cached"].astype(bool) & (ledger["failure"] == "")
+    ]
+    seconds = float(live["latency_s"].sum())
+    if live.empty or seconds <= 0:
+        return {"completion_tokens_per_s": None, "total_tokens_per_s": None, "live_seconds": 0.0}
+    return {
+        "completion_tokens_per_s": float(live["completion_tokens"].sum()) / seconds,
+        "total_tokens_per_s": float((live["prompt_tokens"] + live["completion_tokens"]).sum()) / seconds,
+        "live_seconds": seconds,
+    }

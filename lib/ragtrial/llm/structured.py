@@ -1,0 +1,36 @@
+"""Structured output: the JSON object in a reply, validated against a pydantic schema."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def extract_json(text: str) -> str:
+    """The JSON object inside a reply that may wrap it in prose or a ``` fence."""
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
+    body = fenced.group(1) if fenced else text
+    start, end = body.find("{"), body.rfind("}")
+    return body[start : end + 1] if start != -1 and end > start else body.strip()
+
+
+def parse_reply(schema: type[T], text: str) -> T:
+    """`text`'s JSON object validated against `schema`. Raw control characters inside strings (a
+    newline in a question) are accepted, as json.loads(strict=False) does: grammar-constrained
+    decoders emit them and they are unambiguous. Anything else invalid raises ValidationError.
+    """
+    body = extract_json(text)
+    try:
+        data = json.loads(body, strict=False)
+    except json.JSONDecodeError:
+        return schema.model_validate_json(body)  # the ValidationError names the JSON error
+    return schema.model_validate(data)
+
+
+def short_error(err: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}" for e in err.errors()[:3])

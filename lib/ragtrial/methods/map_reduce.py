@@ -1,0 +1,149 @@
+"""Map-reduce methods: GraphRAG's global search over the community reports of one level, and the
+paper's TS condition over source chunks.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field, create_model
+
+from ragtrial.index.tables import GraphIndex
+from ragtrial.llm.client import LLM
+from ragtrial.llm.errors import LLMError
+from ragtrial.llm.ledger import Ledger
+from ragtrial.methods.base import NO_DATA_ANSWER, Draft, Generator, Method, MethodUnavailable
+from ragtrial.prompts import Prompt, load_prompt
+from ragtrial.records import Question, ordered_union
+from ragtrial.retrieval.base import ContextItem
+from ragtrial.retrieval.packing import batch_units, format_context, pack_context
+
+
+class MapPoint(BaseModel):
+    description: str = Field(max_length=160)  # bounded so a constrained reply ends before max_tokens
+    score: int = Field(ge=0, le=100)
+
+
+def map_schema(max_points: int) -> type[BaseModel]:
+    """The map reply: at most `max_points` scored points (the bound is part of the JSON schema)."""
+    return create_model("MapReply", points=(list[MapPoint], Field(max_length=max_points)))
+
+
+class MapReduceMethod(Method):
+    """GraphRAG's global search (units = the community reports of one level) and the paper's TS
+    condition (units = source chunks): units are shuffled once (seeded) and cut into batches that
+    fit `map_budget`; each batch yields points scored 0-100 for helpfulness (structured output);
+    0-score points are dropped, the rest sorted by score and packed into `reduce_budget` for one
+    final generation. A failed map batch is recorded and skipped; only when every batch failed
+    has the method no answer.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        generator: Generator,
+        ledger: Ledger,
+        doc_of_chunk: dict[str, str],
+        units: Sequence[ContextItem],
+        llm: LLM,
+        *,
+        map_budget: int,
+        map_max_tokens: int,
+        max_points: int,
+        reduce_budget: int,
+        reduce_prompt: Prompt | None,
+        seed: int,
+    ):
+        super().__init__(name, generator, ledger, doc_of_chunk)
+        if not units:
+            raise MethodUnavailable(f"{name}: the index has nothing to map over")
+        shuffled = list(units)
+        random.Random(seed).shuffle(shuffled)
+        self.batches = batch_units(shuffled, map_budget)
+        self.llm, self.map_prompt, self.schema = llm, load_prompt("global_map"), map_schema(max_points)
+        self.map_max_tokens, self.max_points = map_max_tokens, max_points
+        self.reduce_budget, self.reduce_prompt = reduce_budget, reduce_prompt
+
+    def _map(self, question: Question, batch: list[ContextItem]) -> list[ContextItem]:
+        messages = self.map_prompt.render(
+            context=format_context(batch), question=question.question, max_points=self.max_points
+        )
+        reply = self.llm.structured(
+            messages,
+            self.schema,
+            stage="map",
+            method=self.name,
+            prompt=self.map_prompt,
+            max_tokens=self.map_max_tokens,
+        )
+        provenance = {
+            attr: ordered_union(getattr(u, attr) for u in batch)
+            for attr in ("chunk_ids", "entity_ids", "relation_ids", "community_ids")
+        }
+        return [
+            ContextItem(
+                kind="map_answer", text=p.description, score=float(p.score), retriever=self.name, **provenance
+            )
+            for p in reply.points
+        ]
+
+    def fill(self, question: Question, draft: Draft) -> None:
+        points: list[ContextItem] = []
+        for i, batch in enumerate(self.batches):
+            try:
+                points += self._map(question, batch)
+            except LLMError as err:
+                draft.failures.append({"stage": "map", "kind": err.kind, "detail": f"batch {i}: {err}"})
+        failed = len(draft.failures)
+        helpful = sorted((p for p in points if p.score > 0), key=lambda p: -p.score)
+        draft.notes.update(
+            map_batches=len(self.batches),
+            map_failed=failed,
+            points=len(points),
+            points_zero=len(points) - len(helpful),
+        )
+        if failed == len(self.batches):
+            raise LLMError(draft.failures[-1]["kind"], f"{self.name}: all {failed} map batches failed")
+        draft.context_ready = True
+        if not helpful:
+            draft.text, draft.fallback = NO_DATA_ANSWER, "no map answer scored above 0"
+            return
+        draft.context, draft.context_tokens = pack_context(helpful, self.reduce_budget)
+        draft.text = self.generator.generate(
+            question.question, draft.context, draft.method, self.reduce_prompt
+        )
+
+
+def report_units(index: GraphIndex, level: int) -> list[ContextItem]:
+    """The community reports of `level` as map units (full text, as GraphRAG maps over)."""
+    reports = index.community_reports[index.community_reports["level"] == level]
+    return [
+        ContextItem(
+            kind="community_report",
+            text=r.full_text or f"{r.title}\n{r.summary}",
+            score=float(r.rating),
+            retriever="global_search",
+            chunk_ids=list(r.chunk_ids),
+            entity_ids=list(r.entity_ids),
+            relation_ids=[],
+            community_ids=[r.community_id],
+        )
+        for r in reports.itertuples(index=False)
+    ]
+
+
+def chunk_units(index: GraphIndex) -> list[ContextItem]:
+    return [
+        ContextItem(
+            kind="chunk",
+            text=r.text,
+            score=0.0,
+            retriever="ts",
+            chunk_ids=[r.chunk_id],
+            entity_ids=[],
+            relation_ids=[],
+            community_ids=[],
+        )
+        for r in index.chunks.itertuples(index=False)
+    ]

@@ -1,0 +1,158 @@
+"""The method names: how each is built from the run's retrievers and the shared generator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from ragtrial.config.methods import MethodSettings
+from ragtrial.index.tables import GraphIndex
+from ragtrial.methods.base import Generator, Method, MethodUnavailable
+from ragtrial.methods.integration import IntegrationMethod
+from ragtrial.methods.map_reduce import MapReduceMethod, chunk_units, report_units
+from ragtrial.methods.retrieval_method import RetrievalMethod
+from ragtrial.methods.selection import SelectionMethod
+from ragtrial.prompts import load_prompt
+from ragtrial.retrieval.base import ContextItem, Retriever
+from ragtrial.retrieval.registry import make_retriever
+
+if TYPE_CHECKING:
+    from ragtrial.llm.context import ModelContext
+
+
+# ---------------------------------------------------------------- registry
+
+
+class Toolkit:
+    """What building methods needs, with retrievers built once and shared between methods."""
+
+    def __init__(self, index: GraphIndex, ctx: ModelContext, settings: MethodSettings):
+        self.index, self.ctx, self.settings = index, ctx, settings
+        self.generator = Generator(
+            ctx.llm, load_prompt(settings.answer_prompt), settings.answer_max_tokens, settings.first_line_only
+        )
+        self.doc_of_chunk = dict(zip(index.chunks["chunk_id"], index.chunks["doc_id"], strict=True))
+        self._retrievers: dict[tuple[str, str], Retriever] = {}
+
+    def retriever(self, name: str, **overrides: Any) -> Retriever:
+        """The run's retriever `name` (settings.retrieval, with `overrides`), built once."""
+        key = (name, repr(sorted(overrides.items())))
+        if key not in self._retrievers:
+            settings = self.ctx.settings.retrieval.model_copy(update=overrides)
+            self._retrievers[key] = make_retriever(name, self.index, self.ctx, settings)
+        return self._retrievers[key]
+
+    def retrieval(self, name: str, retriever: Retriever | None) -> RetrievalMethod:
+        return RetrievalMethod(
+            name,
+            self.generator,
+            self.ctx.ledger,
+            self.doc_of_chunk,
+            retriever,
+            self.ctx.settings.retrieval.k,
+            self.settings.context_budget,
+        )
+
+    def map_reduce(self, name: str, units: list[ContextItem]) -> MapReduceMethod:
+        s = self.settings
+        reduce_prompt = load_prompt(s.reduce_prompt) if s.reduce_prompt != s.answer_prompt else None
+        return MapReduceMethod(
+            name,
+            self.generator,
+            self.ctx.ledger,
+            self.doc_of_chunk,
+            units,
+            self.ctx.llm,
+            map_budget=s.map_budget,
+            map_max_tokens=s.map_max_tokens,
+            max_points=s.map_max_points,
+            reduce_budget=s.context_budget,
+            reduce_prompt=reduce_prompt,
+            seed=s.seed,
+        )
+
+
+def _global_search(level: int | None) -> Callable[[str, Toolkit], Method]:
+    def build(name: str, kit: Toolkit) -> Method:
+        wanted = kit.settings.global_level if level is None else level
+        levels = set(kit.index.community_reports["level"])
+        if wanted not in levels:
+            raise MethodUnavailable(
+                f"{name}: no community reports at level C{wanted} "
+                f"(levels with reports: {', '.join(f'C{x}' for x in sorted(levels)) or 'none'})"
+            )
+        return kit.map_reduce(name, report_units(kit.index, wanted))
+
+    return build
+
+
+def _retrieval(retriever: str) -> Callable[[str, Toolkit], Method]:
+    return lambda name, kit: kit.retrieval(name, kit.retriever(retriever))
+
+
+def _hybrid_parts(kit: Toolkit) -> list[RetrievalMethod]:
+    graph = kit.settings.graph_method
+    return [kit.retrieval("naive_rag", kit.retriever("vector")), kit.retrieval(graph, kit.retriever(graph))]
+
+
+def _selection(name: str, kit: Toolkit) -> Method:
+    rag, graph = _hybrid_parts(kit)
+    return SelectionMethod(
+        name, {"fact": rag, "reasoning": graph}, kit.ctx.llm, load_prompt("route_question")
+    )
+
+
+METHODS: dict[str, Callable[[str, Toolkit], Method]] = {
+    "closed_book": lambda name, kit: kit.retrieval(name, None),
+    "naive_rag": _retrieval("vector"),
+    **{
+        name: _retrieval(name)
+        for name in (
+            "bm25",
+            "hybrid",
+            "kg_triplets",
+            "graph_walk",
+            "graph_hybrid",
+            "local_search",
+            "lightrag",
+            "fastgraphrag",
+        )
+    },
+    # Han et al.'s KG-GraphRAG "Triplets+Text": the triplets, then the passages they came from.
+    "kg_triplets_text": lambda name, kit: kit.retrieval(
+        name, kit.retriever("kg_triplets", kg_with_source_text=True)
+    ),
+    "global_search": _global_search(None),
+    **{f"global_search_c{level}": _global_search(level) for level in range(4)},
+    "ts": lambda name, kit: kit.map_reduce(name, chunk_units(kit.index)),
+    "selection": _selection,
+    "integration": lambda name, kit: IntegrationMethod(name, _hybrid_parts(kit)),
+}
+
+
+def make_methods(
+    names: Sequence[str], index: GraphIndex, ctx: ModelContext, settings: MethodSettings
+) -> tuple[list[Method], pd.DataFrame]:
+    """The named methods sharing one generator and one set of retrievers, and a table of the ones
+    the index cannot support (method, reason) so a report can say why they are missing.
+    """
+    unknown = [n for n in names if n not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method(s) {unknown}; known: {', '.join(METHODS)}")
+    kit = Toolkit(index, ctx, settings)
+    methods, unavailable = [], []
+    for name in names:
+        try:
+            methods.append(METHODS[name](name, kit))
+        except MethodUnavailable as err:
+            unavailable.append((name, str(err)))
+    return methods, pd.DataFrame(unavailable, columns=["method", "reason"])
+
+
+def make_method(name: str, index: GraphIndex, ctx: ModelContext, settings: MethodSettings) -> Method:
+    methods, unavailable = make_methods([name], index, ctx, settings)
+    if not methods:
+        raise MethodUnavailable(unavailable["reason"].iloc[0])
+    return methods[0]

@@ -1,0 +1,72 @@
+"""Prompt files shipped as package data, grouped by the stage that uses them.
+
+`prompts/<stage>/<name>.txt` (stages: index, query, questions, judge, claims, llm); a prompt is
+loaded by its name alone, which is unique across the stages, so its tag (`name@vN`, part of every
+cache key) does not depend on the folder it sits in. Format: header lines `key: value` (at least
+`version:`; optional `system:`), a line `---`, then the user-turn template with `$name` placeholders
+(string.Template, so JSON braces in few-shot examples need no escaping). The version enters
+the cache key: editing a prompt without bumping it would replay stale answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from string import Template
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    version: str
+    template: str
+    system: str = ""
+
+    @property
+    def tag(self) -> str:
+        return f"{self.name}@v{self.version}"
+
+    def render(self, **values: object) -> list[dict[str, str]]:
+        """Chat messages for this prompt; a missing placeholder is an error, not an empty string."""
+        try:
+            user = Template(self.template).substitute({k: str(v) for k, v in values.items()})
+        except KeyError as err:
+            raise KeyError(f"prompt {self.tag}: no value for placeholder {err}") from None
+        messages = [{"role": "system", "content": self.system}] if self.system else []
+        return messages + [{"role": "user", "content": user}]
+
+
+@cache
+def prompt_files() -> dict[str, tuple[str, Traversable]]:
+    """Every prompt file by name, with its stage folder; a name in two stage folders is an error."""
+    found: dict[str, tuple[str, Traversable]] = {}
+    for stage in sorted((s for s in files("ragtrial.prompts").iterdir() if s.is_dir()), key=lambda s: s.name):
+        for resource in stage.iterdir():
+            if resource.name.endswith(".txt"):
+                name = resource.name[: -len(".txt")]
+                if name in found:
+                    raise ValueError(
+                        f"prompt {name!r} is in two stage folders: {found[name][0]} and {stage.name}"
+                    )
+                found[name] = (stage.name, resource)
+    return found
+
+
+@cache
+def load_prompt(name: str) -> Prompt:
+    if name not in prompt_files():
+        raise FileNotFoundError(f"no prompt file ragtrial/prompts/<stage>/{name}.txt")
+    stage, resource = prompt_files()[name]
+    where = f"ragtrial/prompts/{stage}/{name}.txt"
+    header, sep, body = resource.read_text(encoding="utf-8").partition("\n---\n")
+    if not sep:
+        raise ValueError(f"{where}: missing the '---' line after the header")
+    fields = dict(line.split(":", 1) for line in header.strip().splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    if "version" not in fields:
+        raise ValueError(f"{where}: header has no 'version:'")
+    return Prompt(
+        name=name, version=fields["version"], template=body.strip("\n"), system=fields.get("system", "")
+    )

@@ -1,0 +1,122 @@
+"""Questions from the corpus text: summary-based (MGRAG / LightRAG practice: the head and tail of
+every document form a data-set description, from which the model asks the questions a user might
+ask) and persona-based (GraphRAG, Algorithm 1: K personas, N tasks per persona, M questions per
+pair).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ragtrial.config.questions import QuestionsSettings
+from ragtrial.llm.client import LLM
+from ragtrial.llm.tokens import get_encoding
+from ragtrial.prompts import load_prompt
+from ragtrial.questions.generated import Generated, GeneratedQuestion, QuestionAsker, list_schema
+
+# ---------------------------------------------------------------- summary- and persona-based
+
+
+def dataset_description(
+    documents: pd.DataFrame, head_tokens: int, tail_tokens: int, max_tokens: int, head_offset: int = 0
+) -> tuple[str, list[str]]:
+    """Head (from token `head_offset`) and tail of each document, stacked in corpus order until
+    `max_tokens`; returns (text, ids of the documents described).
+    """
+    enc = get_encoding()
+    lines, used, total = [], [], 0
+    for doc_id, title, text in zip(documents["doc_id"], documents["title"], documents["text"], strict=True):
+        tokens = enc.encode_ordinary(text)
+        head = tokens[head_offset : head_offset + head_tokens]
+        tail = tokens[max(head_offset + head_tokens, len(tokens) - tail_tokens) :]
+        if used and total + len(head) + len(tail) > max_tokens:
+            break
+        excerpt = enc.decode(head) + (" ... " + enc.decode(tail) if tail else "")
+        lines.append(f"- {title}: {' '.join(excerpt.split())}" if title else f"- {' '.join(excerpt.split())}")
+        used.append(doc_id)
+        total += len(head) + len(tail)
+    return "\n".join(lines), used
+
+
+def summary_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings) -> Generated:
+    """`summary_questions` questions from ceil(n / per_call) seeded calls on the data-set description."""
+    description, doc_ids = dataset_description(
+        documents, cfg.head_tokens, cfg.tail_tokens, cfg.description_max_tokens, cfg.head_offset_tokens
+    )
+    ask = QuestionAsker(llm, "summary", cfg.temperature)
+    per_call, rows = cfg.summary_per_call, []
+    for call in range(math.ceil(cfg.summary_questions / per_call)):
+        n = min(per_call, cfg.summary_questions - call * per_call)
+        reply = ask(
+            "questions_summary_based",
+            list_schema("questions", n),
+            f"summary-call-{call}",
+            cfg.max_tokens * n,
+            replicate=call,
+            description=description,
+            n=n,
+        )
+        rows += [
+            GeneratedQuestion(
+                question_id=f"summary-{call * per_call + i:03d}",
+                question=q,
+                generator="summary",
+                level="summary",
+                doc_ids=doc_ids,
+                prompt=load_prompt("questions_summary_based").tag,
+            )
+            for i, q in enumerate(reply.questions if reply else [])
+        ]
+    return Generated.of(rows, ask.failures)
+
+
+def persona_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings) -> Generated:
+    """GraphRAG's Algorithm 1: K personas, N tasks each, M questions per (persona, task): K x N x M."""
+    description, doc_ids = dataset_description(
+        documents, cfg.head_tokens, cfg.tail_tokens, cfg.description_max_tokens, cfg.head_offset_tokens
+    )
+    if cfg.corpus_description:
+        description = f"{cfg.corpus_description}\n\n{description}"
+    ask = QuestionAsker(llm, "persona", cfg.temperature)
+    k, n, m, budget = cfg.personas, cfg.tasks_per_persona, cfg.questions_per_task, cfg.max_tokens
+    personas = ask(
+        "questions_personas", list_schema("items", k), "personas", budget * k, description=description, k=k
+    )
+    tag, rows = load_prompt("questions_persona_questions").tag, []
+    for i, persona in enumerate(personas.items if personas else []):
+        tasks = ask(
+            "questions_persona_tasks",
+            list_schema("items", n),
+            f"persona-{i}",
+            budget * n,
+            description=description,
+            persona=persona,
+            n=n,
+        )
+        for j, task in enumerate(tasks.items if tasks else []):
+            reply = ask(
+                "questions_persona_questions",
+                list_schema("questions", m),
+                f"persona-{i}-task-{j}",
+                budget * m,
+                description=description,
+                persona=persona,
+                task=task,
+                m=m,
+            )
+            rows += [
+                GeneratedQuestion(
+                    question_id=f"persona-{i}-{j}-{q_no}",
+                    question=q,
+                    generator="persona",
+                    level="persona",
+                    doc_ids=doc_ids,
+                    prompt=tag,
+                    persona=persona,
+                    task=task,
+                )
+                for q_no, q in enumerate(reply.questions if reply else [])
+            ]
+    return Generated.of(rows, ask.failures)

@@ -1,0 +1,120 @@
+"""Running the configured question generators, ground-truth questions from the data set, and
+de-duplication of near-identical questions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ragtrial.config.questions import QuestionsSettings
+from ragtrial.index.merge_extractions import normalize_name
+from ragtrial.index.tables import GraphIndex
+from ragtrial.llm.client import LLM
+from ragtrial.questions.corpus_questions import persona_questions, summary_questions
+from ragtrial.questions.generated import Embed, Generated, GeneratedQuestion
+from ragtrial.questions.graph_questions import graph_questions
+from ragtrial.records import Question
+from ragtrial.text import normalize_answer
+
+
+def ground_truth_questions(
+    questions: list[Question], index: GraphIndex, per_category: int, seed: int
+) -> Generated:
+    """The data set's own questions, `per_category` per question_type (seeded; a smaller count is a
+    prefix). Gold entity names link to index entities by normalized name; gold documents give chunks.
+    """
+    by_name = dict(zip(index.entities["name"].map(normalize_name), index.entities["entity_id"], strict=True))
+    chunks_of = index.chunks.groupby("doc_id")["chunk_id"].agg(list).to_dict()
+    questions = [
+        q for q in questions if not q.reference_summaries
+    ]  # the four categories have short gold answers
+    rows = []
+    for k, category in enumerate(sorted({q.question_type for q in questions})):
+        pool = [q for q in questions if q.question_type == category]
+        for i in np.random.default_rng([seed, k]).permutation(len(pool))[:per_category]:
+            q = pool[i]
+            linked = list(
+                dict.fromkeys(by_name[n] for n in map(normalize_name, q.gold_entities) if n in by_name)
+            )
+            rows.append(
+                GeneratedQuestion(
+                    question_id=q.question_id,
+                    question=q.question,
+                    generator="ground_truth",
+                    level=category or "unknown",
+                    anchor_id=linked[0] if linked else "",
+                    entity_ids=linked,
+                    chunk_ids=[c for d in q.gold_doc_ids for c in chunks_of.get(d, [])],
+                    doc_ids=q.gold_doc_ids,
+                    answers=q.answers,
+                )
+            )
+    return Generated.of(rows, [])
+
+
+def generate_questions(
+    llm: LLM, index: GraphIndex, questions: list[Question], cfg: QuestionsSettings
+) -> Generated:
+    """Every generator of `cfg.generators` on the same corpus (the index's documents) and graph;
+    `questions` are the data set's own (the ground-truth generator's source).
+    """
+    run = {
+        "summary": lambda: summary_questions(llm, index.documents, cfg),
+        "persona": lambda: persona_questions(llm, index.documents, cfg),
+        "graph": lambda: graph_questions(llm, index, cfg),
+        "ground_truth": lambda: ground_truth_questions(
+            questions, index, cfg.ground_truth_per_category, cfg.seed
+        ),
+    }
+    return Generated.concat(run[name]() for name in cfg.generators)
+
+
+# ---------------------------------------------------------------- deduplication
+
+
+def deduplicate(questions: pd.DataFrame, embed: Embed, threshold: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Within each generator, drop questions equal to an earlier one after SQuAD normalization, then
+    those whose embedding cosine with an earlier kept question exceeds `threshold`.
+
+    Returns (kept questions, dropped rows: question_id, generator, kind, duplicate_of, cosine).
+    """
+    dropped, keep = [], np.ones(len(questions), dtype=bool)
+    vectors = embed(list(questions["question"])) if len(questions) else np.zeros((0, 1))
+    for _, group in questions.groupby("generator", sort=False):
+        first: dict[str, int] = {}
+        kept_rows: list[int] = []
+        for pos in (questions.index.get_loc(i) for i in group.index):
+            qid, norm = questions["question_id"].iat[pos], normalize_answer(questions["question"].iat[pos])
+            if norm in first:
+                dropped.append(
+                    (qid, group["generator"].iat[0], "exact", questions["question_id"].iat[first[norm]], 1.0)
+                )
+            elif kept_rows and (sims := vectors[kept_rows] @ vectors[pos]).max() > threshold:
+                best = kept_rows[int(sims.argmax())]
+                dropped.append(
+                    (
+                        qid,
+                        group["generator"].iat[0],
+                        "near",
+                        questions["question_id"].iat[best],
+                        float(sims.max()),
+                    )
+                )
+            else:
+                first[norm] = pos
+                kept_rows.append(pos)
+                continue
+            keep[pos] = False
+    report = pd.DataFrame(dropped, columns=["question_id", "generator", "kind", "duplicate_of", "cosine"])
+    return questions[keep].reset_index(drop=True), report
+
+
+def dedup_counts(questions: pd.DataFrame, dropped: pd.DataFrame) -> pd.DataFrame:
+    """Per generator: generated, exact and near duplicates removed, kept."""
+    generated = questions.groupby("generator", sort=False).size().rename("generated")
+    kinds = dropped.groupby(["generator", "kind"]).size().unstack(fill_value=0)
+    table = pd.concat([generated, kinds.reindex(columns=["exact", "near"], fill_value=0)], axis=1).fillna(0)
+    table = table.astype(int).rename(columns={"exact": "exact_duplicates", "near": "near_duplicates"})
+    table["kept"] = table["generated"] - table["exact_duplicates"] - table["near_duplicates"]
+    return table.rename_axis("generator").reset_index()

@@ -1,0 +1,137 @@
+"""Generated questions as records: each generator returns a `Generated` (question rows with
+provenance, plus recorded failures). Model output that fails validation is retried once by the
+LLM layer, then recorded in `failures` (item id, generator, stage, kind) and never turned into an
+empty question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Annotated, Any
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, Field, StringConstraints, create_model
+
+from ragtrial.llm.client import LLM
+from ragtrial.llm.errors import LLMError
+from ragtrial.llm.tokens import get_encoding
+from ragtrial.prompts import load_prompt
+from ragtrial.records import Record, records_frame
+
+Embed = Callable[[list[str]], np.ndarray]
+# maxLength bounds a grammar-constrained reply (a base model otherwise runs on inside the string until
+# max_tokens); 140 characters hold a one-sentence question.
+QuestionText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=8, max_length=140)]
+
+
+class GeneratedQuestion(Record):
+    question_id: str
+    question: str
+    generator: str  # summary | persona | graph | ground_truth
+    level: str  # node | edge | subgraph; summary; persona; the ground-truth category
+    anchor_id: str = ""  # sampled entity / relation / walk seed (or first gold entity): questions pair on it
+    entity_ids: list[str] = Field(default_factory=list)  # sampled node(s), walk nodes, linked gold entities
+    relation_ids: list[str] = Field(default_factory=list)
+    chunk_ids: list[str] = Field(default_factory=list)  # source chunks of the structure: the gold support
+    input_chunk_ids: list[str] = Field(default_factory=list)  # chunks (or their summaries) the model saw
+    doc_ids: list[str] = Field(default_factory=list)
+    answers: list[str] = Field(default_factory=list)  # gold answers, when the data set has them
+    prompt: str = ""  # prompt tag name@vN of the generating call
+    persona: str = ""
+    task: str = ""
+    walk_steps: int = 0
+    distinct_hops: int = 0
+
+
+class Failure(Record):
+    item_id: str
+    generator: str
+    stage: str
+    kind: str
+    detail: str
+
+
+@dataclass
+class Generated:
+    questions: pd.DataFrame
+    failures: pd.DataFrame
+
+    @classmethod
+    def of(cls, questions: list[GeneratedQuestion], failures: list[Failure]) -> Generated:
+        return cls(records_frame(questions, GeneratedQuestion), records_frame(failures, Failure))
+
+    @classmethod
+    def concat(cls, parts: Iterable[Generated]) -> Generated:
+        parts = list(parts)
+        return cls(
+            pd.concat([p.questions for p in parts], ignore_index=True),
+            pd.concat([p.failures for p in parts], ignore_index=True),
+        )
+
+
+class OneQuestion(BaseModel):
+    question: QuestionText
+
+
+@cache
+def list_schema(key: str, n: int) -> type[BaseModel]:
+    """{key: [exactly n strings]}: the bound lets a constrained decoder stop, and a short list fail."""
+    return create_model(f"{key.title()}{n}", **{key: (list[QuestionText], Field(min_length=n, max_length=n))})
+
+
+@dataclass
+class QuestionAsker:
+    """Structured calls for one generator; a failed call becomes a `Failure` row and returns None."""
+
+    llm: LLM
+    generator: str
+    temperature: float | None = None
+    failures: list[Failure] = field(default_factory=list)
+
+    def __call__(
+        self,
+        prompt_name: str,
+        schema: type[BaseModel],
+        item_id: str,
+        max_tokens: int,
+        replicate: int = 0,
+        **values: Any,
+    ) -> Any:
+        prompt = load_prompt(prompt_name)
+        sampling = {} if self.temperature is None else {"temperature": self.temperature}
+        try:
+            return self.llm.structured(
+                prompt.render(**values),
+                schema,
+                stage=prompt_name,
+                method=self.generator,
+                prompt=prompt,
+                replicate=replicate,
+                max_tokens=max_tokens,
+                **sampling,
+            )
+        except LLMError as err:
+            self.failures.append(
+                Failure(
+                    item_id=item_id,
+                    generator=self.generator,
+                    stage=prompt_name,
+                    kind=err.kind,
+                    detail=str(err)[:500],
+                )
+            )
+            return None
+
+
+def _short(text: str, chars: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= chars else text[:chars] + "..."
+
+
+def clip_tokens(text: str, n_tokens: int) -> str:
+    enc = get_encoding()
+    tokens = enc.encode_ordinary(text)
+    return text if len(tokens) <= n_tokens else enc.decode(tokens[:n_tokens]) + " ..."

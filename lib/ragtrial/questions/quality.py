@@ -1,0 +1,370 @@
+"""How good are generated questions: which entities they are about, and how relevant retrieval is.
+
+Question entities are found by the retrievers' own linker (graph_retrieval.EntityLinker) in two
+modes, reported side by side when both run: "ngram" links question n-grams to entity names with no
+model call (the trustworthy path when the model is weak); "llm" has the model list the entities
+first. Distribution metrics follow the GraphRAG evaluation paper (Section V-A): top-10 shares,
+distinct entities, share of the most frequent; plus Shannon entropy and graph / community coverage.
+Relevance (Section V-B): one 0-5 rating per (question, retrieved context); a reply that does not
+parse is a recorded failure, never a score.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel
+from scipy.stats import entropy
+
+from ragtrial.config.questions import QuestionsSettings
+from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.index.tables import GraphIndex
+from ragtrial.llm.client import LLM
+from ragtrial.llm.errors import LLMError
+from ragtrial.prompts import load_prompt
+from ragtrial.questions.generated import Failure
+from ragtrial.records import records_frame
+from ragtrial.retrieval.base import ChunkTable, Retriever, RetrieverParts
+from ragtrial.retrieval.entity_graph import EntityGraph, EntityLinker
+from ragtrial.retrieval.packing import format_context, pack_context
+from ragtrial.stats import bootstrap_mean_ci, paired_comparison_table
+
+MENTION_COLUMNS = [
+    "question_id",
+    "generator",
+    "level",
+    "linker",
+    "mention",
+    "entity_id",
+    "name",
+    "how",
+    "similarity",
+]
+
+
+class RelevanceRating(BaseModel):
+    score: Literal[0, 1, 2, 3, 4, 5]  # an enum, so a constrained decoder can only write one of these
+
+
+# ---------------------------------------------------------------- question entities
+
+# Our linker names -> the retrieval linker's entity_source.
+LINKERS = {"ngram": "string_embedding", "llm": "llm"}
+
+
+def make_entity_linker(
+    index: GraphIndex, parts: RetrieverParts, cfg: QuestionsSettings, linker: str
+) -> EntityLinker:
+    """The retrievers' own question -> entity linker (graph_retrieval.EntityLinker), configured by
+    the questions settings, so questions are read the way graph retrieval reads them.
+    """
+    settings = RetrievalSettings(
+        entity_source=LINKERS[linker],
+        link_threshold=cfg.link_threshold,
+        ngram_max=cfg.ngram_max,
+        entity_max_tokens=cfg.entity_max_tokens,
+    )
+    return EntityLinker(EntityGraph(index, ChunkTable(index)), parts, settings, method="questions")
+
+
+def entity_mentions(
+    questions: pd.DataFrame, linker: EntityLinker, linker_name: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per (question, linked entity); a question whose model call failed has no rows and a
+    failure row instead (it is left out of that linker's denominators, not counted as entity-free).
+    """
+    rows, failures = [], []
+    for q in questions.itertuples(index=False):
+        try:
+            links = linker.link(q.question)
+        except LLMError as err:
+            failures.append(
+                Failure(
+                    item_id=q.question_id,
+                    generator=q.generator,
+                    stage="question_entities",
+                    kind=err.kind,
+                    detail=str(err)[:500],
+                )
+            )
+            continue
+        rows += [
+            (
+                q.question_id,
+                q.generator,
+                q.level,
+                linker_name,
+                x.mention,
+                linker.graph.ids[x.entity],
+                linker.graph.names[x.entity],
+                x.how,
+                x.similarity,
+            )
+            for x in links
+        ]
+    return pd.DataFrame(rows, columns=MENTION_COLUMNS), records_frame(failures, Failure)
+
+
+# ---------------------------------------------------------------- distribution metrics
+
+
+def _ranked(mentions: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Mentions per entity id, most frequent first, ties by name (so pies and tables agree), and
+    each entity id's name.
+    """
+    names = mentions.groupby("entity_id")["name"].first()
+    counts = mentions["entity_id"].value_counts()
+    return counts.iloc[np.lexsort((names[counts.index].to_numpy(), -counts.to_numpy()))], names
+
+
+def top_entities(mentions: pd.DataFrame, k: int = 10) -> pd.DataFrame:
+    """Per (linker, generator): the k most frequent entities and 'other', with counts and shares."""
+    rows = []
+    for (linker, generator), group in mentions.groupby(["linker", "generator"], sort=False):
+        counts, names = _ranked(group)
+        total = int(counts.sum())
+        for rank, (eid, n) in enumerate(counts.head(k).items(), start=1):
+            rows.append((linker, generator, rank, names[eid], int(n), n / total))
+        if len(counts) > k:
+            rest = int(counts.iloc[k:].sum())
+            rows.append((linker, generator, k + 1, f"other ({len(counts) - k} entities)", rest, rest / total))
+    return pd.DataFrame(rows, columns=["linker", "generator", "rank", "entity", "count", "share"])
+
+
+def entity_distribution(
+    mentions: pd.DataFrame,
+    questions: pd.DataFrame,
+    linkers: dict[str, set[str]],
+    entities: pd.DataFrame,
+    communities: pd.DataFrame,
+    community_level: int,
+) -> pd.DataFrame:
+    """One row per (linker, generator). `linkers` maps each linker that ran to the ids of questions it
+    failed on (recorded failures); those are left out of its denominators.
+
+    top_share: the most frequent entity's share of mentions (the pie); top_question_share: share of
+    questions naming it (the paper's 53.3%); entropy_bits: Shannon entropy of the mention counts;
+    entity_coverage / community_coverage: share of graph entities / of level-`community_level`
+    communities that some mention reaches.
+    """
+    level = communities[communities["level"] == community_level]
+    rows = []
+    for linker, failed in linkers.items():
+        processed = questions[~questions["question_id"].isin(failed)]
+        for generator, qs in processed.groupby("generator", sort=False):
+            m = mentions[(mentions["linker"] == linker) & mentions["question_id"].isin(qs["question_id"])]
+            counts, names = _ranked(m)
+            top = counts.index[0] if len(counts) else None
+            reached = level["entity_ids"].map(
+                lambda ids, seen=set(counts.index): bool(seen.intersection(ids))
+            )
+            rows.append(
+                {
+                    "linker": linker,
+                    "generator": generator,
+                    "questions": len(qs),
+                    "questions_with_entity": m["question_id"].nunique(),
+                    "mentions": len(m),
+                    "distinct_entities": len(counts),
+                    "top_entity": names[top] if top else "",
+                    "top_share": counts.iloc[0] / len(m) if len(m) else float("nan"),
+                    "top_question_share": m.loc[m["entity_id"] == top, "question_id"].nunique() / len(qs),
+                    "entropy_bits": float(entropy(counts.to_numpy(), base=2)) if len(counts) else 0.0,
+                    "entity_coverage": len(counts) / len(entities) if len(entities) else float("nan"),
+                    "community_coverage": float(reached.mean()) if len(level) else float("nan"),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- retrieval relevance
+
+
+def rate_relevance(
+    llm: LLM, questions: pd.DataFrame, contexts: dict[str, str], max_tokens: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One 0-5 rating per question with its retrieved context (rubric prompt `rate_relevance`).
+    Returns (ratings: question_id, generator, level, score; failures).
+    """
+    prompt, rows, failures = load_prompt("rate_relevance"), [], []
+    for _, q in questions.iterrows():
+        try:
+            reply = llm.structured(
+                prompt.render(question=q["question"], context=contexts[q["question_id"]]),
+                RelevanceRating,
+                stage="rate_relevance",
+                method=q["generator"],
+                prompt=prompt,
+                max_tokens=max_tokens,
+            )
+        except LLMError as err:
+            failures.append(
+                Failure(
+                    item_id=q["question_id"],
+                    generator=q["generator"],
+                    stage="rate_relevance",
+                    kind=err.kind,
+                    detail=str(err)[:500],
+                )
+            )
+            continue
+        rows.append((q["question_id"], q["generator"], q["level"], q.get("anchor_id", ""), reply.score))
+    ratings = pd.DataFrame(rows, columns=["question_id", "generator", "level", "anchor_id", "score"])
+    return ratings, records_frame(failures, Failure)
+
+
+def relevance_summary(ratings: pd.DataFrame, by: list[str], seed: int = 0) -> pd.DataFrame:
+    """Mean score and share of 0-1 scores per group, each with a bootstrap interval."""
+    rows = []
+    for key, group in ratings.groupby(by, sort=False):
+        mean, low = (
+            bootstrap_mean_ci(group["score"], seed=seed),
+            bootstrap_mean_ci(group["score"] <= 1, seed=seed),
+        )
+        rows.append(
+            {
+                **dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+                "n": mean.n,
+                "mean": mean.mean,
+                "ci_low": mean.low,
+                "ci_high": mean.high,
+                "share_0_1": low.mean,
+                "share_0_1_low": low.low,
+                "share_0_1_high": low.high,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def compare_generators(
+    ratings: pd.DataFrame, min_pairs: int = 5, min_n: int = 5, seed: int = 0
+) -> pd.DataFrame:
+    """Each pair of generators, with a `verdict` sentence. Paired (stats.paired_comparison_table on
+    the mean score per shared anchor) when at least `min_pairs` anchors were rated for both;
+    otherwise unpaired and labelled so: the two bootstrap intervals side by side, a difference
+    claimed only when they are disjoint and both generators have at least `min_n` ratings.
+    """
+    generators, rows = list(pd.unique(ratings["generator"])), []
+    for i, a in enumerate(generators):
+        for b in generators[i + 1 :]:
+            pair = ratings[ratings["generator"].isin([a, b]) & (ratings["anchor_id"] != "")]
+            per_anchor = pair.groupby(["anchor_id", "generator"], as_index=False)["score"].mean()
+            shared = per_anchor.groupby("anchor_id")["generator"].nunique().loc[lambda n: n == 2].index
+            if len(shared) >= min_pairs:
+                long = per_anchor[per_anchor["anchor_id"].isin(shared)].rename(
+                    columns={"anchor_id": "question_id", "generator": "method"}
+                )
+                t = paired_comparison_table(long, baseline=b, binary=False, seed=seed).iloc[0]
+                evidence = f"{t['test']} p={t['p_value']:.3g}"
+                verdict = (
+                    f"{a} minus {b}: {t['mean_diff']:+.2f} [{t['ci_low']:+.2f}, {t['ci_high']:+.2f}] "
+                    f"(paired on {len(shared)} anchors; {evidence})"
+                    + ("." if t["supported"] else "; the interval includes zero: no claim.")
+                )
+                rows.append(
+                    _comparison(
+                        a,
+                        b,
+                        f"paired on {len(shared)} shared anchors",
+                        t["mean_diff"],
+                        t["ci_low"],
+                        t["ci_high"],
+                        evidence,
+                        bool(t["supported"]),
+                        verdict,
+                    )
+                )
+                continue
+            ia, ib = (
+                bootstrap_mean_ci(ratings.loc[ratings["generator"] == g, "score"], seed=seed) for g in (a, b)
+            )
+            evidence = (
+                f"{a} {ia.mean:.2f} [{ia.low:.2f}, {ia.high:.2f}] (n={ia.n}) vs "
+                f"{b} {ib.mean:.2f} [{ib.low:.2f}, {ib.high:.2f}] (n={ib.n})"
+            )
+            disjoint = ia.low > ib.high or ib.low > ia.high
+            if min(ia.n, ib.n) < min_n:
+                outcome = f"fewer than {min_n} ratings on one side: no claim."
+            else:
+                outcome = "the intervals do not overlap." if disjoint else "the intervals overlap: no claim."
+            rows.append(
+                _comparison(
+                    a,
+                    b,
+                    "unpaired (different questions): intervals side by side, no test",
+                    ia.mean - ib.mean,
+                    float("nan"),
+                    float("nan"),
+                    evidence,
+                    disjoint and min(ia.n, ib.n) >= min_n,
+                    f"{a} vs {b}, unpaired (different questions): {evidence}; {outcome}",
+                )
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "generator",
+            "versus",
+            "design",
+            "mean_diff",
+            "ci_low",
+            "ci_high",
+            "evidence",
+            "supported",
+            "verdict",
+        ],
+    )
+
+
+def _comparison(
+    a: str,
+    b: str,
+    design: str,
+    diff: float,
+    low: float,
+    high: float,
+    evidence: str,
+    supported: bool,
+    verdict: str,
+) -> dict[str, Any]:
+    return {
+        "generator": a,
+        "versus": b,
+        "design": design,
+        "mean_diff": diff,
+        "ci_low": low,
+        "ci_high": high,
+        "evidence": evidence,
+        "supported": supported,
+        "verdict": verdict,
+    }
+
+
+def retrieve_contexts(
+    retriever: Retriever, questions: pd.DataFrame, k: int, budget: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per question, the context a method would be shown: the retriever's top `k` items packed into
+    `budget` tokens and rendered as the shared generator renders them. A retriever's own failed model
+    call (e.g. listing question entities) is a recorded failure. Returns (contexts, failures).
+    """
+    rows, failures = [], []
+    for q in questions.itertuples(index=False):
+        try:
+            found = retriever.retrieve(q.question, k)
+        except LLMError as err:
+            failures.append(
+                Failure(
+                    item_id=q.question_id,
+                    generator=q.generator,
+                    stage="retrieve",
+                    kind=err.kind,
+                    detail=str(err)[:500],
+                )
+            )
+            continue
+        items, tokens = pack_context(found.items, budget)
+        rows.append((q.question_id, format_context(items), len(items), sum(tokens.values()), found.fallback))
+    contexts = pd.DataFrame(rows, columns=["question_id", "context", "items", "context_tokens", "fallback"])
+    return contexts, records_frame(failures, Failure)

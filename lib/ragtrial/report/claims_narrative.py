@@ -1,0 +1,86 @@
+"""What notebook 08 says of the claim tables: the comparisons, the agreement with the judge beside
+the paper's figures, and the claim clusters of an answer as HTML.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps, colors
+
+# ---------------------------------------------------------------- presentation
+
+
+def clusters_html(claims: Sequence[str], labels: Sequence[int]) -> str:
+    """The claims as a list grouped by cluster, each cluster in its own colour."""
+    palette = colormaps["tab20"]
+    items = []
+    for position in np.argsort(np.asarray(labels), kind="stable"):
+        label = int(labels[position])
+        colour = colors.to_hex(palette(label % palette.N))
+        items.append(
+            f'<li style="background:{colour}40;border-left:6px solid {colour};padding:2px 6px;'
+            f'margin:2px 0;list-style:none"><b>cluster {label + 1}</b> · {html.escape(claims[position])}</li>'
+        )
+    return f"<ul style='padding-left:0'>{''.join(items)}</ul>"
+
+
+# Edge et al. 2024, Section 5.2: the judge's non-tie share and the claim-based agreement on it.
+PAPER_AGREEMENT = {
+    "comprehensiveness": "78% on 33% non-tie pairs",
+    "diversity": "69-70% on 39% non-tie pairs",
+}
+
+
+def comparison_sentences(tests: pd.DataFrame) -> list[str]:
+    """One sentence per tested pair and measure, saying what the numbers support."""
+    lines = []
+    for r in tests.itertuples(index=False):
+        if r.n_shared == 0:
+            lines.append(
+                f"{r.method_a} vs {r.method_b} on {r.measure}: no question with a value for both; not tested."
+            )
+            continue
+        head = (
+            f"**{r.method_a}** vs {r.method_b} on {r.measure}: {r.mean_diff:+.2f} "
+            f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}] per answer over {r.n_shared} shared questions "
+            f"(Wilcoxon p={r.p_value:.3g}, Holm {r.p_holm:.3g})"
+        )
+        if r.ci_low <= 0 <= r.ci_high:
+            lines.append(f"{head}: the interval includes zero, so **no claim** either way.")
+        elif not r.reject:
+            lines.append(
+                f"{head}: the interval excludes zero but the Holm-adjusted test does not reject, so "
+                "**no claim** at the corrected level."
+            )
+        else:
+            more = "more" if r.mean_diff > 0 else "fewer"
+            lines.append(f"{head}: {r.method_a} gave {more} than {r.method_b} on these questions.")
+    return lines
+
+
+def agreement_sentences(agreement: pd.DataFrame) -> list[str]:
+    lines = []
+    for r in agreement.itertuples(index=False):
+        head = (
+            f"**{r.measure}**: the judge's majority was not a tie on {r.non_tie} of {r.judged} judged "
+            f"question pairs ({r.non_tie_share:.0%})"
+        )
+        if r.non_tie == 0:
+            lines.append(f"{head}, so there is no verdict to check the claims against.")
+            continue
+        if r.compared == 0:
+            lines.append(
+                f"{head}; none of those had claim values for both answers, "
+                "so there is no agreement to report."
+            )
+            continue
+        lines.append(
+            f"{head}; on the {r.compared} with claim values for both answers the claim-based winner "
+            f"agreed {r.agree} times ({r.agreement:.0%}, 95% interval [{r.ci_low:.0%}, {r.ci_high:.0%}]; "
+            f"{r.claim_ties} claim-based ties count as disagreement). Paper: {PAPER_AGREEMENT[r.metric]}."
+        )
+    return lines

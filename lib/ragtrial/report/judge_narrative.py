@@ -1,0 +1,168 @@
+"""What notebooks 06 and 07 say of the judge tables: the estimate before paying, alignment,
+failures, and the audit and comparison findings, generated from the numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ragtrial.evaluation.judge.aggregate import ALIGNMENT_OUTCOMES, alignment_summary
+from ragtrial.evaluation.judge.pairs import METHOD_KEY
+from ragtrial.stats import box_stats
+
+
+def estimate_sentence(estimate: pd.DataFrame) -> str:
+    text = (
+        f"This run makes at most **{int(estimate['calls'].sum())} model calls**, about "
+        f"{int(estimate['prompt_tokens'].sum()):,} prompt tokens (cl100k) and at most "
+        f"{int(estimate['completion_tokens_max'].sum()):,} completion tokens"
+    )
+    if "seconds_est" in estimate:
+        text += (
+            f"; on the embedded model that is at most about {estimate['seconds_est'].sum() / 60:.1f} minutes "
+            "(less where the response cache already holds a call)"
+        )
+    return text + "."
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+def _rwr(r: tuple) -> str:
+    return f"{r.relative_win_rate:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
+
+
+def alignment_sentence(log: pd.DataFrame, tolerance: int) -> str:
+    if log.empty:
+        return ""
+    how = alignment_summary(log).drop(columns=["pair"]).sum(numeric_only=True)
+    aligned = log[log["status"] == "aligned"]
+    text = (
+        f"**Length alignment** (tolerance {tolerance} words) kept {len(aligned)} of {len(log)} pairs "
+        f"({_pct(len(aligned) / len(log))}; the paper aligns about 85%): "
+        + ", ".join(f"{int(how.get(k, 0))} {k}" for k in ALIGNMENT_OUTCOMES)
+        + "."
+    )
+    if not aligned.empty:
+        text += (
+            f" The mean word gap of the kept pairs went from {aligned['gap_before'].mean():.1f} to "
+            f"{aligned['gap_after'].mean():.1f}."
+        )
+    return text
+
+
+def failure_sentence(failures: pd.DataFrame, judged_calls: int) -> str:
+    if failures.empty:
+        return f"All {judged_calls} judge calls returned a usable reply."
+    kinds = ", ".join(f"{k} {n}" for k, n in failures["kind"].value_counts().items())
+    excluded = failures[failures["stage"] == "judge_unbiased"].drop_duplicates(
+        [*METHOD_KEY, "trial", "question_id"]
+    )
+    return (
+        f"{len(failures)} of {judged_calls} judge calls failed after the repair round ({kinds}); they are "
+        f"listed in the failures table, and {len(excluded)} (question, trial) judgment(s) of the unbiased "
+        "protocol were left out of their trial instead of being scored."
+    )
+
+
+EMBEDDED_NOTE = (
+    "All verdicts here come from the embedded Gemma 3 270M base model: they show that the protocol "
+    "runs end to end and what each audit measures, not how a capable judge behaves."
+)
+
+
+def audit_findings(
+    sanity: pd.DataFrame,
+    positions: pd.DataFrame,
+    length_bins: pd.DataFrame,
+    trials: pd.DataFrame,
+    alignment: str,
+    failures: str,
+    embedded: bool,
+) -> str:
+    """The narrative of notebook 06, generated from its tables."""
+    lines = []
+    for r in sanity.itertuples(index=False):
+        lines.append(
+            f"**Sanity check, {r.protocol}** ({r.pair}, {r.questions} questions): relative win rate of run A "
+            f"{_rwr(r)}, win/tie/loss {_pct(r.win_rate)}/{_pct(r.tie_rate)}/{_pct(r.loss_rate)}: "
+            f"{r.verdict}."
+            + (
+                ""
+                if r.ci_low <= 0 <= r.ci_high
+                else " Both runs are the same method, so this difference is a false finding."
+            )
+        )
+    for (pair, protocol), g in positions.groupby(["pair", "protocol"], sort=False):
+        first, a_won = (
+            dict(zip(g["order"], g[c], strict=True)) for c in ("first_shown_win_rate", "a_win_rate")
+        )
+        lines.append(
+            f"**Position**, {protocol} ({pair}): run A won {_pct(a_won.get('AB', np.nan))} of the questions "
+            f"when shown first and {_pct(a_won.get('BA', np.nan))} when shown second (difference "
+            f"{a_won.get('AB', np.nan) - a_won.get('BA', np.nan):+.0%}); the answer shown first won "
+            f"{_pct(first.get('AB', np.nan))} and {_pct(first.get('BA', np.nan))} of the questions in the "
+            "two orders. Without position bias the difference is near zero."
+        )
+    if length_bins.empty:
+        lines.append(
+            "**Length**: no pair had answers of different lengths, so length bias could not be measured."
+        )
+    else:
+        n = int(length_bins["verdicts"].sum())
+        won = float((length_bins["longer_win_rate"] * length_bins["verdicts"]).sum() / n)
+        lines.append(
+            f"**Length**: over {n} classic verdicts with a word gap, the longer answer won {_pct(won)} "
+            "(about 50% without length bias); per gap bin in the table above."
+        )
+    if not trials.empty:
+        box = box_stats(trials["relative_win_rate"])
+        lines.append(
+            f"**Trials**: over {len(trials)} trials the relative win rate ranged from "
+            f"{trials['relative_win_rate'].min():+.2f} to {trials['relative_win_rate'].max():+.2f} (median "
+            f"{box.median:+.2f}, quartiles {box.q1:+.2f} to {box.q3:+.2f}): one trial could have reported "
+            "any of these."
+        )
+    lines += [alignment, failures] + ([EMBEDDED_NOTE] if embedded else [])
+    return "\n\n".join(line for line in lines if line)
+
+
+def comparison_findings(
+    sanity: pd.DataFrame,
+    summary: pd.DataFrame,
+    aspects: pd.DataFrame,
+    alignment: str,
+    failures: str,
+    embedded: bool,
+) -> str:
+    """The narrative of notebook 07: per pair, what each protocol supports and whether they agree."""
+    lines = []
+    for pair, g in sanity.groupby("pair", sort=False):
+        by = g.set_index("protocol")
+        parts = [
+            f"{p} {_rwr(r)}: {r.verdict}" for p, r in zip(by.index, by.itertuples(index=False), strict=True)
+        ]
+        line = f"**{pair}**: relative win rate " + "; ".join(parts) + "."
+        if {"classic", "unbiased"} <= set(by.index) and by.loc["classic", "verdict"] != by.loc[
+            "unbiased", "verdict"
+        ]:
+            line += " The two protocols support different conclusions on the same answers."
+        lines.append(line)
+    for r in summary.itertuples(index=False):
+        lines.append(
+            f"{r.pair}: per-question overall score difference {r.score_diff:+.2f} "
+            f"[{r.score_diff_ci_low:+.2f}, {r.score_diff_ci_high:+.2f}] ({r.test}, p={r.p_value:.3g}, "
+            f"Holm-adjusted over {len(summary)} pair(s) {r.p_holm:.3g}); mean tie rate over trials "
+            f"{_pct(r.tie_rate)}."
+        )
+    if not aspects.empty:
+        ties = aspects.groupby("aspect", sort=False)["tie_rate"].mean()
+        lines.append(
+            "Tie rate per aspect (mean over pairs and trials): "
+            + ", ".join(f"{a} {_pct(t)}" for a, t in ties.items())
+            + "."
+        )
+    lines += [alignment, failures] + ([EMBEDDED_NOTE] if embedded else [])
+    return "\n\n".join(line for line in lines if line)

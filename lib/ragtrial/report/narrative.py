@@ -1,0 +1,124 @@
+"""Narrative sentences generated from the tables, so a report says only what the numbers support:
+one rule for intervals (an interval that includes zero is "no claim"), one failure sentence, one
+embedded-model disclaimer, and the findings of notebooks 04 and 05.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
+    from ragtrial.config.methods import MethodSettings
+    from ragtrial.methods.base import Method
+
+
+def setup_note(methods: Sequence[Method], unavailable: pd.DataFrame, settings: MethodSettings, k: int) -> str:
+    """What ran: methods, baseline, k, budget, prompt, and which methods the index could not support."""
+    note = (
+        f"Methods: {', '.join(m.name for m in methods)}; baseline **{settings.baseline}**; k = {k}; context "
+        f"budget {settings.context_budget} tokens; prompt `{settings.answer_prompt}`, at most "
+        f"{settings.answer_max_tokens} tokens."
+    )
+    if not unavailable.empty:
+        note += "\n\nNot run, because the index cannot support them: " + "; ".join(
+            f"**{m}**: {r}" for m, r in unavailable.itertuples(index=False)
+        )
+    return note
+
+
+def _interval(mean: float, low: float, high: float, digits: int = 2) -> str:
+    return f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+def paired_sentences(paired: pd.DataFrame) -> list[str]:
+    """One sentence per comparison, saying what the interval supports (includes zero: no claim)."""
+    lines = []
+    for r in paired.itertuples(index=False):
+        head = (
+            f"**{r.method}** vs {r.baseline} on {r.metric}: {_interval(r.mean_diff, r.ci_low, r.ci_high)} "
+            f"over {r.n} questions both answered ({r.wins} better, {r.losses} worse; {r.test} "
+            f"p={r.p_value:.3g}, Holm {r.p_holm:.3g})"
+        )
+        if r.supported:
+            direction = "better" if r.mean_diff > 0 else "worse"
+            lines.append(
+                f"{head}: the interval excludes zero, so {r.method} did {direction} than {r.baseline} "
+                "on these questions."
+            )
+        else:
+            lines.append(f"{head}: the interval includes zero, so **no claim** either way.")
+    return lines
+
+
+def complementarity_sentences(comp: pd.DataFrame, metric: str = "accuracy") -> list[str]:
+    return [
+        f"**{r.method}** was right where {r.baseline} was wrong on {r.only_method} of {r.n} questions "
+        f"({r.only_method_share:.0%}), the reverse on {r.only_baseline} ({r.only_baseline_share:.0%}); "
+        f"both right on {r.both}, neither on {r.neither} ({metric})."
+        for r in comp.itertuples(index=False)
+    ]
+
+
+def failure_sentence(summary: pd.DataFrame) -> str:
+    failed = summary[summary["failures"] > 0]
+    if failed.empty:
+        return "Every method produced an answer for every question."
+    parts = ", ".join(f"{r.method} {r.failures} of {r.questions}" for r in failed.itertuples(index=False))
+    return (
+        f"Answers lost to model failures (excluded from every mean and test, listed in the failures "
+        f"table): {parts}."
+    )
+
+
+def findings(
+    summary: pd.DataFrame,
+    paired: pd.DataFrame,
+    comp: pd.DataFrame,
+    answers: pd.DataFrame,
+    *,
+    quality: str,
+    recall: str | None,
+    embedded: bool,
+) -> str:
+    """The narrative of a results section, generated from the tables: what they support and what not."""
+    lines = [failure_sentence(summary)]
+    scored = summary.dropna(subset=[quality]).sort_values(quality, ascending=False)
+    if not scored.empty:
+        top = scored.iloc[0]
+        lines.append(
+            f"Highest mean {quality}: **{top.method}**, {top[quality]:.2f} "
+            f"[{top[f'{quality}_low']:.2f}, {top[f'{quality}_high']:.2f}] over {int(top[f'{quality}_n'])} "
+            "answered questions. A ranking of point estimates is not a finding; the paired comparisons "
+            "below say which differences the data support."
+        )
+    lines += paired_sentences(paired[paired["metric"] == quality]) if not paired.empty else []
+    lines += complementarity_sentences(comp)
+    if recall and recall in summary and summary[recall].notna().any():
+        shown = summary.dropna(subset=[recall])
+        values = ", ".join(f"{m} {v:.2f}" for m, v in zip(shown["method"], shown[recall], strict=True))
+        model_free = sorted(
+            m for m, g in answers.groupby("method") if (g["calls"] == 1).all() and m in set(shown.method)
+        )
+        lines.append(
+            f"Supporting-passage {recall} (share of gold documents among the passages shown): {values}. "
+            f"Methods whose only model call is the answer ({', '.join(model_free) or 'none'}) retrieved "
+            "without a model, so their recall does not depend on the generator at all."
+        )
+        if not paired.empty and (paired["metric"] == recall).any():
+            lines += paired_sentences(paired[paired["metric"] == recall])
+    n = int(summary["questions"].max()) if not summary.empty else 0
+    lines.append(
+        f"Every method saw the same {n} questions; with so few, intervals are wide, and a difference "
+        "whose interval includes zero is reported as no claim rather than as a trend."
+    )
+    if embedded:
+        lines.append(
+            "These answers come from the embedded Gemma 3 270M base model: the answer metrics show the "
+            "pipeline works end to end, not how the methods compare with a capable generator. The "
+            "retrieval recall numbers, computed against the data set's gold passages, are the "
+            "trustworthy part of this run."
+        )
+    return "\n\n".join(lines)

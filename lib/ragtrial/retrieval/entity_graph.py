@@ -1,0 +1,280 @@
+"""What every graph retriever shares: the entity graph as sparse matrices, question -> entity
+linking (with or without a model call), and the seed-then-expand base class.
+
+A question with no usable entity falls back to vector retrieval and says so in
+`Retrieval.fallback`; a failed model call (LLMError) propagates to the caller, which records it
+against the question.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, Field
+from scipy import sparse
+
+from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.index.merge_extractions import normalize_name
+from ragtrial.index.phrases import stop_words
+from ragtrial.index.tables import GraphIndex
+from ragtrial.prompts import load_prompt
+from ragtrial.retrieval.base import ChunkTable, ContextItem, Retrieval, RetrieverParts, one_blas_thread
+from ragtrial.retrieval.passages import VectorRetriever
+
+# ---------------------------------------------------------------- the graph as matrices
+
+
+def _incidence(
+    groups: Sequence[Sequence[str]], column_of: dict[str, int], n_columns: int, what: str
+) -> sparse.csr_matrix:
+    rows = [i for i, ids in enumerate(groups) for _ in ids]
+    try:
+        cols = [column_of[c] for ids in groups for c in ids]
+    except KeyError as err:
+        raise ValueError(f"{what} cite chunk {err} that is not in the chunks table") from None
+    data = np.ones(len(rows))
+    return sparse.csr_matrix((data, (rows, cols)), shape=(len(groups), n_columns))
+
+
+class EntityGraph:
+    """Entities, relations and their chunks as arrays in table order."""
+
+    def __init__(self, index: GraphIndex, chunks: ChunkTable):
+        ents, rels = index.entities, index.relations
+        self.ids: list[str] = list(ents["entity_id"])
+        self.names: list[str] = list(ents["name"])
+        self.row_of = {eid: i for i, eid in enumerate(self.ids)}
+        self.texts = [f"{n}: {d}" if d else n for n, d in zip(self.names, ents["description"], strict=True)]
+        unknown = set(rels["source_id"]).union(rels["target_id"]) - set(self.row_of)
+        if unknown:
+            raise ValueError(
+                f"relations name entities missing from the entities table, e.g. {sorted(unknown)[0]!r}"
+            )
+        self.rel_ids: list[str] = list(rels["relation_id"])
+        self.src = np.array([self.row_of[e] for e in rels["source_id"]], dtype=np.int64)
+        self.tgt = np.array([self.row_of[e] for e in rels["target_id"]], dtype=np.int64)
+        self.weight = rels["weight"].to_numpy(dtype=np.float64)
+        self.rel_texts = [
+            f"{self.names[s]} -> {self.names[t]}: {d}"
+            for s, t, d in zip(self.src, self.tgt, rels["description"], strict=True)
+        ]
+        n = len(self.ids)
+        both = sparse.csr_matrix(
+            (
+                np.concatenate([self.weight, self.weight]),
+                (np.concatenate([self.src, self.tgt]), np.concatenate([self.tgt, self.src])),
+            ),
+            shape=(n, n),
+        )  # duplicates (parallel/reversed relations) add up
+        both.setdiag(0)
+        both.eliminate_zeros()
+        self.adjacency = both.tocsr()
+        self.degree = np.diff(self.adjacency.indptr)  # distinct neighbours
+        # GraphRAG's relationship rank ("combined degree") orders relations in local search and LightRAG.
+        self.rel_rank = self.degree[self.src] + self.degree[self.tgt]
+        self.mentions = _incidence(list(ents["chunk_ids"]), chunks.row_of, len(chunks.ids), "entities")
+        self.rel_chunks = _incidence(list(rels["chunk_ids"]), chunks.row_of, len(chunks.ids), "relations")
+        rows = np.arange(len(self.rel_ids))
+        self.incidence = sparse.csr_matrix(
+            (np.ones(2 * len(rows)), (np.concatenate([self.src, self.tgt]), np.concatenate([rows, rows]))),
+            shape=(n, len(rows)),
+        )  # entity x relation
+
+    def incident(self, entities: Sequence[int]) -> np.ndarray:
+        """Relations touching any of `entities`, each once, in table order."""
+        return np.unique(
+            np.concatenate([row_indices(self.incidence, e) for e in entities] or [np.zeros(0, int)])
+        )
+
+    def by_rank(self, relations: np.ndarray) -> np.ndarray:
+        """`relations` ordered by combined degree, then weight (both descending), then table order."""
+        return relations[np.lexsort((relations, -self.weight[relations], -self.rel_rank[relations]))]
+
+    def entity_item(self, e: int, score: float, retriever: str) -> ContextItem:
+        return ContextItem(
+            kind="entity",
+            text=self.texts[e],
+            score=float(score),
+            retriever=retriever,
+            chunk_ids=[],
+            entity_ids=[self.ids[e]],
+        )
+
+    def relation_item(self, r: int, score: float, retriever: str, chunk_ids: list[str]) -> ContextItem:
+        return ContextItem(
+            kind="relation",
+            text=self.rel_texts[r],
+            score=float(score),
+            retriever=retriever,
+            chunk_ids=chunk_ids,
+            entity_ids=[self.ids[self.src[r]], self.ids[self.tgt[r]]],
+            relation_ids=[self.rel_ids[r]],
+        )
+
+
+def row_indices(matrix: sparse.csr_matrix, row: int) -> np.ndarray:
+    """Column indices of the stored entries of one CSR row (neighbours, chunks cited)."""
+    return matrix.indices[matrix.indptr[row] : matrix.indptr[row + 1]]
+
+
+# ---------------------------------------------------------------- question -> entities
+
+
+class QuestionEntities(BaseModel):
+    entities: list[str] = Field(max_length=8)
+
+
+@dataclass
+class Link:
+    mention: str
+    entity: int
+    similarity: float
+    how: str  # exact | embedding
+
+
+# A word of a question: letters/digits, with inner apostrophes ("Kay's").
+WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+
+
+class EntityLinker:
+    """Question -> graph entities. Mentions come from the model (`entity_source="llm"`, prompt
+    question_entities) or from the question's word n-grams (`"string_embedding"`, no model call).
+    A mention links to the entity whose normalized name equals it, else to the entity whose name
+    embedding is nearest if the cosine reaches `link_threshold`. N-gram links are chosen exact
+    first, then longest, then most similar, never overlapping and never twice the same entity;
+    n-grams that start or end with a stop word are not candidates.
+    """
+
+    def __init__(self, graph: EntityGraph, parts: RetrieverParts, settings: RetrievalSettings, method: str):
+        if settings.entity_source == "llm" and parts.llm is None:
+            raise ValueError(f"{method}: entity_source 'llm' needs an llm")
+        self.graph, self.parts, self.settings, self.method = graph, parts, settings, method
+        self.by_name: dict[str, int] = {}
+        for i, name in enumerate(graph.names):
+            self.by_name.setdefault(normalize_name(name), i)
+        vectors = (
+            parts.embedder.embed(graph.names, stage="retrieval_index", method=method)
+            if graph.names
+            else np.zeros((0, 1), dtype=np.float32)
+        )
+        # Dimension-major: OpenBLAS then skips transposing all the names for every question (~5 ms
+        # of a query on 29k names). Same sums: bit for bit with this OpenBLAS for two or more
+        # mentions; one mention goes through gemv, which adds them in another order.
+        self.name_vectors_t = np.ascontiguousarray(vectors.T)
+
+    def listed(self, question: str) -> list[str]:
+        prompt = load_prompt("question_entities")
+        reply = self.parts.llm.structured(
+            prompt.render(question=question),
+            QuestionEntities,
+            stage="question_entities",
+            method=self.method,
+            prompt=prompt,
+            max_tokens=self.settings.entity_max_tokens,
+        )
+        return [name for name in reply.entities if normalize_name(name)]
+
+    def exact(self, mention: str) -> Link | None:
+        hit = self.by_name.get(normalize_name(mention))
+        return None if hit is None else Link(mention, hit, 1.0, "exact")
+
+    def nearest(self, mentions: Sequence[str]) -> list[Link | None]:
+        """Each mention's nearest entity name by embedding, if the cosine reaches the threshold."""
+        if not mentions or not len(self.graph.names):
+            return [None] * len(mentions)
+        sims = (
+            self.parts.embedder.embed(list(mentions), stage="retrieval", method=self.method)
+            @ self.name_vectors_t
+        )
+        best = sims.argmax(axis=1)
+        return [
+            Link(m, int(b), float(row[b]), "embedding") if row[b] >= self.settings.link_threshold else None
+            for m, b, row in zip(mentions, best, sims, strict=True)
+        ]
+
+    def link(self, question: str) -> list[Link]:
+        if self.settings.entity_source == "llm":
+            names = self.listed(question)
+            exact = [self.exact(n) for n in names]
+            fuzzy = iter(self.nearest([n for n, x in zip(names, exact, strict=True) if x is None]))
+            first_per_entity: dict[int, Link] = {}
+            for x in exact:
+                found = x or next(fuzzy)
+                if found is not None:
+                    first_per_entity.setdefault(found.entity, found)
+            return list(first_per_entity.values())
+        words = list(WORD.finditer(question))
+        stops = stop_words()
+        spans = [
+            (i, j)
+            for i in range(len(words))
+            for j in range(i + 1, min(i + self.settings.ngram_max, len(words)) + 1)
+            if words[i][0].casefold() not in stops and words[j - 1][0].casefold() not in stops
+        ]
+        text_of = {span: question[words[span[0]].start() : words[span[1] - 1].end()] for span in spans}
+        chosen: list[Link] = []
+        taken: set[int] = set()
+
+        def choose(candidates: list[tuple[tuple[int, int], Link]]) -> None:
+            for (i, j), c in sorted(
+                candidates, key=lambda sc: (-(sc[0][1] - sc[0][0]), -sc[1].similarity, sc[0][0])
+            ):
+                if taken.isdisjoint(range(i, j)) and all(c.entity != x.entity for x in chosen):
+                    taken.update(range(i, j))
+                    chosen.append(c)
+
+        choose([(span, c) for span in spans if (c := self.exact(text_of[span])) is not None])
+        # Only n-grams clear of the exact matches are embedded (an overlapping one could not be chosen).
+        rest = [span for span in spans if taken.isdisjoint(range(*span))]
+        choose(
+            [(span, c) for span, c in zip(rest, self.nearest([text_of[x] for x in rest]), strict=True) if c]
+        )
+        return chosen
+
+    def notes(self, links: Sequence[Link]) -> dict:
+        return {
+            "mentions": [x.mention for x in links],
+            "seeds": [self.graph.names[x.entity] for x in links],
+            "links": [x.how for x in links],
+        }
+
+
+class GraphRetrieverBase:
+    """Shared construction: chunk table, entity graph, the vector fallback and (for retrievers that
+    link question entities) the linker, whose name embeddings are computed here, not per query.
+    """
+
+    name = ""
+    links_entities = True
+
+    def __init__(self, index: GraphIndex, parts: RetrieverParts, settings: RetrievalSettings):
+        self.settings, self.parts = settings, parts
+        self.fallback = VectorRetriever(index, parts, settings)
+        self.chunks = self.fallback.chunks
+        self.graph = EntityGraph(index, self.chunks)
+        if self.links_entities:
+            self.linker = EntityLinker(self.graph, parts, settings, self.name)
+
+    @one_blas_thread
+    def retrieve(self, question: str, k: int) -> Retrieval:
+        """Link the question's entities and retrieve from them; a question with none falls back to
+        vector search, and the fallback is recorded.
+        """
+        links = self.linker.link(question)
+        notes = self.linker.notes(links)
+        if not links:
+            return self.fall_back(question, k, "no usable entity", notes)
+        return self.from_seeds(question, links, notes, k)
+
+    def from_seeds(self, question: str, links: list[Link], notes: dict, k: int) -> Retrieval:
+        raise NotImplementedError(f"{type(self).__name__} retrieves without seeds; it overrides retrieve")
+
+    def fall_back(self, question: str, k: int, why: str, notes: dict) -> Retrieval:
+        found = self.fallback.retrieve(question, k)
+        return Retrieval(found.items, fallback=f"{why} -> vector", notes=notes)
+
+    def chunk_ids(self, matrix: sparse.csr_matrix, row: int) -> list[str]:
+        return [self.chunks.ids[c] for c in row_indices(matrix, row)]

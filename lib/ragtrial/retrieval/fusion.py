@@ -1,0 +1,36 @@
+"""Reciprocal rank fusion (Cormack, Clarke & Buettcher 2009): the hybrid retrievers' one way of
+merging ranked lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ragtrial.retrieval.base import ChunkTable, Retrieval
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], rrf_k: int = 60) -> list[tuple[str, float]]:
+    """RRF (Cormack, Clarke & Buettcher 2009): score(d) = sum over lists of 1 / (rrf_k + rank of d),
+    ranks from 1. Ties keep the order of first appearance (list by list), so fusion is deterministic.
+    """
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking, start=1):
+            scores[key] = scores.get(key, 0.0) + 1.0 / (rrf_k + rank)
+    order = {key: i for i, key in enumerate(scores)}
+    return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+def join_fallbacks(fallbacks: Iterable[str]) -> str:
+    return "; ".join(f for f in dict.fromkeys(fallbacks) if f)
+
+
+def fuse(name: str, retrievals: Sequence[Retrieval], chunks: ChunkTable, k: int, rrf_k: int) -> Retrieval:
+    """RRF of ranked chunk lists; an item's score is its fused score."""
+    rankings = [[c for item in r.items if item.kind == "chunk" for c in item.chunk_ids] for r in retrievals]
+    fused = reciprocal_rank_fusion(rankings, rrf_k)[:k]
+    return Retrieval(
+        [chunks.item(chunks.row_of[c], s, name) for c, s in fused],
+        fallback=join_fallbacks(r.fallback for r in retrievals),
+        notes={"fused": [r.notes for r in retrievals]},
+    )

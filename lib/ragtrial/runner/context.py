@@ -1,0 +1,173 @@
+"""The run context a notebook opens: settings, run folder, the model doors, result tables and the
+provenance the report shows.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ragtrial.config.base import ParamsError
+from ragtrial.config.batch import RunSpec
+from ragtrial.config.settings import Settings, validate_settings
+from ragtrial.llm.cache import ResponseCache
+from ragtrial.llm.client import LLM
+from ragtrial.llm.embedder import Embedder
+from ragtrial.llm.ledger import Ledger, by_stage
+from ragtrial.report.files import write_table
+
+TRACKED_PACKAGES = [
+    "ragtrial",
+    "openai",
+    "llama_cpp_python",
+    "llama-index-core",
+    "torch",
+    "sentence-transformers",
+    "graspologic-native",
+    "scikit-learn",
+    "rouge-score",
+    "bert-score",
+    "pandas",
+    "numpy",
+    "papermill",
+]
+EMBEDDED_WARNING = (
+    "This report was produced by the embedded default model, Gemma 3 270M (a base, not "
+    "instruction-tuned, model quantized to 4 bits). Its job is to prove the pipeline runs "
+    "offline end to end; its answers, judgments and extractions are not research findings. "
+    "Point `llm.base_url` at a capable OpenAI-compatible model for research-grade runs."
+)
+
+
+def _endpoint_resolver(settings: Settings, run_dir: Path):
+    llm = settings.llm
+    if llm.backend == "embedded":
+
+        def resolve() -> str:
+            from ragtrial.llm.server import ensure_embedded
+
+            return ensure_embedded(llm, run_dir / "server.log")
+
+        return resolve
+    if not llm.base_url:
+        raise ParamsError("key 'llm.base_url': required when llm.backend is 'openai_compatible'")
+    return lambda: llm.base_url
+
+
+@dataclass
+class RunContext:
+    """What a notebook works with: settings, the run folder, and the only doors to a model."""
+
+    settings: Settings
+    run_dir: Path
+    run_id: str
+    notebook: str
+    ledger: Ledger
+    cache: ResponseCache
+    llm: LLM
+    embedder: Embedder
+    tables: list[str] = field(default_factory=list)
+
+    def save_table(self, frame: pd.DataFrame, name: str) -> Path:
+        """Result table as Parquet (and CSV for quick reading) under `<run_dir>/tables/`."""
+        self.tables.append(name)
+        write_table(self.run_dir / "tables" / f"{name}.csv", frame)
+        return write_table(self.run_dir / "tables" / f"{name}.parquet", frame)
+
+    def ledger_frame(self) -> pd.DataFrame:
+        return self.ledger.frame()
+
+    def cost_by_stage(self) -> pd.DataFrame:
+        return by_stage(self.ledger.frame())
+
+    def provenance(self) -> pd.DataFrame:
+        """The facts a reader needs to trace every number in the report."""
+        s = self.settings
+        endpoint = "embedded llama.cpp server (127.0.0.1)" if s.llm.backend == "embedded" else s.llm.base_url
+        data = s.data.dataset + (f" ({s.data.path})" if s.data.path else f" (size {s.data.size})")
+        rows = [
+            ("run id", self.run_id),
+            ("notebook", self.notebook),
+            ("LLM", f"{s.llm.model} via {endpoint}"),
+            ("sampling", f"temperature {s.llm.temperature}, top_p {s.llm.top_p}, seed {s.llm.seed}"),
+            ("embeddings", f"{s.embeddings.model} ({s.embeddings.backend})"),
+            ("data", f"{data}, seed {s.data.seed}"),
+            ("parameters", "run.json in this run's folder"),
+        ]
+        return pd.DataFrame(rows, columns=["what", "value"])
+
+    def is_embedded_default(self) -> bool:
+        return self.settings.llm.backend == "embedded"
+
+    def banner(self) -> Any:
+        """Markdown shown at the top of every report: provenance, and the weak-model warning."""
+        from IPython.display import Markdown
+
+        lines = ["| what | value |", "|---|---|"]
+        lines += [f"| {w} | {v} |" for w, v in self.provenance().itertuples(index=False)]
+        text = "\n".join(lines)
+        if self.is_embedded_default():
+            text = f"> **Embedded default model.** {EMBEDDED_WARNING}\n\n{text}"
+        return Markdown(text)
+
+    def prompt_versions(self) -> list[str]:
+        ledger = self.ledger.frame()
+        return sorted(p for p in ledger["prompt"].unique() if p)
+
+
+def open_run(
+    settings: dict[str, Any] | Settings | None = None,
+    run_dir: str | Path | None = None,
+    notebook: str = "interactive",
+    outputs: str | Path = "outputs",
+) -> RunContext:
+    """Open a run from a notebook. papermill injects `settings` and `run_dir`; interactively both
+    may be omitted (code defaults, folder `outputs/interactive/<notebook>`).
+    """
+    # Progress bars of model loading are noise in a rendered report.
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if not isinstance(settings, Settings):
+        settings = validate_settings(settings or {}, f"settings of notebook {notebook}")
+    run_id = RunSpec(notebook=notebook, settings=settings).run_id
+    run_dir = Path(run_dir) if run_dir else Path(outputs) / "interactive" / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cache = ResponseCache(settings.cache_path)
+    ledger = Ledger(run_id, run_dir / "ledger.csv")
+    llm = LLM(settings.llm, cache, ledger, _endpoint_resolver(settings, run_dir))
+    embedder = Embedder(settings.embeddings, cache, ledger, settings.llm)
+    return RunContext(settings, run_dir, run_id, notebook, ledger, cache, llm, embedder)
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in TRACKED_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def git_commit(root: Path) -> str:
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        return commit + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"

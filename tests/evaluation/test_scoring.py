@@ -1,0 +1,257 @@
+"""Experiment tables on hand-made answer frames: failures are counted, never scored."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ragtrial.evaluation.run_methods import failures_table
+from ragtrial.evaluation.scoring import (
+    by_question_type,
+    complementarity_table,
+    cost_table,
+    method_summary,
+    paired_table,
+    pareto_table,
+    score_qa,
+    score_summaries,
+)
+from ragtrial.questions.sampling import select_questions, task_questions
+from ragtrial.records import Dataset, Question
+from ragtrial.report.narrative import findings, paired_sentences
+from ragtrial.stats import holm_correction, p95, paired_comparison_table
+
+
+def q(
+    qid: str, answers: list[str], qtype: str = "single_hop", gold: list[str] | None = None, **meta
+) -> Question:
+    return Question(
+        question_id=qid,
+        question=f"question {qid}?",
+        answers=answers,
+        question_type=qtype,
+        gold_doc_ids=gold or [],
+        metadata=meta,
+    )
+
+
+def row(
+    qid: str,
+    method: str,
+    text: str,
+    failure: str = "",
+    doc_ids: list[str] | None = None,
+    ready: bool = True,
+    calls: int = 1,
+    prompt_tokens: int = 100,
+    latency: float = 1.0,
+) -> dict:
+    return {
+        "question_id": qid,
+        "method": method,
+        "text": "" if failure else text,
+        "failure": failure,
+        "fallback": "",
+        "route": "",
+        "context_ready": ready,
+        "doc_ids": doc_ids or [],
+        "context_ids": [],
+        "context_items": len(doc_ids or []),
+        "context_tokens": 10 * len(doc_ids or []),
+        "tokens_chunk": 10 * len(doc_ids or []),
+        "calls": calls,
+        "cached_calls": 0,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": 5,
+        "latency_s": latency,
+        "notes": "{}",
+        "failures": [{"stage": "answer", "kind": failure, "detail": "boom"}] if failure else [],
+    }
+
+
+QUESTIONS = [
+    q("q1", ["Paris", "City of Light"], gold=["d1"]),
+    q("q2", ["1999"], "multi_hop", gold=["d2", "d3"]),
+    q("q3", ["Insufficient information."], "null_query", gold=["d4"], is_null=True),
+    q("q4", ["Berlin"], "multi_hop", gold=["d5"]),
+]
+
+
+@pytest.fixture
+def answers() -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            row("q1", "closed_book", "City of Light"),
+            row("q2", "closed_book", "2001"),
+            row("q3", "closed_book", "Lyon"),
+            row("q4", "closed_book", "Berlin"),
+            row("q1", "naive_rag", "Paris", doc_ids=["d1", "d9"]),
+            row("q2", "naive_rag", "in 1999", doc_ids=["d2", "d7", "d8"]),
+            row("q3", "naive_rag", "I don't know", doc_ids=["d6"]),
+            row("q4", "naive_rag", "Munich", doc_ids=["d7"]),
+            row("q1", "graph_walk", "", failure="parse", ready=False, calls=2, latency=3.0),
+            row("q2", "graph_walk", "1999", doc_ids=["d3", "d2"]),
+            row("q3", "graph_walk", "Insufficient information.", doc_ids=[]),
+            row("q4", "graph_walk", "", failure="timeout", doc_ids=["d5"], latency=9.0),
+        ]
+    )
+
+
+def test_score_qa_leaves_failures_unscored_and_credits_declines_only_on_null_questions(answers):
+    scores = score_qa(answers, QUESTIONS, k=1).set_index(["question_id", "method"])
+    assert scores.loc[("q1", "closed_book"), "em"] == 1.0  # alias
+    assert scores.loc[("q2", "naive_rag"), ["em", "f1", "accuracy"]].tolist() == [
+        0.0,
+        pytest.approx(2 / 3),
+        1.0,
+    ]
+    assert (
+        scores.loc[("q3", "naive_rag"), "accuracy"] == 1.0 and scores.loc[("q3", "closed_book"), "em"] == 0.0
+    )
+    for key in [("q1", "graph_walk"), ("q4", "graph_walk")]:
+        assert scores.loc[key, ["em", "f1", "accuracy"]].isna().all()
+    # retrieval: the first k distinct documents shown, against the gold documents
+    assert scores.loc[("q2", "naive_rag"), ["recall@1", "recall", "all_supporting"]].tolist() == [
+        0.5,
+        0.5,
+        0.0,
+    ]
+    assert scores.loc[("q2", "graph_walk"), ["recall@1", "recall", "all_supporting"]].tolist() == [
+        0.5,
+        1.0,
+        1.0,
+    ]
+    assert scores.loc[("q4", "graph_walk"), "recall"] == 1.0  # generation failed, but its retrieval happened
+    assert math.isnan(scores.loc[("q1", "graph_walk"), "recall"])  # retrieval itself failed
+    assert scores.loc[("q3", "graph_walk"), "recall"] == 0.0  # a passage method that showed none
+    assert scores.xs("closed_book", level="method")["recall"].isna().all()  # never shows passages
+
+
+def test_summary_excludes_failures_from_means_and_counts_them(answers):
+    scores = score_qa(answers, QUESTIONS, k=1)
+    summary = method_summary(scores, ["em", "recall"], n_resamples=200).set_index("method")
+    assert summary.loc["graph_walk", ["questions", "failures", "em_n"]].tolist() == [4, 2, 2]
+    assert summary.loc["graph_walk", "em"] == 1.0  # both answered questions exact, failures not zeros
+    assert summary.loc["naive_rag", "em"] == 0.5 and summary.loc["naive_rag", "failures"] == 0
+    assert summary.loc["graph_walk", "recall_n"] == 3
+    assert summary.loc["naive_rag", "em_low"] <= 0.5 <= summary.loc["naive_rag", "em_high"]
+    per_type = by_question_type(scores, "em", n_resamples=200).set_index(["method", "question_type"])
+    assert per_type.loc[("graph_walk", "multi_hop"), ["n", "failures"]].tolist() == [1, 1]
+    assert per_type.loc[("graph_walk", "single_hop"), "failures"] == 1
+    assert pd.isna(per_type.loc[("graph_walk", "single_hop"), "n"])  # nothing answered: no mean
+
+
+def test_paired_table_compares_on_questions_both_answered_with_the_stats_module(answers):
+    scores = score_qa(answers, QUESTIONS, k=1)
+    table = paired_table(scores, "accuracy", "naive_rag", n_resamples=300).set_index("method")
+    assert table.loc["graph_walk", "n"] == 2 and table.loc["closed_book", "n"] == 4
+    assert table.loc["closed_book", "test"] == "exact binomial"  # McNemar on a binary metric
+    both = scores[
+        scores["question_id"].isin(["q2", "q3"]) & scores["method"].isin(["graph_walk", "naive_rag"])
+    ]
+    expected = paired_comparison_table(
+        both.rename(columns={"accuracy": "score"}), "naive_rag", True, n_resamples=300
+    ).iloc[0]
+    assert table.loc["graph_walk", ["mean_diff", "ci_low", "ci_high", "p_value"]].tolist() == pytest.approx(
+        [expected.mean_diff, expected.ci_low, expected.ci_high, expected.p_value]
+    )
+    holm = holm_correction(table["p_value"].tolist())["p_holm"].to_numpy()
+    assert np.allclose(table["p_holm"], holm)
+    assert paired_table(scores, "f1", "naive_rag", n_resamples=300)["test"].str.startswith("wilcoxon").all()
+    sentences = paired_sentences(table.reset_index())
+    assert all("no claim" in s for s, ok in zip(sentences, table["supported"], strict=True) if not ok)
+    summary = method_summary(scores, ["accuracy", "recall@1"], n_resamples=200)
+    text = findings(
+        summary,
+        table.reset_index(),
+        complementarity_table(scores, "naive_rag"),
+        answers,
+        quality="accuracy",
+        recall="recall@1",
+        embedded=True,
+    )
+    assert "graph_walk 2 of 4" in text and "naive_rag 0.38" in text and "Gemma 3 270M" in text
+    assert "(naive_rag)" in text  # the only passage method whose every answer took one model call
+
+
+def test_complementarity_counts_on_common_questions(answers):
+    scores = score_qa(answers, QUESTIONS, k=1)
+    comp = complementarity_table(scores, "naive_rag").set_index("method")
+    # closed_book right on q1, q4; naive_rag right on q1, q2, q3
+    assert comp.loc["closed_book", ["n", "only_method", "only_baseline", "both", "neither"]].tolist() == [
+        4,
+        1,
+        2,
+        1,
+        0,
+    ]
+    assert comp.loc["graph_walk", "n"] == 2
+
+
+def test_cost_table_counts_failed_answers_because_they_were_paid_for(answers):
+    cost = cost_table(answers).set_index("method")
+    assert cost.loc["graph_walk", "calls_per_question"] == 1.25
+    assert cost.loc["graph_walk", "latency_p95_s"] == pytest.approx(p95([3.0, 1.0, 1.0, 9.0]))
+    assert cost.loc["naive_rag", "tokens_per_question"] == 105
+    assert cost.loc["naive_rag", "context_tokens_chunk"] == pytest.approx(17.5)
+    failures = failures_table(answers)
+    assert sorted(failures["kind"]) == ["parse", "timeout"] and failures["answer_lost"].all()
+
+
+def test_pareto_marks_undominated_methods(answers):
+    scores = score_qa(answers, QUESTIONS, k=1)
+    summary = method_summary(scores, ["accuracy"], n_resamples=200)
+    cost = pd.DataFrame(
+        {"method": ["closed_book", "naive_rag", "graph_walk"], "tokens_per_question": [50, 100, 200]}
+    )
+    front = pareto_table(summary, cost, "accuracy").set_index("method")["pareto"]
+    # accuracy: closed_book 0.5, naive_rag 0.75, graph_walk 1.0 (on its two answered questions)
+    assert front.to_dict() == {"closed_book": True, "naive_rag": True, "graph_walk": True}
+    cost["tokens_per_question"] = [50, 300, 200]
+    assert not pareto_table(summary, cost, "accuracy").set_index("method").loc["naive_rag", "pareto"]
+
+
+def test_select_questions_samples_every_type():
+    questions = [q(f"q{i}", ["x"], qtype) for i, qtype in enumerate(["a"] * 5 + ["b"] * 1 + ["c"] * 3)]
+    chosen = select_questions(questions, 2, seed=1)
+    assert [x.question_type for x in chosen].count("a") == 2 and len(chosen) == 5
+    assert [x.question_id for x in chosen] == sorted(
+        (x.question_id for x in chosen), key=lambda s: int(s[1:])
+    )
+    assert select_questions(questions, None) == questions
+
+
+def test_task_questions_split_qa_from_summarization_and_name_an_empty_task():
+    summary = Question(
+        question_id="s", question="Summarize X.", question_type="summary", reference_summaries=["X."]
+    )
+    null = q("n", [], "null", is_null=True)
+    dataset = Dataset(
+        name="mixed", documents=[], questions=[q("a", ["x"]), summary, null, q("g", [], "global")]
+    )
+    assert [x.question_id for x in task_questions(dataset, "qa", None)] == ["a", "n"]
+    assert [x.question_id for x in task_questions(dataset, "summarization", None)] == ["s"]
+    with pytest.raises(ValueError, match="'only_qa' has no summarization questions"):
+        task_questions(Dataset(name="only_qa", documents=[], questions=[q("a", ["x"])]), "summarization", 3)
+
+
+def test_score_summaries_rouge_and_bertscore_skip_failures():
+    questions = [
+        Question(question_id=f"s{i}", question="Summarize.", reference_summaries=[ref])
+        for i, ref in enumerate(
+            ["The team chose a rubber case for the remote.", "They agreed to meet again next week."]
+        )
+    ]
+    answers = pd.DataFrame(
+        [
+            row("s0", "naive_rag", "The team chose a rubber case."),
+            row("s1", "naive_rag", "", failure="timeout"),
+        ]
+    )
+    scores, info = score_summaries(answers, questions, k=5)
+    assert scores.loc[0, "rouge2_f"] > 0.4 and scores.loc[0, "bertscore_f1"] > 0.5
+    assert scores.loc[1, ["rouge2_f", "rougeL_f", "bertscore_f1"]].isna().all()
+    assert info["num_layers"] == info["model_num_layers"] and "MiniLM" in info["model_name"]

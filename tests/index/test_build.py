@@ -1,0 +1,282 @@
+"""Index build orchestration: determinism, reuse of the saved index, manifest, imports, origins."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pandas as pd
+import pytest
+from conftest import SHARED_DATASETS
+
+from ragtrial.config.base import ParamsError
+from ragtrial.config.data import DataSettings
+from ragtrial.data import load_dataset
+from ragtrial.data.experiment_dataset import load_experiment_dataset
+from ragtrial.index.build import build_index, index_path, load_or_build_index
+from ragtrial.index.inspect import chunk_outcomes, coverage_summary, gold_graph_scores, gold_hits, ungrounded
+from ragtrial.index.tables import SCHEMAS, GraphIndex, config_hash, select_origin
+from ragtrial.records import Dataset, Document
+from ragtrial.runner.context import open_run
+
+CAROL_INDEX = SHARED_DATASETS / "graphrag_examples" / "a_christmas_carol_index"
+CAROL_TEXT = SHARED_DATASETS / "gutenberg_christmas_carol"
+
+
+def scripted_model(body: dict) -> str:
+    """Extraction: the first capitalized word pairs of the chunk as people, chained; reports: fixed JSON."""
+    asked = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    if "Entity types:" in asked:
+        names = list(
+            dict.fromkeys(re.findall(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b", asked.rsplit("Text:\n", 1)[1]))
+        )[:3]
+        return json.dumps(
+            {
+                "entities": [{"name": n, "type": "person", "description": f"named {n}"} for n in names],
+                "relations": [
+                    {"source": a, "target": b, "description": f"{a} with {b}", "strength": 3}
+                    for a, b in zip(names, names[1:], strict=False)
+                ],
+            }
+        )
+    if "community of entities" in asked:
+        return json.dumps(
+            {
+                "title": "A community",
+                "summary": "People.",
+                "rating": 3,
+                "rating_explanation": "low",
+                "findings": [{"summary": "f", "explanation": "e"}],
+            }
+        )
+    return "A merged description."
+
+
+def context(scripted, tmp_path, notebook: str = "test", **index):
+    scripted.default_reply = scripted_model
+    settings = {
+        "llm": {
+            "backend": "openai_compatible",
+            "base_url": scripted.base_url,
+            "model": "scripted",
+            "fold_system": False,
+        },
+        "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
+        "data": {"size": "tiny"},
+        "cache_path": str(tmp_path / "cache.sqlite"),
+        "index": {"store_path": str(tmp_path / "indexes"), "llm_max_chunks": 3, **index},
+    }
+    return open_run(settings, tmp_path / notebook, notebook=notebook)
+
+
+def assert_same_tables(a: GraphIndex, b: GraphIndex) -> None:
+    for table in SCHEMAS:
+        pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table))
+    for attr in ("chunk_embeddings", "entity_embeddings", "report_embeddings"):
+        assert (getattr(a, attr) == getattr(b, attr)).all()
+
+
+def test_build_is_deterministic_reused_and_described_by_its_manifest(scripted, tmp_path) -> None:
+    ctx = context(scripted, tmp_path)
+    dataset = load_experiment_dataset(ctx.settings.data)
+    first = build_index(ctx, dataset)
+    live = len(scripted.chat_requests())
+    assert live > 3  # three extraction calls, summaries and reports
+
+    rebuilt = build_index(context(scripted, tmp_path, "other"), dataset)  # a new run, the same cache
+    assert len(scripted.chat_requests()) == live  # everything replayed from the cache
+    assert_same_tables(first, rebuilt)
+
+    again = context(scripted, tmp_path, "third")
+    loaded = load_or_build_index(again, dataset)
+    assert again.ledger.frame().empty  # the saved index was loaded, no call at all
+    assert_same_tables(first, loaded)
+
+    path = index_path(ctx, dataset)
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert path.name == manifest["config_hash"] == config_hash(manifest["settings"])
+    assert (
+        manifest["settings"]["index"]["graph_source"] == "both"
+        and "store_path" not in manifest["settings"]["index"]
+    )
+    assert (
+        manifest["settings"]["llm"]["model"] == "scripted"
+        and "extract_graph@v1" in manifest["settings"]["prompts"]
+    )
+    assert manifest["settings"]["documents"] == manifest["source_fingerprint"]
+    assert manifest["counts"]["entities"] == len(first.entities) and manifest["counts"]["chunks"] == 8
+    stages = {row["stage"]: row for row in manifest["stages"]}
+    assert list(stages) == [
+        "chunk",
+        "extract_nlp",
+        "extract_llm",
+        "communities",
+        "community_reports",
+        "embeddings",
+    ]
+    assert stages["chunk"]["calls"] == 0 and stages["extract_llm"]["calls"] >= 3
+    assert stages["extract_llm"]["live_calls"] == 0  # the file is the rebuild's, replayed from the cache
+    assert first.manifest["stages"][2]["live_calls"] >= 3
+    assert {row["stage"] for row in manifest["ledger"]} >= {
+        "extract_graph",
+        "community_report",
+        "index_embeddings",
+    }
+    assert (
+        manifest["llm_extraction"]["attempted_chunks"] == 3
+        and len(manifest["llm_extraction"]["skipped_chunk_ids"]) == 5
+    )
+    assert manifest["data_settings"]["size"] == "tiny"
+
+    other = index_path(context(scripted, tmp_path, "x", chunk_size=256, chunk_overlap=50), dataset)
+    assert other != path  # one --set away is another index
+
+
+def test_both_keeps_the_two_graphs_apart(scripted, tmp_path) -> None:
+    ctx = context(scripted, tmp_path)
+    index = build_index(ctx, load_experiment_dataset(ctx.settings.data))
+    ents = index.entities
+    assert set(ents["origin"]) == {"nlp", "llm"}
+    assert all(
+        eid.startswith(f"{origin}:") for eid, origin in zip(ents["entity_id"], ents["origin"], strict=True)
+    )
+    origin_of = dict(zip(ents["entity_id"], ents["origin"], strict=True))
+    assert all(
+        origin_of[s] == origin_of[t]
+        for s, t in zip(index.relations["source_id"], index.relations["target_id"], strict=True)
+    )
+    assert all(len({origin_of[e] for e in ids}) == 1 for ids in index.communities["entity_ids"])
+    llm = select_origin(index, "llm")
+    assert set(llm.entities["origin"]) == {"llm"} and len(llm.entity_embeddings) == len(llm.entities)
+    assert len(llm.relations) + len(select_origin(index, "nlp").relations) == len(index.relations)
+    assert len(index.community_reports) == 2  # max_reports=1 per origin
+    outcomes = chunk_outcomes(index)
+    assert outcomes.groupby("origin")["outcome"].apply(lambda o: (o == "skipped").sum()).to_dict() == {
+        "llm": 5,
+        "nlp": 0,
+    }
+
+
+def test_graphrag_import_reproduces_the_christmas_carol_counts(scripted, tmp_path) -> None:
+    if not CAROL_INDEX.is_dir():
+        pytest.skip("shared GraphRAG example output not present")
+    ctx = context(scripted, tmp_path, graph_source="import", import_path=str(CAROL_INDEX))
+    index = build_index(ctx, load_dataset("text_folder", CAROL_TEXT))
+    assert (len(index.entities), len(index.relations), len(index.communities)) == (529, 978, 122)
+    assert len(index.community_reports) == 122 and set(index.entities["origin"]) == {"import"}
+    assert index.entity_embeddings.shape[0] == 529 and index.report_embeddings.shape[0] == 122
+    assert scripted.chat_requests() == []  # an import needs no LLM call
+    assert index.manifest["imported_from"] == str(CAROL_INDEX) and index.manifest["settings"]["llm"] is None
+
+
+def test_openie_import_goes_through_communities_and_reports(scripted, tmp_path) -> None:
+    docs = [
+        Document(doc_id="d1", title="Ada", text="Ada Lind works at Kel Works."),
+        Document(doc_id="d2", title="Kel", text="Kel Works is in Tarn."),
+    ]
+    triples = {
+        "docs": [
+            {
+                "title": "Ada",
+                "text": docs[0].text,
+                "extracted_triples": [["Ada Lind", "works at", "Kel Works"]],
+            },
+            {
+                "title": "Kel",
+                "text": docs[1].text,
+                "extracted_triples": [["Kel Works", "is in", "Tarn"], ["broken"]],
+            },
+        ]
+    }
+    path = tmp_path / "openie.json"
+    path.write_text(json.dumps(triples))
+    ctx = context(scripted, tmp_path, graph_source="import", import_path=str(path), reports="none")
+    index = build_index(ctx, Dataset(name="toy", documents=docs))
+    assert sorted(index.entities["name"]) == ["Ada Lind", "Kel Works", "Tarn"] and len(index.relations) == 2
+    assert index.extraction_failures["kind"].tolist() == ["malformed_triple"]
+    assert len(index.communities) > 0 and index.community_reports.empty and index.report_embeddings is None
+
+
+def test_gold_scores_count_only_what_each_origin_read() -> None:
+    chunks = pd.DataFrame(
+        {
+            "chunk_id": ["c0", "c1"],
+            "doc_id": ["d0", "d1"],
+            "position": [0, 0],
+            "text": ["", ""],
+            "n_tokens": [1, 1],
+        }
+    )
+    rows = [
+        ("nlp:1", "Ada Lind", ["c0"], "nlp"),
+        ("nlp:2", "the Kel Works", ["c0"], "nlp"),
+        ("nlp:3", "Noise", ["c1"], "nlp"),
+        ("llm:1", "Ada Lind", ["c0"], "llm"),
+    ]
+    entities = pd.DataFrame(
+        [(i, n, "", "", c, 0, o) for i, n, c, o in rows], columns=list(SCHEMAS["entities"])
+    )
+    relations = pd.DataFrame([("r", "nlp:1", "nlp:2", "", 1.0, ["c0"])], columns=list(SCHEMAS["relations"]))
+    failures = pd.DataFrame(
+        [("c1", "extract_graph", "parse", "x")], columns=list(SCHEMAS["extraction_failures"])
+    )
+    index = GraphIndex(
+        chunks=chunks,
+        entities=entities,
+        relations=relations,
+        extraction_failures=failures,
+        manifest={"llm_extraction": {"skipped_chunk_ids": []}},
+    )
+    gold_e = pd.DataFrame(
+        {
+            "entity_id": ["g1", "g2", "g3"],
+            "name": ["Ada Lind", "Kel Works", "Tarn"],
+            "aliases": [[], ["Kel"], []],
+        }
+    )
+    gold_r = pd.DataFrame(
+        {
+            "relation_id": ["t1", "t2"],
+            "source_id": ["g1", "g1"],
+            "target_id": ["g2", "g3"],
+            "doc_ids": [["d0"], ["d1"]],
+        }
+    )
+    scores = gold_graph_scores(index, gold_e, gold_r).set_index(["origin", "measure"])
+    assert scores.loc[("nlp", "entity recall"), ["count", "of"]].tolist() == [2, 3]
+    assert scores.loc[("nlp", "entity precision"), ["count", "of"]].tolist() == [2, 3]
+    assert scores.loc[("nlp", "relation recall"), ["count", "of"]].tolist() == [1, 2]
+    assert scores.loc[("nlp", "relation precision"), ["count", "of"]].tolist() == [1, 1]
+    assert scores.loc[("llm", "entity recall"), ["count", "of"]].tolist() == [
+        1,
+        3,
+    ]  # it read c1 too (and failed)
+    no_relations = scores.loc[("llm", "relation precision")]
+    assert no_relations["of"] == 0 and pd.isna(no_relations["share"])  # undefined, shown as such
+    assert ungrounded(index).tolist() == [True, True, True, True]  # the test chunks have no text
+    assert (
+        not ungrounded(
+            dataclasses.replace(index, chunks=chunks.assign(text=["Ada Lind met the Kel Works.", ""]))
+        )
+        .iloc[:2]
+        .any()
+    )
+    recall, _ = gold_hits(index, gold_e, gold_r)
+    relations = recall[recall["kind"] == "relation"].set_index(["origin", "item_id"])
+    assert relations[["read", "found"]].loc["nlp"].values.tolist() == [[True, True], [True, False]]
+    coverage = coverage_summary(chunk_outcomes(index)).set_index(["origin", "measure"])
+    assert coverage.loc[("llm", "extraction failed"), ["count", "of", "share"]].tolist() == [1, 2, 0.5]
+    assert coverage.loc[("nlp", "no graph (failed or empty)"), "count"] == 0
+
+    sampled = dataclasses.replace(index, manifest={"llm_extraction": {"skipped_chunk_ids": ["c1"]}})
+    llm_relations = gold_hits(sampled, gold_e, gold_r)[0].query("origin == 'llm' and kind == 'relation'")
+    assert llm_relations["read"].tolist() == [True, False]  # the LLM never read d1
+    coverage = coverage_summary(chunk_outcomes(sampled)).set_index(["origin", "measure"])
+    assert coverage.loc[("llm", "extraction failed"), ["count", "of", "share"]].tolist() == [0, 1, 0.0]
+
+
+def test_experiment_dataset_comes_from_the_data_settings() -> None:
+    assert len(load_experiment_dataset(DataSettings(size="tiny")).documents) == 8
+    with pytest.raises(ParamsError, match="data.path"):
+        load_experiment_dataset(DataSettings(dataset="musique"))

@@ -1,0 +1,71 @@
+"""The real embedded default: llama.cpp serving Gemma 3 270M, started and stopped by the kit."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from pydantic import BaseModel
+
+from ragtrial.config.llm import LLMSettings
+from ragtrial.llm.cache import ResponseCache
+from ragtrial.llm.client import LLM
+from ragtrial.llm.errors import StructuredOutputError
+from ragtrial.llm.ledger import Ledger
+from ragtrial.llm.server import EmbeddedServer
+
+pytestmark = pytest.mark.embedded
+
+
+class Capital(BaseModel):
+    city: str
+    continent: str
+
+
+def test_embedded_server_answers_and_stops(tmp_path):
+    settings = LLMSettings()
+    server = EmbeddedServer(settings, tmp_path / "server.log")
+    base_url = server.start()
+    try:
+        llm = LLM(settings, ResponseCache(tmp_path / "c.sqlite"), Ledger("t"), lambda: base_url)
+        done = llm.complete("The capital of France is", stage="t", max_tokens=12)
+        assert done.completion_tokens > 0 and done.prompt_tokens > 0 and not done.cached
+        try:
+            answer = llm.structured(
+                "Capital of Japan and its continent, as JSON.", Capital, stage="t", max_tokens=48
+            )
+            assert isinstance(answer.city, str)
+        except StructuredOutputError:
+            pass  # a weak model may fail twice; the failure must then be in the ledger
+        ledger = llm.ledger.frame()
+        assert len(ledger) == 2 and ledger.loc[1, "failure"] in ("", "parse")
+        process = server.process
+    finally:
+        server.stop()
+    assert process.poll() is not None  # no orphan
+
+
+def test_server_dies_with_a_killed_parent():
+    """A kernel killed with SIGKILL runs no atexit handler; the watchdog must still stop its server."""
+    starter = (
+        "import time; from ragtrial.config import LLMSettings; from ragtrial.server import EmbeddedServer\n"
+        "s = EmbeddedServer(LLMSettings()); s.start(); print(s.process.pid, flush=True); time.sleep(600)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)
+    server_pid = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _alive(server_pid):
+        time.sleep(0.2)
+    assert not _alive(server_pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False

@@ -1,0 +1,57 @@
+import pandas as pd
+
+from ragtrial.llm.ledger import (
+    LEDGER_COLUMNS,
+    CallRecord,
+    Ledger,
+    by_stage,
+    read_ledger,
+    summarize,
+    throughput,
+)
+
+
+def rec(**kw):
+    base = dict(
+        run_id="r",
+        kind="completion",
+        stage="s",
+        method="m",
+        model="x",
+        prompt="",
+        replicate=0,
+        cached=False,
+        prompt_tokens=10,
+        completion_tokens=5,
+        latency_s=1.0,
+        attempts=1,
+        failure="",
+    )
+    base.update(kw)
+    return CallRecord(**base)
+
+
+def test_summary_arithmetic(tmp_path):
+    ledger = Ledger("r", tmp_path / "ledger.csv")
+    ledger.record(rec())
+    ledger.record(rec(cached=True, prompt_tokens=7, completion_tokens=2, attempts=0, latency_s=0.001))
+    ledger.record(rec(failure="parse", prompt_tokens=4, completion_tokens=1, attempts=2))
+    ledger.record(rec(kind="embedding", prompt_tokens=100, completion_tokens=0))
+    s = summarize(read_ledger(tmp_path / "ledger.csv"))
+    assert s["llm_calls_live"] == 2 and s["llm_calls_cached"] == 1 and s["failures"] == 1
+    assert s["prompt_tokens"] == 21 and s["completion_tokens"] == 8
+    assert s["live_prompt_tokens"] == 14 and s["live_completion_tokens"] == 6
+    assert s["embedding_calls"] == 1
+    assert summarize(ledger.frame()) == s  # the CSV round trip loses nothing
+
+
+def test_by_stage_and_throughput():
+    df = pd.DataFrame(
+        [vars(rec(stage="a")), vars(rec(stage="a", cached=True)), vars(rec(stage="b"))],
+        columns=LEDGER_COLUMNS,
+    )
+    table = by_stage(df).set_index("stage")
+    assert table.loc["a", "calls"] == 2 and table.loc["a", "cached"] == 1 and table.loc["b", "calls"] == 1
+    rate = throughput(df)
+    assert rate["completion_tokens_per_s"] == 10 / 2.0  # two live calls, 5 tokens each, 1 s each
+    assert throughput(df[df["cached"]])["completion_tokens_per_s"] is None

@@ -1,0 +1,451 @@
+"""Question generators (sampling, provenance, failures), dedup, entity linking and distribution
+metrics, relevance ratings. LLM text comes from the scripted server: what is checked is the logic
+around it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import SHARED_DATASETS, make_llm
+
+from ragtrial.config.questions import QuestionsSettings
+from ragtrial.data.synthetic import generate_corpus
+from ragtrial.index.chunk_documents import chunk_documents
+from ragtrial.index.create_communities import build_communities
+from ragtrial.index.extract_nlp_graph import extract_nlp_graph
+from ragtrial.index.import_graphs import import_graphrag_output
+from ragtrial.index.tables import GraphIndex
+from ragtrial.llm.hashing_embedder import HashingEmbedder
+from ragtrial.questions.corpus_questions import dataset_description, persona_questions, summary_questions
+from ragtrial.questions.generate import dedup_counts, deduplicate, ground_truth_questions
+from ragtrial.questions.graph_questions import graph_questions, sample_edges, sample_nodes, sample_walks
+from ragtrial.questions.quality import (
+    MENTION_COLUMNS,
+    compare_generators,
+    entity_distribution,
+    entity_mentions,
+    make_entity_linker,
+    rate_relevance,
+    top_entities,
+)
+from ragtrial.retrieval.base import RetrieverParts
+
+CAROL_INDEX = SHARED_DATASETS / "graphrag_examples" / "a_christmas_carol_index"
+
+
+def fake_embed(texts: list[str]) -> np.ndarray:
+    """Deterministic bag of character trigrams, L2-normalized: similar strings get high cosine."""
+    out = np.zeros((len(texts), 512), dtype=np.float32)
+    for row, text in enumerate(texts):
+        padded = f"  {text.lower()} "
+        for i in range(len(padded) - 2):
+            out[row, int(hashlib.md5(padded[i : i + 3].encode()).hexdigest(), 16) % 512] += 1
+    return out / np.linalg.norm(out, axis=1, keepdims=True).clip(min=1e-9)
+
+
+def first_user_turn(body: dict) -> str:
+    """The prompt itself (a repair round appends turns after it)."""
+    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+
+
+def structured_reply(body: dict) -> str:
+    """A valid reply for whatever the question prompts ask, varied by the request content."""
+    text = body["messages"][-1]["content"]
+    tag = hashlib.md5(text.encode()).hexdigest()[:6]
+    schema = body.get("response_format", {}).get("schema", {})
+    props = schema.get("properties", {})
+    if "question" in props:
+        return json.dumps({"question": f"What does the text say about item {tag}?"})
+    for key in ("questions", "items"):
+        if key in props:
+            n = props[key]["minItems"]
+            return json.dumps({key: [f"Generated {key} number {i} for {tag}?" for i in range(n)]})
+    if "score" in props:
+        return json.dumps({"score": int(tag, 16) % 6})
+    return f"A short summary of chunk {tag}."
+
+
+@pytest.fixture
+def llm(scripted, tmp_path):
+    scripted.default_reply = structured_reply
+    return make_llm(scripted.base_url, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def small_index() -> tuple[GraphIndex, object]:
+    dataset, _ = generate_corpus("tiny", seed=0)
+    docs = dataset.documents_frame()
+    chunks = chunk_documents(docs, 200, 20)
+    entities, relations = extract_nlp_graph(chunks)
+    communities = build_communities(entities, relations)
+    return GraphIndex(
+        documents=docs, chunks=chunks, entities=entities, relations=relations, communities=communities
+    ), dataset
+
+
+# ---------------------------------------------------------------- the done-means check
+
+
+@pytest.mark.skipif(not CAROL_INDEX.is_dir(), reason="shared Christmas Carol GraphRAG index not present")
+def test_graph_questions_on_the_christmas_carol_index_have_valid_provenance_and_long_walks(llm):
+    index = import_graphrag_output(CAROL_INDEX)
+    cfg = QuestionsSettings(per_level=5, min_hops=50, temperature=None)
+    generated = graph_questions(llm, index, cfg)
+    q = generated.questions
+    assert generated.failures.empty, generated.failures.to_dict("records")
+    assert q.groupby("level").size().to_dict() == {"node": 5, "edge": 5, "subgraph": 5}
+    entity_ids, chunk_ids = set(index.entities["entity_id"]), set(index.chunks["chunk_id"])
+    relations = index.relations.set_index("relation_id")
+    for row in q.itertuples():
+        assert row.entity_ids and set(row.entity_ids) <= entity_ids
+        assert set(row.relation_ids) <= set(relations.index)
+        assert row.chunk_ids and set(row.chunk_ids) <= chunk_ids
+        assert row.input_chunk_ids and set(row.input_chunk_ids) <= set(row.chunk_ids)
+        assert set(row.doc_ids) <= set(index.documents["doc_id"])
+        assert row.prompt == f"questions_{row.level}@v1" and row.anchor_id
+        # every relation in the provenance joins two entities of the provenance
+        ends = relations.loc[row.relation_ids, ["source_id", "target_id"]].to_numpy().ravel()
+        assert set(ends) <= set(row.entity_ids)
+    node, edge, sub = (q[q["level"] == lv] for lv in ("node", "edge", "subgraph"))
+    assert all(len(ids) == 1 for ids in node["entity_ids"]) and all(len(r) == 0 for r in node["relation_ids"])
+    assert all(len(ids) == 1 for ids in edge["relation_ids"])
+    assert (sub["distinct_hops"] >= 50).all() and (sub["walk_steps"] >= sub["distinct_hops"]).all()
+    assert all(len(set(ids)) >= 2 for ids in sub["entity_ids"]) and all(
+        len(r) >= 50 for r in sub["relation_ids"]
+    )
+    # summaries were generated for the subgraph chunks before the subgraph questions
+    assert q["question_id"].is_unique and len(generated.questions) == 15
+
+
+# ---------------------------------------------------------------- sampling
+
+
+def test_samples_are_seeded_and_a_smaller_count_is_a_prefix(small_index):
+    index, _ = small_index
+    assert sample_nodes(index, 3, 0) == sample_nodes(index, 6, 0)[:3]
+    assert sample_edges(index, 3, 0) == sample_edges(index, 6, 0)[:3]
+    assert sample_nodes(index, 5, 0) != sample_nodes(index, 5, 1)
+    cfg = QuestionsSettings(min_hops=5)
+    assert sample_walks(index, 2, cfg) == sample_walks(index, 3, cfg)[:2]
+
+
+def test_a_walk_below_the_hop_threshold_is_resampled_then_recorded_as_failed(llm):
+    # two components: a triangle (3 edges) and a 6-cycle (6 edges)
+    ring = [("a", "b"), ("b", "c"), ("c", "a")] + [(f"r{i}", f"r{(i + 1) % 6}") for i in range(6)]
+    names = sorted({n for edge in ring for n in edge})
+    entities = pd.DataFrame(
+        {
+            "entity_id": names,
+            "name": names,
+            "type": "x",
+            "description": "d",
+            "chunk_ids": [["c1"]] * len(names),
+            "degree": 2,
+            "origin": "nlp",
+        }
+    )
+    relations = pd.DataFrame(
+        {
+            "relation_id": [f"e{i}" for i in range(len(ring))],
+            "source_id": [a for a, _ in ring],
+            "target_id": [b for _, b in ring],
+            "description": "linked",
+            "weight": 1.0,
+            "chunk_ids": [["c1"]] * len(ring),
+        }
+    )
+    chunks = pd.DataFrame(
+        {"chunk_id": ["c1"], "doc_id": ["d1"], "position": [0], "text": ["text"], "n_tokens": [1]}
+    )
+    index = GraphIndex(chunks=chunks, entities=entities, relations=relations)
+    walks = sample_walks(index, 8, QuestionsSettings(min_hops=5, max_walk_attempts=50))
+    assert all(w is not None and len(w.edges) >= 5 and w.nodes[0].startswith("r") for w in walks)
+    assert any(w.attempts > 1 for w in walks)  # some seeds fell in the triangle and were resampled
+    cfg = QuestionsSettings(levels=["subgraph"], per_level=2, min_hops=7, temperature=None)
+    generated = graph_questions(llm, index, cfg)
+    assert generated.questions.empty
+    assert list(generated.failures["kind"]) == ["walk_too_small"] * 2
+
+
+# ---------------------------------------------------------------- other generators
+
+
+def test_persona_generator_makes_k_by_n_by_m_questions_with_provenance(llm, small_index):
+    index, dataset = small_index
+    cfg = QuestionsSettings(personas=3, tasks_per_persona=2, questions_per_task=2, temperature=None)
+    generated = persona_questions(llm, index.documents, cfg)
+    q = generated.questions
+    assert len(q) == 3 * 2 * 2 and generated.failures.empty
+    assert q.groupby(["persona", "task"]).size().eq(2).all() and q["persona"].nunique() == 3
+    assert (q["prompt"] == "questions_persona_questions@v1").all() and q["question_id"].is_unique
+    assert all(ids == list(index.documents["doc_id"][: len(ids)]) and ids for ids in q["doc_ids"])
+
+
+def test_persona_failures_are_recorded_and_not_turned_into_questions(scripted, tmp_path, small_index):
+    index, _ = small_index
+
+    def reply(body):  # the tasks call for one persona never parses, nor does its repair round
+        text = first_user_turn(body)
+        return "not json" if "tasks this user" in text and "number 1" in text else structured_reply(body)
+
+    scripted.default_reply = reply
+    cfg = QuestionsSettings(personas=2, tasks_per_persona=1, questions_per_task=3, temperature=None)
+    generated = persona_questions(make_llm(scripted.base_url, tmp_path), index.documents, cfg)
+    assert len(generated.questions) == 3 and set(generated.questions["persona"]) == {
+        generated.questions["persona"].iloc[0]
+    }
+    assert generated.failures[["item_id", "stage", "kind"]].to_dict("records") == [
+        {"item_id": "persona-1", "stage": "questions_persona_tasks", "kind": "parse"}
+    ]
+
+
+def test_summary_based_questions_come_from_the_head_and_tail_description(llm, small_index, scripted):
+    index, _ = small_index
+    cfg = QuestionsSettings(
+        summary_questions=5, summary_per_call=2, head_tokens=5, tail_tokens=5, description_max_tokens=40
+    )
+    description, used = dataset_description(index.documents, 5, 5, 40)
+    assert len(used) == 4 and len(description.splitlines()) == 4  # 10 tokens per document, 40 in all
+    generated = summary_questions(llm, index.documents, cfg)
+    assert len(generated.questions) == 5 and all(ids == used for ids in generated.questions["doc_ids"])
+    bodies = [r["body"] for r in scripted.chat_requests()]
+    assert len(bodies) == 3 and len({b["seed"] for b in bodies}) == 3 and bodies[0]["temperature"] == 0.7
+    assert all(description in b["messages"][-1]["content"] for b in bodies)
+
+
+def test_ground_truth_questions_keep_gold_and_link_entities(small_index):
+    index, dataset = small_index
+    generated = ground_truth_questions(dataset.questions, index, per_category=2, seed=0)
+    q = generated.questions
+    assert q.groupby("level").size().to_dict() == {
+        "contradictory": 2,
+        "multi_hop": 2,
+        "single_hop": 2,
+        "temporal": 2,
+    }
+    gold = {x.question_id: x for x in dataset.questions}
+    known = set(index.entities["entity_id"])
+    for row in q.itertuples():
+        assert (
+            row.answers == gold[row.question_id].answers and row.doc_ids == gold[row.question_id].gold_doc_ids
+        )
+        assert set(index.chunks.set_index("chunk_id").loc[row.chunk_ids, "doc_id"]) == set(row.doc_ids)
+        assert row.entity_ids and set(row.entity_ids) <= known and row.anchor_id == row.entity_ids[0]
+
+
+# ---------------------------------------------------------------- dedup
+
+
+def test_dedup_removes_exact_and_near_duplicates_within_a_generator_and_counts_them():
+    questions = pd.DataFrame(
+        {
+            "question_id": list("abcdef"),
+            "generator": ["s", "s", "s", "s", "g", "g"],
+            "question": [
+                "Who founded Acme?",
+                "who founded ACME",
+                "Who founded Acme Corp?",
+                "Where is Acme?",
+                "Who founded Acme?",
+                "Where is Acme based?",
+            ],
+        }
+    )
+    kept, dropped = deduplicate(questions, fake_embed, threshold=0.75)
+    assert list(kept["question_id"]) == ["a", "d", "e", "f"]
+    assert dropped[["question_id", "kind", "duplicate_of"]].values.tolist() == [
+        ["b", "exact", "a"],
+        ["c", "near", "a"],
+    ]
+    counts = dedup_counts(questions, dropped).set_index("generator")
+    assert counts.loc["s"].tolist() == [4, 1, 1, 2] and counts.loc["g"].tolist() == [2, 0, 0, 2]
+
+
+# ---------------------------------------------------------------- entities and distribution
+
+
+def entity_index() -> GraphIndex:
+    names = ["Lailmam Systems", "Lailmam", "Girmain", "Fourguk Group"]
+    chunks = pd.DataFrame(
+        {"chunk_id": ["c1"], "doc_id": ["d1"], "position": [0], "text": ["t"], "n_tokens": [1]}
+    )
+    entities = pd.DataFrame(
+        {
+            "entity_id": [f"e{i}" for i in range(1, 5)],
+            "name": names,
+            "type": "",
+            "description": "",
+            "chunk_ids": [["c1"]] * 4,
+            "degree": 0,
+            "origin": "nlp",
+        }
+    )
+    return GraphIndex(chunks=chunks, entities=entities)
+
+
+QUESTIONS = pd.DataFrame(
+    {
+        "question_id": ["q1", "q2"],
+        "generator": "g",
+        "level": "node",
+        "question": ["Who founded Lailmam Systems in Girmain?", "Which firm bought Fourguk Groups?"],
+    }
+)
+
+
+def test_ngram_linker_takes_the_longest_exact_match_and_embedding_matches():
+    cfg = QuestionsSettings(link_threshold=0.7, ngram_max=3)
+    linker = make_entity_linker(entity_index(), RetrieverParts(HashingEmbedder()), cfg, "ngram")
+    mentions, failures = entity_mentions(QUESTIONS, linker, "ngram")
+    assert failures.empty
+    assert mentions[["question_id", "entity_id", "how"]].values.tolist() == [
+        ["q1", "e1", "exact"],
+        ["q1", "e3", "exact"],
+        ["q2", "e4", "embedding"],
+    ]
+
+
+def test_llm_linker_failures_are_recorded_and_the_question_has_no_mentions(scripted, tmp_path):
+    scripted.default_reply = lambda body: (
+        '{"entities": ["Girmain"]}' if "Girmain" in first_user_turn(body) else "no JSON here"
+    )
+    parts = RetrieverParts(HashingEmbedder(), make_llm(scripted.base_url, tmp_path))
+    linker = make_entity_linker(entity_index(), parts, QuestionsSettings(), "llm")
+    mentions, failures = entity_mentions(QUESTIONS, linker, "llm")
+    assert mentions[["question_id", "entity_id", "linker"]].values.tolist() == [["q1", "e3", "llm"]]
+    assert failures[["item_id", "stage", "kind"]].values.tolist() == [["q2", "question_entities", "parse"]]
+
+
+def test_distribution_metrics_on_a_hand_made_table():
+    # generator g: A in q1 and q2, B in q1, C in q3, nothing in q4 -> shares 1/2, 1/4, 1/4 -> 1.5 bits
+    rows = [
+        ("q1", "g", "e1", "A"),
+        ("q1", "g", "e2", "B"),
+        ("q2", "g", "e1", "A"),
+        ("q3", "g", "e3", "C"),
+        ("q5", "h", "e1", "A"),
+    ]
+    mentions = pd.DataFrame(
+        [(q, g, "node", "ngram", name, eid, name, "exact", 1.0) for q, g, eid, name in rows],
+        columns=MENTION_COLUMNS,
+    )
+    questions = pd.DataFrame({"question_id": ["q1", "q2", "q3", "q4", "q5"], "generator": ["g"] * 4 + ["h"]})
+    entities = pd.DataFrame({"entity_id": [f"e{i}" for i in range(1, 5)]})
+    communities = pd.DataFrame(
+        {"community_id": ["0", "1", "2"], "level": [0, 0, 1], "entity_ids": [["e1"], ["e4"], ["e2"]]}
+    )
+    table = entity_distribution(mentions, questions, {"ngram": set()}, entities, communities, 0).set_index(
+        "generator"
+    )
+    g = table.loc["g"]
+    assert g["questions"] == 4 and g["questions_with_entity"] == 3 and g["mentions"] == 4
+    assert g["distinct_entities"] == 3 and g["top_entity"] == "A" and g["top_share"] == 0.5
+    assert g["top_question_share"] == 0.5 and g["entropy_bits"] == pytest.approx(1.5)
+    assert g["entity_coverage"] == 0.75
+    assert g["community_coverage"] == 0.5  # level 0: community 0 reached (e1), community 1 (e4) not
+    assert table.loc["h", "entropy_bits"] == 0.0 and table.loc["h", "top_question_share"] == 1.0
+    failed = entity_distribution(mentions, questions, {"ngram": {"q4"}}, entities, communities, 0)
+    assert failed.set_index("generator").loc["g", "questions"] == 3
+    top = top_entities(mentions, k=2)
+    assert top[top["generator"] == "g"][["entity", "count"]].values.tolist() == [
+        ["A", 2],
+        ["B", 1],
+        ["other (1 entities)", 1],
+    ]
+
+
+# ---------------------------------------------------------------- relevance
+
+
+def test_unparseable_relevance_ratings_are_recorded_not_scored(scripted, tmp_path):
+    def reply(body):
+        text = first_user_turn(body)
+        if "Question: bad" in text:
+            return '{"score": 9}'  # out of the 0-5 range, also after the repair round
+        return json.dumps({"score": int(re.search(r"Question: q(\d)", text).group(1))})
+
+    scripted.default_reply = reply
+    questions = pd.DataFrame(
+        {
+            "question_id": ["a", "b", "c"],
+            "generator": ["g", "g", "h"],
+            "level": "node",
+            "anchor_id": "",
+            "question": ["q3", "bad", "q0"],
+        }
+    )
+    ratings, failures = rate_relevance(
+        make_llm(scripted.base_url, tmp_path), questions, {"a": "ctx", "b": "ctx", "c": "ctx"}, max_tokens=24
+    )
+    assert ratings[["question_id", "score"]].values.tolist() == [["a", 3], ["c", 0]]
+    assert failures[["item_id", "stage", "kind"]].values.tolist() == [["b", "rate_relevance", "parse"]]
+
+
+def test_generator_comparison_pairs_on_shared_anchors_else_says_unpaired():
+    rng = np.random.default_rng(0)
+    anchors = [f"x{i}" for i in range(8)]
+    paired = pd.DataFrame(
+        {
+            "question_id": [f"{g}{a}" for g in "ab" for a in anchors],
+            "generator": ["a"] * 8 + ["b"] * 8,
+            "level": "node",
+            "anchor_id": anchors * 2,
+            "score": list(rng.integers(3, 6, 8)) + list(rng.integers(0, 3, 8)),
+        }
+    )
+    row = compare_generators(paired).iloc[0]
+    assert row["design"].startswith("paired on 8") and row["mean_diff"] > 0 and row["supported"]
+    unpaired = paired.assign(anchor_id=[""] * 16)
+    row = compare_generators(unpaired).iloc[0]
+    assert row["design"].startswith("unpaired") and np.isnan(row["ci_low"]) and row["supported"]
+    assert "(n=8)" in row["evidence"] and row["verdict"].endswith("the intervals do not overlap.")
+    few = compare_generators(unpaired, min_n=10).iloc[0]
+    assert not few["supported"] and few["verdict"].endswith("no claim.")
+
+
+# ---------------------------------------------------------------- the real embedded model
+
+
+@pytest.mark.embedded
+def test_embedded_model_node_question_and_rating_parse_or_are_recorded(small_index, tmp_path):
+    from ragtrial.config.llm import LLMSettings
+    from ragtrial.llm.cache import ResponseCache
+    from ragtrial.llm.client import LLM
+    from ragtrial.llm.ledger import Ledger
+    from ragtrial.llm.server import EmbeddedServer
+
+    index, _ = small_index
+    settings = LLMSettings()
+    server = EmbeddedServer(settings, tmp_path / "server.log")
+    base_url = server.start()
+    try:
+        llm = LLM(settings, ResponseCache(tmp_path / "c.sqlite"), Ledger("t"), lambda: base_url)
+        generated = graph_questions(
+            llm, index, QuestionsSettings(levels=["node"], per_level=1, chunk_tokens=120)
+        )
+        assert len(generated.questions) + len(generated.failures) == 1  # a question or a recorded failure
+        questions = (
+            generated.questions
+            if len(generated.questions)
+            else pd.DataFrame(
+                {
+                    "question_id": ["q"],
+                    "generator": "g",
+                    "level": "node",
+                    "anchor_id": "",
+                    "question": ["Who is Nufeil?"],
+                }
+            )
+        )
+        ratings, failures = rate_relevance(
+            llm, questions.head(1), {questions["question_id"].iloc[0]: "Nufeil is a city."}, max_tokens=24
+        )
+        assert len(ratings) + len(failures) == 1 and ratings["score"].between(0, 5).all()
+    finally:
+        server.stop()
