@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT_ROOT, SHARED_DATASETS
 
-from ragtrial.data import LOADERS, PUBLISHED_AT, load_dataset
+from ragtrial.data import LOADERS, load_dataset
 from ragtrial.records import DataError, Dataset
 
 SHARED = SHARED_DATASETS
@@ -50,8 +50,9 @@ def test_registry_names_and_publication_notes() -> None:
         "graphrag_bench", "graphrag_podcast", "text_folder",
     }  # fmt: skip
     assert set(LOADERS) == expected
-    assert set(PUBLISHED_AT) == expected
-    assert all(PUBLISHED_AT[name] for name in expected)
+    published = {name: LOADERS.entry(name).metadata["published_at"] for name in LOADERS}
+    assert set(published) == expected
+    assert all(published[name] for name in expected)
 
 
 def test_unknown_name_and_bad_options() -> None:

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import ragtrial.index as index_module
+import ragtrial.index.tables as index_module
 from ragtrial.index.chunk_documents import chunk_documents, documents_as_chunks
 from ragtrial.index.create_communities import build_communities
 from ragtrial.index.embed_index import embed_index

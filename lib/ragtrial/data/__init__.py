@@ -1,6 +1,7 @@
 """Typed loaders for the real evaluation data sets → `records.Dataset`.
 
-One registry, `LOADERS[name](path, **options)`, or `load_dataset(name, path, **options)`. `path` is the
+One registry, `LOADERS` (`LOADERS.get(name)(path, **options)`; each entry's metadata says where the
+data set was published), or `load_dataset(name, path, **options)`. `path` is the
 data set's folder (e.g. `/work/shared/datasets/multihop_rag`). Every loader accepts the sampling options
 
 - `limit_questions=N`: keep a seeded random sample of N questions (original order kept);
@@ -24,7 +25,7 @@ from a stable field (MultiHop-RAG: hash of the article url) or the position (QMS
 # Importing the data-set modules registers their loaders in LOADERS.
 from ragtrial.data import graphrag, multihop_qa, summarization, text_folders  # noqa: F401
 from ragtrial.data.graphrag import NOVEL_CORPUS_MISSING
-from ragtrial.data.registry import LOADERS, PUBLISHED_AT, DocsAndQuestions, load_dataset
+from ragtrial.data.registry import LOADERS, DocsAndQuestions, load_dataset
 from ragtrial.data.text_folders import DEFAULT_EXCLUDE
 from ragtrial.records import DataError
 
@@ -32,7 +33,6 @@ __all__ = [
     "DEFAULT_EXCLUDE",
     "LOADERS",
     "NOVEL_CORPUS_MISSING",
-    "PUBLISHED_AT",
     "DataError",
     "DocsAndQuestions",
     "load_dataset",

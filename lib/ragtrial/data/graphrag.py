@@ -7,7 +7,7 @@ import warnings
 from pathlib import Path
 
 from ragtrial.data.reading import FieldReader, choose, csv_rows, json_array
-from ragtrial.data.registry import DocsAndQuestions, _loader, check_unique, unique_questions
+from ragtrial.data.registry import DocsAndQuestions, check_unique, register_loader, unique_questions
 from ragtrial.data.text_folders import text_documents
 from ragtrial.records import DataError, Document, Question
 
@@ -51,7 +51,7 @@ def _disambiguate(pairs: list[tuple[FieldReader, Question]]) -> list[tuple[Field
     return pairs
 
 
-@_loader("graphrag_bench")
+@register_loader("graphrag_bench")
 def _graphrag_bench(root: Path, *, subset: str = "medical") -> DocsAndQuestions:
     """GraphRAG-Bench: <subset>_corpus.json ([{corpus_name, context}]) + <subset>_questions.json.
 
@@ -136,7 +136,7 @@ def _msft_earnings(root: Path) -> DocsAndQuestions:
     return documents, questions
 
 
-@_loader("graphrag_podcast")
+@register_loader("graphrag_podcast")
 def _graphrag_podcast(root: Path, *, subset: str = "podcast") -> DocsAndQuestions:
     """GraphRAG-paper data (microsoft/graphrag-benchmarking-datasets); no gold answers exist.
 

@@ -17,7 +17,7 @@ from ragtrial.data.reading import (
     json_array,
     type_name,
 )
-from ragtrial.data.registry import DocsAndQuestions, _loader, check_unique, unique_questions
+from ragtrial.data.registry import DocsAndQuestions, check_unique, register_loader, unique_questions
 from ragtrial.records import DataError, Document, Question
 
 # ---------------------------------------------------------------- MultiHop-RAG
@@ -100,7 +100,7 @@ def _multihop_question(rec: FieldReader, articles: _ArticleIndex) -> Question:
     )
 
 
-@_loader("multihop_rag")
+@register_loader("multihop_rag")
 def _multihop_rag(root: Path) -> DocsAndQuestions:
     """MultiHop-RAG: corpus.json (609 news articles) + MultiHopRAG.json (2,556 queries).
 
@@ -227,7 +227,7 @@ def _musique_hop(hop: FieldReader, doc_by_idx: dict[int, str]) -> dict[str, Any]
     }
 
 
-@_loader("musique")
+@register_loader("musique")
 def _musique(root: Path, *, stem: str = "musique_train") -> DocsAndQuestions:
     """MuSiQue, HippoRAG layout: <stem>.json questions + <stem>_corpus.json passages.
 
@@ -288,7 +288,7 @@ def _hotpot_question(rec: FieldReader, passages: _PassageIndex) -> Question:
     )
 
 
-@_loader("hotpotqa")
+@register_loader("hotpotqa")
 def _hotpotqa(root: Path, *, stem: str = "hotpotqa_train") -> DocsAndQuestions:
     """HotpotQA, HippoRAG layout: <stem>.json questions + <stem>_corpus.json ({title: sentences}).
 
@@ -336,7 +336,7 @@ def _two_wiki_question(rec: FieldReader, passages: _PassageIndex, multihop: set[
     )
 
 
-@_loader("2wikimultihopqa")
+@register_loader("2wikimultihopqa")
 def _two_wiki(root: Path) -> DocsAndQuestions:
     """2WikiMultihopQA: HippoRAG's 6,119-passage corpus + fast-graphrag's 101 questions (gold titles).
 

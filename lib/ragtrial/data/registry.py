@@ -1,7 +1,8 @@
 """The loader registry, the sampling options every loader shares and the final consistency check.
 
-`_loader(name)` registers a raw loader `(folder, **options) -> (documents, questions)`; the data-set
-modules of this package use it and the helpers below (leading underscore: private to `ragtrial.data`).
+`register_loader(name)` registers a raw loader `(folder, **options) -> (documents, questions)` in
+`LOADERS`, with the data set's publication as metadata; the data-set modules of this package use it
+and the record checks below.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from typing import Any
 
 from ragtrial.data.reading import FieldReader, is_kind
 from ragtrial.records import DataError, Dataset, Document, Question
+from ragtrial.registry import Registry
 
 DocsAndQuestions = tuple[list[Document], list[Question]]
 
-LOADERS: dict[str, Callable[..., Dataset]] = {}
+LOADERS: Registry[Callable[..., Dataset]] = Registry("data set")
 
-PUBLISHED_AT: dict[str, str] = {
+# Each loader's `published_at` metadata: where the data set was published, and its licence.
+_PUBLISHED_AT: dict[str, str] = {
     "multihop_rag": "Tang & Yang, 'MultiHop-RAG: Benchmarking Retrieval-Augmented Generation for Multi-Hop "
     "Queries' (COLM 2024, arXiv:2401.15391); GitHub yixuantt/MultiHop-RAG, Hugging Face dataset "
     "yixuantt/MultiHopRAG; licence ODC-BY (articles are third-party news content).",
@@ -57,12 +60,10 @@ PUBLISHED_AT: dict[str, str] = {
 
 def load_dataset(name: str, path: str | Path, **options: Any) -> Dataset:
     """Load data set `name` from folder `path`; options as documented on the loader."""
-    if name not in LOADERS:
-        raise ValueError(f"unknown data set {name!r}; known: {', '.join(sorted(LOADERS))}")
-    return LOADERS[name](path, **options)
+    return LOADERS.get(name)(path, **options)
 
 
-def _loader(name: str) -> Callable[[Callable[..., DocsAndQuestions]], Callable[..., Dataset]]:
+def register_loader(name: str) -> Callable[[Callable[..., DocsAndQuestions]], Callable[..., Dataset]]:
     """Register a raw loader `(folder, **options) -> (documents, questions)` under `name`.
 
     The wrapper adds what every loader shares (the sampling options and the final consistency
@@ -91,7 +92,8 @@ def _loader(name: str) -> Callable[[Callable[..., DocsAndQuestions]], Callable[.
         load.__name__ = load.__qualname__ = f"load_{name}"
         load.__doc__ = raw.__doc__
         load.__signature__ = _combined_signature(load, raw)  # type: ignore[attr-defined]
-        LOADERS[name] = load
+        description = (raw.__doc__ or name).strip().splitlines()[0]
+        LOADERS.add(name, load, description, published_at=_PUBLISHED_AT[name])
         return load
 
     return register

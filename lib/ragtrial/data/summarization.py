@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrial.data.reading import FieldReader, choose, dedupe, json_lines, json_object, type_name
-from ragtrial.data.registry import DocsAndQuestions, _loader, check_unique, unique_questions
+from ragtrial.data.registry import DocsAndQuestions, check_unique, register_loader, unique_questions
 from ragtrial.data.text_folders import text_documents
 from ragtrial.records import Document, Question
 
@@ -59,7 +59,7 @@ def _qmsum_questions(rec: FieldReader, doc: Document) -> list[tuple[FieldReader,
     return pairs
 
 
-@_loader("qmsum")
+@register_loader("qmsum")
 def _qmsum(root: Path, *, split: str = "test") -> DocsAndQuestions:
     """QMSum query-focused meeting summarization: <split>.jsonl, one meeting per line.
 
@@ -104,7 +104,7 @@ def _gutenberg_id(rec: FieldReader) -> tuple[str, dict[str, Any]]:
     return f"gutenberg-{passage_id}", {"passage_id": passage_id, "uid": meta.get("uid")}
 
 
-@_loader("squality")
+@register_loader("squality")
 def _squality(root: Path, *, split: str = "test") -> DocsAndQuestions:
     """SQuALITY v1.3 question-focused summarization: <split>.jsonl, one story per line.
 
@@ -195,7 +195,7 @@ def _odsum_story(root: Path) -> DocsAndQuestions:
     return documents, unique_questions(pairs, "question_number")
 
 
-@_loader("odsum")
+@register_loader("odsum")
 def _odsum(root: Path, *, subset: str = "meeting") -> DocsAndQuestions:
     """ODSum open-domain query-focused summarization; subset "meeting" (default) or "story".
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrial.data.reading import read_text
-from ragtrial.data.registry import DocsAndQuestions, _loader
+from ragtrial.data.registry import DocsAndQuestions, register_loader
 from ragtrial.records import DataError, Document
 
 # Documentation files that sit next to the data in the shared copies; never corpus text.
@@ -51,7 +51,7 @@ def text_documents(
     return documents
 
 
-@_loader("text_folder")
+@register_loader("text_folder")
 def _text_folder(
     root: Path, *, patterns: Sequence[str] = ("*.txt", "*.md"), exclude: Sequence[str] = DEFAULT_EXCLUDE
 ) -> DocsAndQuestions:

@@ -23,6 +23,7 @@ from rapidfuzz import process
 from rapidfuzz.distance import LCSseq
 from rouge_score import rouge_scorer, tokenizers
 
+from ragtrial.registry import Entry, Registry
 from ragtrial.text import normalize_answer
 
 QA_SCORE_COLUMNS = ("em", "f1", "accuracy")
@@ -316,3 +317,42 @@ def _with_columns(df: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     out = df.copy()
     out[list(scores.columns)] = scores
     return out
+
+
+# --------------------------------------------------------------------------- registry
+
+# Every score column the kit reports, with what a table decides from: its direction and the
+# paired test that applies (McNemar for 0/1 scores, Wilcoxon signed-rank otherwise). The target is
+# the per-example function that computes it.
+METRICS: Registry[Callable[..., Any]] = Registry("metric")
+for _name, _score, _description, _test in [
+    ("em", exact_match, "exact match after SQuAD normalization, max over gold aliases", "mcnemar"),
+    ("f1", token_f1, "HotpotQA token F1, max over gold aliases", "wilcoxon"),
+    ("accuracy", answer_contained, "a normalized gold answer occurs in the normalized answer", "mcnemar"),
+    (
+        "recall@k",
+        recall_at_k,
+        "share of gold documents among the first k distinct documents shown",
+        "wilcoxon",
+    ),
+    ("recall", recall_at_k, "share of gold documents among all passages shown", "wilcoxon"),
+    (
+        "all_supporting",
+        all_supporting_retrieved,
+        "every gold document was among the passages shown",
+        "mcnemar",
+    ),
+    ("rouge2_p", rouge_scores, "ROUGE-2 precision against the best reference", "wilcoxon"),
+    ("rouge2_r", rouge_scores, "ROUGE-2 recall against the best reference", "wilcoxon"),
+    ("rouge2_f", rouge_scores, "ROUGE-2 F1 against the best reference", "wilcoxon"),
+    ("rougeL_f", rouge_scores, "ROUGE-L F1 against the best reference", "wilcoxon"),
+    ("bertscore_precision", bertscore, "BERTScore precision against the best reference", "wilcoxon"),
+    ("bertscore_recall", bertscore, "BERTScore recall against the best reference", "wilcoxon"),
+    ("bertscore_f1", bertscore, "BERTScore F1 against the best reference", "wilcoxon"),
+]:
+    METRICS.add(_name, _score, _description, higher_is_better=True, paired_test=_test)
+
+
+def metric_entry(column: str) -> Entry[Callable[..., Any]]:
+    """The registry entry of a score column ("recall@5" is an instance of "recall@k")."""
+    return METRICS.entry("recall@k" if column.startswith("recall@") else column)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragtrial.evaluation.metrics import bertscore, qa_scores, recall_at_k, rouge_scores
+from ragtrial.evaluation.metrics import bertscore, metric_entry, qa_scores, recall_at_k, rouge_scores
 from ragtrial.records import Question
 from ragtrial.stats import (
     complementarity,
@@ -25,8 +25,6 @@ from ragtrial.stats import (
     pareto_front,
     summary_by_group,
 )
-
-BINARY_METRICS = {"em", "accuracy"}  # McNemar; every other metric is compared with Wilcoxon
 
 
 def _with_questions(answers: pd.DataFrame, questions: Sequence[Question]) -> pd.DataFrame:
@@ -177,11 +175,12 @@ def paired_table(
     scores: pd.DataFrame, metric: str, baseline: str, n_resamples: int = 2000, seed: int = 0
 ) -> pd.DataFrame:
     """Each method against `baseline` on the questions both answered: mean difference with a paired
-    bootstrap interval, McNemar (binary metrics) or Wilcoxon, Holm across methods; `supported` is
+    bootstrap interval, the metric's paired test (McNemar or Wilcoxon), Holm across methods; `supported` is
     False when the interval includes zero.
     """
+    binary = metric_entry(metric).metadata["paired_test"] == "mcnemar"
     rows = [
-        paired_comparison_table(pair, baseline, metric in BINARY_METRICS, n_resamples, seed=seed)
+        paired_comparison_table(pair, baseline, binary, n_resamples, seed=seed)
         for _, pair in _pairs(scores, metric, baseline)
     ]
     if not rows:

@@ -15,8 +15,9 @@ from ragtrial.methods.map_reduce import MapReduceMethod, chunk_units, report_uni
 from ragtrial.methods.retrieval_method import RetrievalMethod
 from ragtrial.methods.selection import SelectionMethod
 from ragtrial.prompts import load_prompt
+from ragtrial.registry import Registry
 from ragtrial.retrieval.base import ContextItem, Retriever
-from ragtrial.retrieval.registry import make_retriever
+from ragtrial.retrieval.registry import RETRIEVERS, make_retriever
 
 if TYPE_CHECKING:
     from ragtrial.llm.context import ModelContext
@@ -104,32 +105,53 @@ def _selection(name: str, kit: Toolkit) -> Method:
     )
 
 
-METHODS: dict[str, Callable[[str, Toolkit], Method]] = {
-    "closed_book": lambda name, kit: kit.retrieval(name, None),
-    "naive_rag": _retrieval("vector"),
-    **{
-        name: _retrieval(name)
-        for name in (
-            "bm25",
-            "hybrid",
-            "kg_triplets",
-            "graph_walk",
-            "graph_hybrid",
-            "local_search",
-            "lightrag",
-            "fastgraphrag",
-        )
-    },
-    # Han et al.'s KG-GraphRAG "Triplets+Text": the triplets, then the passages they came from.
-    "kg_triplets_text": lambda name, kit: kit.retrieval(
-        name, kit.retriever("kg_triplets", kg_with_source_text=True)
-    ),
-    "global_search": _global_search(None),
-    **{f"global_search_c{level}": _global_search(level) for level in range(4)},
-    "ts": lambda name, kit: kit.map_reduce(name, chunk_units(kit.index)),
-    "selection": _selection,
-    "integration": lambda name, kit: IntegrationMethod(name, _hybrid_parts(kit)),
-}
+# Every method by name: how it is built from the run's retrievers and the shared generator.
+# `family`: what the context is built from (none, passages, graph, both, or community reports).
+METHODS: Registry[Callable[[str, Toolkit], Method]] = Registry("method")
+METHODS.add(
+    "closed_book", lambda name, kit: kit.retrieval(name, None), "no context: the model alone", family="none"
+)
+METHODS.add("naive_rag", _retrieval("vector"), "vector retrieval of chunks (NaiveRAG)", family="passages")
+for _retriever in ("bm25", "hybrid"):
+    METHODS.add(
+        _retriever, _retrieval(_retriever), RETRIEVERS.entry(_retriever).description, family="passages"
+    )
+for _retriever in ("kg_triplets", "graph_walk", "graph_hybrid", "local_search", "lightrag", "fastgraphrag"):
+    METHODS.add(_retriever, _retrieval(_retriever), RETRIEVERS.entry(_retriever).description, family="graph")
+METHODS.add(
+    "kg_triplets_text",
+    lambda name, kit: kit.retrieval(name, kit.retriever("kg_triplets", kg_with_source_text=True)),
+    "Han et al.'s KG-GraphRAG Triplets+Text: the triplets, then the passages they came from",
+    family="graph",
+)
+METHODS.add(
+    "global_search",
+    _global_search(None),
+    "GraphRAG global search at level methods.global_level",
+    family="community_reports",
+)
+for _level in range(4):
+    METHODS.add(
+        f"global_search_c{_level}",
+        _global_search(_level),
+        f"GraphRAG global search over the C{_level} community reports",
+        family="community_reports",
+    )
+METHODS.add(
+    "ts",
+    lambda name, kit: kit.map_reduce(name, chunk_units(kit.index)),
+    "the GraphRAG paper's TS: map-reduce over source chunks",
+    family="passages",
+)
+METHODS.add(
+    "selection", _selection, "Han et al.'s Selection: routed to RAG or GraphRAG per question", family="both"
+)
+METHODS.add(
+    "integration",
+    lambda name, kit: IntegrationMethod(name, _hybrid_parts(kit)),
+    "Han et al.'s Integration: the RAG and GraphRAG contexts together",
+    family="both",
+)
 
 
 def make_methods(
@@ -138,14 +160,14 @@ def make_methods(
     """The named methods sharing one generator and one set of retrievers, and a table of the ones
     the index cannot support (method, reason) so a report can say why they are missing.
     """
-    unknown = [n for n in names if n not in METHODS]
+    unknown = METHODS.unknown(list(names))
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; known: {', '.join(METHODS)}")
     kit = Toolkit(index, ctx, settings)
     methods, unavailable = [], []
     for name in names:
         try:
-            methods.append(METHODS[name](name, kit))
+            methods.append(METHODS.get(name)(name, kit))
         except MethodUnavailable as err:
             unavailable.append((name, str(err)))
     return methods, pd.DataFrame(unavailable, columns=["method", "reason"])

@@ -4,28 +4,74 @@ vector retriever never imports llama-index.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.index.tables import GraphIndex
+from ragtrial.registry import Registry
 from ragtrial.retrieval.base import Retriever, RetrieverParts
 
-# ---------------------------------------------------------------- registry
-
-# name -> "module:Class"; resolved on use, so building a vector retriever never imports llama-index.
-RETRIEVERS: dict[str, str] = {
-    "vector": "ragtrial.retrieval:VectorRetriever",
-    "bm25": "ragtrial.retrieval:BM25Retriever",
-    "hybrid": "ragtrial.retrieval:HybridRetriever",
-    "graph_walk": "ragtrial.graph_retrieval:GraphWalkRetriever",
-    "graph_hybrid": "ragtrial.graph_retrieval:GraphHybridRetriever",
-    "local_search": "ragtrial.context_builders:LocalSearchRetriever",
-    "lightrag": "ragtrial.context_builders:LightRAGRetriever",
-    "fastgraphrag": "ragtrial.graph_retrieval:FastGraphRAGRetriever",
-    "kg_triplets": "ragtrial.llamaindex_bridge:KGTripletRetriever",
-    "vector_llamaindex": "ragtrial.llamaindex_bridge:LlamaIndexVectorRetriever",
-}
+# Classes are named by dotted path and imported on use, so building a vector retriever never imports
+# llama-index. `llm_setting`: the retrieval setting under which the retriever itself calls the model
+# (set to "llm"); None: it never does.
+RETRIEVERS: Registry[type] = Registry("retriever")
+RETRIEVERS.add(
+    "vector",
+    "ragtrial.retrieval.passages:VectorRetriever",
+    "NaiveRAG: cosine between question and chunk embeddings",
+    llm_setting=None,
+)
+RETRIEVERS.add(
+    "bm25", "ragtrial.retrieval.passages:BM25Retriever", "BM25 Okapi over chunk tokens", llm_setting=None
+)
+RETRIEVERS.add(
+    "hybrid",
+    "ragtrial.retrieval.passages:HybridRetriever",
+    "vector + BM25 by reciprocal rank fusion",
+    llm_setting=None,
+)
+RETRIEVERS.add(
+    "graph_walk",
+    "ragtrial.retrieval.graph_walk:GraphWalkRetriever",
+    "question entities, then a breadth-first walk",
+    llm_setting="entity_source",
+)
+RETRIEVERS.add(
+    "graph_hybrid",
+    "ragtrial.retrieval.graph_walk:GraphHybridRetriever",
+    "graph walk + vector by reciprocal rank fusion",
+    llm_setting="entity_source",
+)
+RETRIEVERS.add(
+    "local_search",
+    "ragtrial.retrieval.local_search:LocalSearchRetriever",
+    "GraphRAG local search (mixed context)",
+    llm_setting=None,
+)
+RETRIEVERS.add(
+    "lightrag",
+    "ragtrial.retrieval.lightrag:LightRAGRetriever",
+    "LightRAG: low- and high-level keyword retrieval",
+    llm_setting="lightrag_keywords",
+)
+RETRIEVERS.add(
+    "fastgraphrag",
+    "ragtrial.retrieval.ppr:FastGraphRAGRetriever",
+    "fast-graphrag: personalized PageRank from question entities",
+    llm_setting="entity_source",
+)
+RETRIEVERS.add(
+    "kg_triplets",
+    "ragtrial.retrieval.llamaindex_bridge:KGTripletRetriever",
+    "KG-GraphRAG triplets through llama-index",
+    llm_setting="entity_source",
+)
+RETRIEVERS.add(
+    "vector_llamaindex",
+    "ragtrial.retrieval.llamaindex_bridge:LlamaIndexVectorRetriever",
+    "NaiveRAG through llama-index",
+    llm_setting=None,
+)
 
 
 def make_retriever(
@@ -34,12 +80,10 @@ def make_retriever(
     """Build the retriever `name` over `index`. `ctx_or_parts` is a ModelContext (its embedder, llm
     and `settings.retrieval` are used) or a `RetrieverParts`; `settings` overrides the run's.
     """
-    if name not in RETRIEVERS:
-        raise ValueError(f"unknown retriever {name!r}; known: {', '.join(RETRIEVERS)}")
+    retriever_class = RETRIEVERS.get(name)
     if isinstance(ctx_or_parts, RetrieverParts):
         parts = ctx_or_parts
     else:
         parts = RetrieverParts(embedder=ctx_or_parts.embedder, llm=ctx_or_parts.llm)
         settings = settings or ctx_or_parts.settings.retrieval
-    module, cls = RETRIEVERS[name].split(":")
-    return getattr(importlib.import_module(module), cls)(index, parts, settings or RetrievalSettings())
+    return retriever_class(index, parts, settings or RetrievalSettings())

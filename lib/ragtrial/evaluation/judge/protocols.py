@@ -35,7 +35,6 @@ FAILURE_COLUMNS = [*CALL_KEY, "stage", "kind", "error"]
 Score = Literal[0, 1, 2, 3, 4, 5]  # an enum, since llama.cpp's grammar ignores integer bounds
 
 
-
 # ---------------------------------------------------------------- judge calls
 
 
