@@ -228,7 +228,9 @@ def paired_comparison_table(
     if table.empty:
         return table
     table["p_holm"] = holm_correction(table["p_value"].tolist(), alpha)["p_holm"].to_numpy()
-    table["supported"] = (table["ci_low"] > 0) | (table["ci_high"] < 0)
+    table["supported"] = [
+        excludes_zero(lo, hi) for lo, hi in zip(table["ci_low"], table["ci_high"], strict=True)
+    ]
     return table
 
 
@@ -307,6 +309,21 @@ def bootstrap_relative_win_rate(
         raise ValueError(f"outcomes must be win/tie/loss, got {sorted(unknown)}")
     codes = np.array([OUTCOME_CODES[o] for o in outcomes], dtype=float)
     return bootstrap_mean_ci(codes, n_resamples, confidence, seed)
+
+
+def excludes_zero(low: float, high: float) -> bool:
+    """Whether an interval supports a difference (NaN bounds do not)."""
+    return bool(low > 0 or high < 0)
+
+
+NO_CLAIM = "the interval includes zero, so **no claim** either way"
+
+
+def interval_claim(low: float, high: float, claim: str) -> str:
+    """The one rule every narrative applies to an interval, in words: `claim` when the interval
+    excludes zero, otherwise NO_CLAIM (a difference whose interval includes zero is not a trend).
+    """
+    return claim if excludes_zero(low, high) else NO_CLAIM
 
 
 def pareto_front(df: pd.DataFrame, cost_col: str, quality_col: str) -> pd.Series:

@@ -23,7 +23,7 @@ from ragtrial.retrieval.base import Retrieval, RetrieverParts, top_k
 from ragtrial.retrieval.entity_graph import row_indices
 from ragtrial.retrieval.fusion import reciprocal_rank_fusion
 from ragtrial.retrieval.graph_walk import hop_distances
-from ragtrial.retrieval.packing import within_budget
+from ragtrial.retrieval.packing import pack
 from ragtrial.retrieval.passages import bm25_tokens
 from ragtrial.retrieval.ppr import PersonalizedPageRank
 from ragtrial.retrieval.registry import make_retriever
@@ -390,15 +390,15 @@ def lightrag_by_definition(lightrag, question: str, k: int) -> list:
         chunk_rows += [int(c) for r in found for c in row_indices(g.rel_chunks, r)]
     budget = lightrag.settings.lightrag_tokens_per_kind
     return (
-        within_budget([g.entity_item(e, g.degree[e], "lightrag") for e in dict.fromkeys(entities)], budget)
-        + within_budget(
+        pack([g.entity_item(e, g.degree[e], "lightrag") for e in dict.fromkeys(entities)], budget)[0]
+        + pack(
             [
                 g.relation_item(r, g.weight[r], "lightrag", lightrag.chunk_ids(g.rel_chunks, r))
                 for r in dict.fromkeys(relations)
             ],
             budget,
-        )
-        + within_budget([lightrag.chunks.item(c, 1.0, "lightrag") for c in dict.fromkeys(chunk_rows)], budget)
+        )[0]
+        + pack([lightrag.chunks.item(c, 1.0, "lightrag") for c in dict.fromkeys(chunk_rows)], budget)[0]
     )
 
 

@@ -17,7 +17,6 @@ from pydantic import BaseModel, Field, StringConstraints, create_model
 
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
-from ragtrial.llm.tokens import get_encoding
 from ragtrial.prompts import load_prompt
 from ragtrial.records import Record, records_frame
 
@@ -126,12 +125,6 @@ class QuestionAsker:
             return None
 
 
-def _short(text: str, chars: int) -> str:
+def shorten(text: str, chars: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= chars else text[:chars] + "..."
-
-
-def clip_tokens(text: str, n_tokens: int) -> str:
-    enc = get_encoding()
-    tokens = enc.encode_ordinary(text)
-    return text if len(tokens) <= n_tokens else enc.decode(tokens[:n_tokens]) + " ..."

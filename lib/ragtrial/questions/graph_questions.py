@@ -23,10 +23,10 @@ from ragtrial.questions.generated import (
     GeneratedQuestion,
     OneQuestion,
     QuestionAsker,
-    _short,
-    clip_tokens,
+    shorten,
 )
 from ragtrial.records import ordered_union
+from ragtrial.retrieval.packing import clip_tokens
 
 # ---------------------------------------------------------------- graph-text-grounded sampling
 
@@ -145,14 +145,16 @@ class _GraphContext:
         self.graph = walk_graph(index)
 
     def source_text(self, chunk_ids: list[str]) -> str:
-        return "\n\n".join(clip_tokens(self.chunks.at[c, "text"], self.cfg.chunk_tokens) for c in chunk_ids)
+        return "\n\n".join(
+            clip_tokens(self.chunks.at[c, "text"], self.cfg.chunk_tokens, " ...") for c in chunk_ids
+        )
 
     def node(self, eid: str) -> _Structure:
         e, used = self.entities.loc[eid], list(self.entities.at[eid, "chunk_ids"])[: self.cfg.source_chunks]
         values = {
             "name": e["name"],
             "type": e["type"] or "entity",
-            "description": _short(e["description"], 600),
+            "description": shorten(e["description"], 600),
             "source_text": self.source_text(used),
         }
         return _Structure(eid, [eid], [], list(e["chunk_ids"]), used, values)
@@ -165,9 +167,9 @@ class _GraphContext:
         values = {
             "source_name": a["name"],
             "target_name": b["name"],
-            "source_description": _short(a["description"], 300),
-            "target_description": _short(b["description"], 300),
-            "relation_description": _short(r["description"], 400),
+            "source_description": shorten(a["description"], 300),
+            "target_description": shorten(b["description"], 300),
+            "relation_description": shorten(r["description"], 400),
             "source_text": self.source_text(used),
         }
         return _Structure(rid, [r["source_id"], r["target_id"]], [rid], chunks, used, values)
@@ -180,13 +182,13 @@ class _GraphContext:
         # order among ties).
         used = [c for c, _ in cited.most_common(self.cfg.summary_chunks)]
         entities = [
-            f"- {self.entities.at[e, 'name']}: {_short(self.entities.at[e, 'description'], 80)}"
+            f"- {self.entities.at[e, 'name']}: {shorten(self.entities.at[e, 'description'], 80)}"
             for e in walk.nodes[: self.cfg.prompt_entities]
         ]
         relations = [
             f"- {self.entities.at[self.relations.at[r, 'source_id'], 'name']} -- "
             f"{self.entities.at[self.relations.at[r, 'target_id'], 'name']}: "
-            f"{_short(self.relations.at[r, 'description'], 100)}"
+            f"{shorten(self.relations.at[r, 'description'], 100)}"
             for r in rel_ids[: self.cfg.prompt_relations]
         ]
         values = {"entities": "\n".join(entities), "relations": "\n".join(relations)}

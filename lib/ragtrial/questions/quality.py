@@ -29,7 +29,7 @@ from ragtrial.records import records_frame
 from ragtrial.retrieval.base import ChunkTable, Retriever, RetrieverParts
 from ragtrial.retrieval.entity_graph import EntityGraph, EntityLinker
 from ragtrial.retrieval.packing import format_context, pack_context
-from ragtrial.stats import bootstrap_mean_ci, paired_comparison_table
+from ragtrial.stats import NO_CLAIM, bootstrap_mean_ci, paired_comparison_table
 
 MENTION_COLUMNS = [
     "question_id",
@@ -261,7 +261,7 @@ def compare_generators(
                 verdict = (
                     f"{a} minus {b}: {t['mean_diff']:+.2f} [{t['ci_low']:+.2f}, {t['ci_high']:+.2f}] "
                     f"(paired on {len(shared)} anchors; {evidence})"
-                    + ("." if t["supported"] else "; the interval includes zero: no claim.")
+                    + ("." if t["supported"] else f"; {NO_CLAIM}.")
                 )
                 rows.append(
                     _comparison(

@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps, colors
 
+from ragtrial.stats import excludes_zero, interval_claim
+
 # ---------------------------------------------------------------- presentation
 
 
@@ -49,16 +51,15 @@ def comparison_sentences(tests: pd.DataFrame) -> list[str]:
             f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}] per answer over {r.n_shared} shared questions "
             f"(Wilcoxon p={r.p_value:.3g}, Holm {r.p_holm:.3g})"
         )
-        if r.ci_low <= 0 <= r.ci_high:
-            lines.append(f"{head}: the interval includes zero, so **no claim** either way.")
-        elif not r.reject:
+        if excludes_zero(r.ci_low, r.ci_high) and not r.reject:
             lines.append(
                 f"{head}: the interval excludes zero but the Holm-adjusted test does not reject, so "
                 "**no claim** at the corrected level."
             )
-        else:
-            more = "more" if r.mean_diff > 0 else "fewer"
-            lines.append(f"{head}: {r.method_a} gave {more} than {r.method_b} on these questions.")
+            continue
+        more = "more" if r.mean_diff > 0 else "fewer"
+        claim = f"{r.method_a} gave {more} than {r.method_b} on these questions"
+        lines.append(f"{head}: {interval_claim(r.ci_low, r.ci_high, claim)}.")
     return lines
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 
 from ragtrial.evaluation.judge.aggregate import ALIGNMENT_OUTCOMES, alignment_summary
 from ragtrial.evaluation.judge.pairs import METHOD_KEY
+from ragtrial.report.narrative import embedded_disclaimer, failure_sentence
 from ragtrial.stats import box_stats
 
 
@@ -53,23 +54,21 @@ def alignment_sentence(log: pd.DataFrame, tolerance: int) -> str:
     return text
 
 
-def failure_sentence(failures: pd.DataFrame, judged_calls: int) -> str:
-    if failures.empty:
-        return f"All {judged_calls} judge calls returned a usable reply."
-    kinds = ", ".join(f"{k} {n}" for k, n in failures["kind"].value_counts().items())
+def judge_failure_sentence(failures: pd.DataFrame, judged_calls: int) -> str:
     excluded = failures[failures["stage"] == "judge_unbiased"].drop_duplicates(
         [*METHOD_KEY, "trial", "question_id"]
     )
-    return (
-        f"{len(failures)} of {judged_calls} judge calls failed after the repair round ({kinds}); they are "
-        f"listed in the failures table, and {len(excluded)} (question, trial) judgment(s) of the unbiased "
-        "protocol were left out of their trial instead of being scored."
+    return failure_sentence(
+        {kind: str(n) for kind, n in failures["kind"].value_counts().items()},
+        f"All {judged_calls} judge calls returned a usable reply.",
+        f"{len(failures)} of {judged_calls} judge calls failed after the repair round",
+        f"{len(excluded)} (question, trial) judgment(s) of the unbiased protocol "
+        "were left out of their trial",
     )
 
 
-EMBEDDED_NOTE = (
-    "All verdicts here come from the embedded Gemma 3 270M base model: they show that the protocol "
-    "runs end to end and what each audit measures, not how a capable judge behaves."
+EMBEDDED_NOTE = embedded_disclaimer("All verdicts here") + (
+    " They show what each audit measures, not how a capable judge behaves."
 )
 
 

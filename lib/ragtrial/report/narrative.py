@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ragtrial.stats import interval_claim
+
 if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
     from ragtrial.config.methods import MethodSettings
     from ragtrial.methods.base import Method
@@ -42,14 +44,11 @@ def paired_sentences(paired: pd.DataFrame) -> list[str]:
             f"over {r.n} questions both answered ({r.wins} better, {r.losses} worse; {r.test} "
             f"p={r.p_value:.3g}, Holm {r.p_holm:.3g})"
         )
-        if r.supported:
-            direction = "better" if r.mean_diff > 0 else "worse"
-            lines.append(
-                f"{head}: the interval excludes zero, so {r.method} did {direction} than {r.baseline} "
-                "on these questions."
-            )
-        else:
-            lines.append(f"{head}: the interval includes zero, so **no claim** either way.")
+        direction = "better" if r.mean_diff > 0 else "worse"
+        claim = (
+            f"the interval excludes zero, so {r.method} did {direction} than {r.baseline} on these questions"
+        )
+        lines.append(f"{head}: {interval_claim(r.ci_low, r.ci_high, claim)}.")
     return lines
 
 
@@ -62,14 +61,36 @@ def complementarity_sentences(comp: pd.DataFrame, metric: str = "accuracy") -> l
     ]
 
 
-def failure_sentence(summary: pd.DataFrame) -> str:
-    failed = summary[summary["failures"] > 0]
-    if failed.empty:
-        return "Every method produced an answer for every question."
-    parts = ", ".join(f"{r.method} {r.failures} of {r.questions}" for r in failed.itertuples(index=False))
+EMBEDDED_MODEL = (
+    "the embedded default model, Gemma 3 270M (a base model, not instruction-tuned, quantized to 4 bits)"
+)
+
+
+def embedded_disclaimer(what: str) -> str:
+    """The one thing every report on the embedded default says of its model-made numbers."""
     return (
-        f"Answers lost to model failures (excluded from every mean and test, listed in the failures "
-        f"table): {parts}."
+        f"{what} come from {EMBEDDED_MODEL}: they prove that the pipeline runs end to end offline, "
+        "and are not research findings."
+    )
+
+
+def failure_sentence(counts: dict[str, str], nothing_failed: str, what_failed: str, handling: str) -> str:
+    """The one shape of "what failed and what was done about it": failures are counted, listed in
+    the failures table and never scored. `counts`: label -> count text, e.g. {"naive_rag": "2 of 8"}.
+    """
+    if not counts:
+        return nothing_failed
+    listed = ", ".join(f"{label} {count}" for label, count in counts.items())
+    return f"{what_failed} ({listed}): {handling}; each is listed in the failures table, none is scored."
+
+
+def answer_failure_sentence(summary: pd.DataFrame) -> str:
+    failed = summary[summary["failures"] > 0]
+    return failure_sentence(
+        {r.method: f"{r.failures} of {r.questions}" for r in failed.itertuples(index=False)},
+        "Every method produced an answer for every question.",
+        "Answers lost to model failures",
+        "excluded from every mean and test",
     )
 
 
@@ -84,7 +105,7 @@ def findings(
     embedded: bool,
 ) -> str:
     """The narrative of a results section, generated from the tables: what they support and what not."""
-    lines = [failure_sentence(summary)]
+    lines = [answer_failure_sentence(summary)]
     scored = summary.dropna(subset=[quality]).sort_values(quality, ascending=False)
     if not scored.empty:
         top = scored.iloc[0]
@@ -116,9 +137,8 @@ def findings(
     )
     if embedded:
         lines.append(
-            "These answers come from the embedded Gemma 3 270M base model: the answer metrics show the "
-            "pipeline works end to end, not how the methods compare with a capable generator. The "
-            "retrieval recall numbers, computed against the data set's gold passages, are the "
+            embedded_disclaimer("These answers")
+            + " The retrieval recall numbers, computed against the data set's gold passages, are the "
             "trustworthy part of this run."
         )
     return "\n\n".join(lines)

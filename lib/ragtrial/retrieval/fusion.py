@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ragtrial.retrieval.base import ChunkTable, Retrieval
+from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.retrieval.base import ChunkTable, Retrieval, Retriever, one_blas_thread
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], rrf_k: int = 60) -> list[tuple[str, float]]:
@@ -34,3 +35,21 @@ def fuse(name: str, retrievals: Sequence[Retrieval], chunks: ChunkTable, k: int,
         fallback=join_fallbacks(r.fallback for r in retrievals),
         notes={"fused": [r.notes for r in retrievals]},
     )
+
+
+class FusedRetriever:
+    """Ranked chunk lists of several retrievers merged by reciprocal rank fusion; each list
+    contributes its top max(k, `rrf_depth`) chunks. Subclasses name the fused retrievers.
+    """
+
+    name = "fused"
+
+    def __init__(self, parts: Sequence[Retriever], chunks: ChunkTable, settings: RetrievalSettings):
+        self.parts = list(parts)
+        self.chunks = chunks
+        self.depth, self.rrf_k = settings.rrf_depth, settings.rrf_k
+
+    @one_blas_thread
+    def retrieve(self, question: str, k: int) -> Retrieval:
+        lists = [r.retrieve(question, max(k, self.depth)) for r in self.parts]
+        return fuse(self.name, lists, self.chunks, k, self.rrf_k)

@@ -11,9 +11,9 @@ from scipy import sparse
 
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.index.tables import GraphIndex
-from ragtrial.retrieval.base import Retrieval, RetrieverParts, one_blas_thread, top_k
+from ragtrial.retrieval.base import Retrieval, RetrieverParts, top_k
 from ragtrial.retrieval.entity_graph import GraphRetrieverBase, Link
-from ragtrial.retrieval.fusion import fuse
+from ragtrial.retrieval.fusion import FusedRetriever
 from ragtrial.retrieval.passages import HybridRetriever
 
 
@@ -73,17 +73,11 @@ class GraphWalkRetriever(GraphRetrieverBase):
         return Retrieval(self.chunks.ranked(rows, scores, self.name), notes=notes)
 
 
-class GraphHybridRetriever:
+class GraphHybridRetriever(FusedRetriever):
     """Graph walk and hybrid ranked lists merged by reciprocal rank fusion."""
 
     name = "graph_hybrid"
 
     def __init__(self, index: GraphIndex, parts: RetrieverParts, settings: RetrievalSettings):
-        self.walk = GraphWalkRetriever(index, parts, settings)
-        self.hybrid = HybridRetriever(index, parts, settings)
-        self.depth, self.rrf_k = settings.rrf_depth, settings.rrf_k
-
-    @one_blas_thread
-    def retrieve(self, question: str, k: int) -> Retrieval:
-        lists = [r.retrieve(question, max(k, self.depth)) for r in (self.walk, self.hybrid)]
-        return fuse(self.name, lists, self.walk.chunks, k, self.rrf_k)
+        walk = GraphWalkRetriever(index, parts, settings)
+        super().__init__([walk, HybridRetriever(index, parts, settings)], walk.chunks, settings)

@@ -17,7 +17,7 @@ from ragtrial.index.tables import GraphIndex
 from ragtrial.prompts import load_prompt
 from ragtrial.retrieval.base import Retrieval, RetrieverParts, one_blas_thread, top_k
 from ragtrial.retrieval.entity_graph import WORD, GraphRetrieverBase, row_indices
-from ragtrial.retrieval.packing import first_occurrences, within_budget
+from ragtrial.retrieval.packing import first_occurrences, pack
 
 # ---------------------------------------------------------------- LightRAG
 
@@ -139,18 +139,18 @@ class LightRAGRetriever(GraphRetrieverBase):
             entities += [int(e) for r in found for e in (g.src[r], g.tgt[r])]
             chunk_rows.append(int(c) for r in found for c in row_indices(g.rel_chunks, r))
         budget = self.settings.lightrag_tokens_per_kind
-        items = within_budget(
-            (g.entity_item(e, g.degree[e], self.name) for e in first_occurrences(entities)), budget
-        )
-        items += within_budget(
+        items = pack((g.entity_item(e, g.degree[e], self.name) for e in first_occurrences(entities)), budget)[
+            0
+        ]
+        items += pack(
             (
                 g.relation_item(r, g.weight[r], self.name, self.chunk_ids(g.rel_chunks, r))
                 for r in first_occurrences(chain.from_iterable(relations))
             ),
             budget,
-        )
-        items += within_budget(
+        )[0]
+        items += pack(
             (self.chunks.item(c, 1.0, self.name) for c in first_occurrences(chain.from_iterable(chunk_rows))),
             budget,
-        )
+        )[0]
         return Retrieval(items, notes=notes)

@@ -12,7 +12,7 @@ from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.index.tables import GraphIndex
 from ragtrial.retrieval.base import ContextItem, Retrieval, RetrieverParts, one_blas_thread, top_k
 from ragtrial.retrieval.entity_graph import GraphRetrieverBase, row_indices
-from ragtrial.retrieval.packing import tokens_by_kind, within_budget
+from ragtrial.retrieval.packing import pack, tokens_by_kind
 from ragtrial.retrieval.passages import embed_question
 
 # ---------------------------------------------------------------- GraphRAG local search
@@ -103,18 +103,18 @@ class LocalSearchRetriever(GraphRetrieverBase):
             if e in self.report_of:
                 matches[self.report_of[e]] = matches.get(self.report_of[e], 0) + 1
         ranked_reports = sorted(matches, key=lambda r: (-matches[r], -self.reports[r].score))
-        reports = within_budget((self.reports[r] for r in ranked_reports), community_budget)
+        reports = pack((self.reports[r] for r in ranked_reports), community_budget)[0]
         local: list[ContextItem] = []
         for n in range(1, len(selected) + 1):  # grow the selection while its whole local context fits
             grown = [g.entity_item(e, sims[e], self.name) for e in selected[:n]]
-            grown += within_budget(
+            grown += pack(
                 (
                     g.relation_item(r, g.weight[r], self.name, self.chunk_ids(g.rel_chunks, r))
                     for r in self.relations_for(selected[:n])
                 ),
                 local_budget,
-            )
-            grown += within_budget((c for e in selected[:n] for c in self.claims_of.get(e, [])), local_budget)
+            )[0]
+            grown += pack((c for e in selected[:n] for c in self.claims_of.get(e, [])), local_budget)[0]
             if sum(tokens_by_kind(grown).values()) > local_budget:
                 break
             local = grown
@@ -124,7 +124,7 @@ class LocalSearchRetriever(GraphRetrieverBase):
             for c in row_indices(g.mentions, e):
                 units.setdefault(int(c), (order, -int(cited[c])))
         rows = sorted(units, key=lambda c: units[c])
-        chunks = within_budget((self.chunks.item(c, -units[c][1], self.name) for c in rows), text_budget)
+        chunks = pack((self.chunks.item(c, -units[c][1], self.name) for c in rows), text_budget)[0]
         items = reports + local + chunks
         return Retrieval(
             items,

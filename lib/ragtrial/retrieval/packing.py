@@ -12,19 +12,6 @@ from ragtrial.llm.tokens import count_tokens, get_encoding
 from ragtrial.retrieval.base import ContextItem
 
 
-def within_budget(items: Iterable[ContextItem], budget: int) -> list[ContextItem]:
-    """The leading items whose texts fit in `budget` cl100k tokens (stops at the first that does not;
-    `items` may be a generator, so items past the budget are never built).
-    """
-    kept, used = [], 0
-    for item in items:
-        used += count_tokens(item.text)
-        if used > budget:
-            break
-        kept.append(item)
-    return kept
-
-
 def first_occurrences(values: Iterable[int]) -> Iterator[int]:
     """`values` without repeats, in order, lazily (`dict.fromkeys` would consume them all)."""
     seen: set[int] = set()
@@ -54,31 +41,37 @@ def format_context(items: Sequence[ContextItem]) -> str:
     return "\n\n".join(f"[{i}] ({item.kind}) {item.text}" for i, item in enumerate(items, start=1))
 
 
-def truncate_tokens(text: str, n_tokens: int) -> str:
+def clip_tokens(text: str, n_tokens: int, marker: str = "") -> str:
+    """`text` cut to its first `n_tokens` cl100k tokens, with `marker` appended when it was cut."""
     enc = get_encoding()
-    return enc.decode(enc.encode(text, disallowed_special=())[:n_tokens])
+    tokens = enc.encode_ordinary(text)
+    return text if len(tokens) <= n_tokens else enc.decode(tokens[:n_tokens]) + marker
 
 
-def pack_context(items: Sequence[ContextItem], budget: int) -> tuple[list[ContextItem], dict[str, int]]:
-    """The best-ranked items whose texts fit in `budget` cl100k tokens, and tokens per kind.
+def pack(
+    items: Iterable[ContextItem], budget: int, *, clip_first: bool = False, drop_repeats: bool = False
+) -> tuple[list[ContextItem], dict[str, int]]:
+    """The leading items whose texts fit in `budget` cl100k tokens, and their tokens per kind.
 
     Packing stops at the first item that does not fit (rank order is the retriever's claim about
-    relevance; skipping ahead would let small low-ranked items jump the queue). A first item
-    larger than the whole budget is truncated, so an oversized passage cannot empty the context.
-    Repeated texts (the same chunk from two retrievers) are shown once.
+    relevance; skipping ahead would let small low-ranked items jump the queue), and reads no item
+    after it, so `items` may be a generator. `clip_first`: a first item larger than the whole
+    budget is clipped to it, so an oversized passage cannot empty the context (GraphRAG's own
+    builders drop it instead). `drop_repeats`: an item whose (kind, text) is already packed (the
+    same chunk from two retrievers) is skipped.
     """
     kept: list[ContextItem] = []
     tokens: Counter[str] = Counter()
     seen: set[tuple[str, str]] = set()
     used = 0
     for item in items:
-        if (item.kind, item.text) in seen:
+        if drop_repeats and (item.kind, item.text) in seen:
             continue
         n = count_tokens(item.text)
         if used + n > budget:
-            if kept:
+            if kept or not clip_first:
                 break
-            item, n = replace(item, text=truncate_tokens(item.text, budget)), budget
+            item, n = replace(item, text=clip_tokens(item.text, budget)), budget
         seen.add((item.kind, item.text))
         kept.append(item)
         tokens[item.kind] += n
@@ -86,19 +79,19 @@ def pack_context(items: Sequence[ContextItem], budget: int) -> tuple[list[Contex
     return kept, dict(tokens)
 
 
+def pack_context(items: Sequence[ContextItem], budget: int) -> tuple[list[ContextItem], dict[str, int]]:
+    """What a method shows the generator: `pack` with the first item clipped and repeats dropped."""
+    return pack(items, budget, clip_first=True, drop_repeats=True)
+
+
 def batch_units(units: Sequence[ContextItem], budget: int) -> list[list[ContextItem]]:
-    """Consecutive units grouped so each batch's texts fit `budget` tokens (an oversized unit is
-    truncated into a batch of its own).
+    """Consecutive units grouped so each batch's texts fit `budget` tokens (the map steps' inputs);
+    an oversized unit is clipped into a batch of its own.
     """
     batches: list[list[ContextItem]] = []
-    used = budget + 1  # forces a new batch for the first unit
-    for unit in units:
-        n = count_tokens(unit.text)
-        if n > budget:
-            unit, n = replace(unit, text=truncate_tokens(unit.text, budget)), budget
-        if used + n > budget:
-            batches.append([])
-            used = 0
-        batches[-1].append(unit)
-        used += n
+    start = 0
+    while start < len(units):
+        batch, _ = pack(units[start:], budget, clip_first=True)
+        batches.append(batch)
+        start += len(batch)
     return batches

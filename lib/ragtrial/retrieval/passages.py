@@ -14,7 +14,7 @@ from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.index.phrases import stop_words
 from ragtrial.index.tables import GraphIndex
 from ragtrial.retrieval.base import ChunkTable, Embeds, Retrieval, RetrieverParts, one_blas_thread, top_k
-from ragtrial.retrieval.fusion import fuse
+from ragtrial.retrieval.fusion import FusedRetriever
 
 
 def embed_question(embedder: Embeds, question: str, method: str) -> np.ndarray:
@@ -94,19 +94,11 @@ class BM25Retriever:
         return Retrieval(self.chunks.ranked(top_k(scores, k, positive_only=True), scores, self.name))
 
 
-class HybridRetriever:
-    """Vector + keyword (BM25) ranked lists merged by reciprocal rank fusion; each list
-    contributes its top `rrf_depth` chunks.
-    """
+class HybridRetriever(FusedRetriever):
+    """Vector + keyword (BM25) ranked lists merged by reciprocal rank fusion."""
 
     name = "hybrid"
 
     def __init__(self, index: GraphIndex, parts: RetrieverParts, settings: RetrievalSettings):
-        self.vector = VectorRetriever(index, parts, settings)
-        self.keyword = BM25Retriever(index, parts, settings)
-        self.depth, self.rrf_k = settings.rrf_depth, settings.rrf_k
-
-    @one_blas_thread
-    def retrieve(self, question: str, k: int) -> Retrieval:
-        lists = [r.retrieve(question, max(k, self.depth)) for r in (self.vector, self.keyword)]
-        return fuse(self.name, lists, self.vector.chunks, k, self.rrf_k)
+        vector = VectorRetriever(index, parts, settings)
+        super().__init__([vector, BM25Retriever(index, parts, settings)], vector.chunks, settings)

@@ -22,6 +22,7 @@ from ragtrial.llm.client import LLM
 from ragtrial.llm.embedder import Embedder
 from ragtrial.llm.ledger import Ledger, by_stage
 from ragtrial.report.files import write_table
+from ragtrial.report.narrative import embedded_disclaimer
 
 TRACKED_PACKAGES = [
     "ragtrial",
@@ -38,11 +39,8 @@ TRACKED_PACKAGES = [
     "numpy",
     "papermill",
 ]
-EMBEDDED_WARNING = (
-    "This report was produced by the embedded default model, Gemma 3 270M (a base, not "
-    "instruction-tuned, model quantized to 4 bits). Its job is to prove the pipeline runs "
-    "offline end to end; its answers, judgments and extractions are not research findings. "
-    "Point `llm.base_url` at a capable OpenAI-compatible model for research-grade runs."
+EMBEDDED_WARNING = embedded_disclaimer("This report's answers, judgments and extractions") + (
+    " Point `llm.base_url` at a capable OpenAI-compatible model for research-grade runs."
 )
 
 
