@@ -11,7 +11,16 @@ from conftest import make_llm
 from scipy import stats as sps
 
 from ragtrial.config.claims import ClaimsSettings
+from ragtrial.config.judge import JudgeSettings
 from ragtrial.config.llm import LLMSettings
+from ragtrial.evaluation.claim_verdicts import (
+    VERDICT_COLUMNS,
+    collapse_verdicts,
+    judge_agreement,
+    judge_verdicts,
+    read_verdicts,
+    verdicts_from_classic,
+)
 from ragtrial.evaluation.claims import (
     CLAIM_SET_COLUMNS,
     FAILED,
@@ -20,17 +29,15 @@ from ragtrial.evaluation.claims import (
     answer_id,
     claim_clusters,
     claim_metrics,
-    collapse_verdicts,
+    claim_set_failures,
     comprehensiveness,
     condition_summary,
     diversity,
+    example_answer,
     extract_claims,
     extraction_counts,
-    failures,
-    judge_agreement,
     pairwise_tests,
-    read_verdicts,
-    verdicts_from_classic,
+    run_failures,
 )
 from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.client import LLM
@@ -132,7 +139,7 @@ def test_one_claim_is_one_cluster_no_claims_zero_and_failures_are_excluded_and_c
     )  # (1 + 0) / 2
     assert claims_rows.loc["n", "mean"] == pytest.approx(2.5)
     assert set(summary["measure"]) == {"comprehensiveness", "diversity@0.3"}
-    failed = failures(sets)
+    failed = claim_set_failures(sets)
     assert list(failed["answer_id"]) == ["m:q3", "n:q3"] and set(failed["stage"]) == {STAGE}
 
 
@@ -475,3 +482,44 @@ def test_sentences_claim_only_what_the_intervals_and_tests_support():
     tie, half = agreement_sentences(agreement)
     assert "no verdict to check" in tie
     assert "agreed 1 times (50%" in half and "69-70%" in half
+
+
+def test_the_example_answer_is_the_one_with_most_claims_clustered_at_the_middle_threshold():
+    sets = _claim_sets([("q1", "m", ["one claim"]), ("q1", "n", CHAIN), ("q2", "n", None)])
+    answer, labels, threshold = example_answer(sets, [0.3, 0.6, 0.8])
+    assert (answer["answer_id"], threshold, len(set(labels))) == ("n:q1", 0.6, 2)
+    assert example_answer(_claim_sets([("q1", "m", []), ("q2", "m", None)]), [0.5]) is None
+
+
+def test_run_failures_list_every_stage_once():
+    sets = _claim_sets([("q1", "m", None), ("q2", "m", ["c"])])
+    answers = pd.DataFrame(
+        [{"question_id": "q3", "method": "m", "failure": "timeout",
+          "failures": [{"stage": "answer", "kind": "timeout", "detail": "slow"}]}]
+    )  # fmt: skip
+    questions = pd.DataFrame([{"item_id": "p1", "generator": "persona", "stage": "personas", "kind": "parse",
+                               "detail": "bad"}])  # fmt: skip
+    judge = pd.DataFrame(
+        [{"question_id": "q2", "method_a": "m", "method_b": "n", "stage": "judge_classic", "kind": "parse",
+          "error": "bad"}]
+    )  # fmt: skip
+    rows = run_failures(sets, answers, questions, judge)
+    assert list(rows["item_id"]) == ["m:q1", "q3", "p1", "q2"]
+    assert list(rows["who"]) == ["m", "m", "persona questions", "m vs n"]
+    assert list(rows["detail"]) == ["parse: bad", "timeout: slow", "parse: bad", "parse: bad"]
+
+
+def test_verdicts_come_from_a_file_or_are_absent_without_a_judge_call(tmp_path):
+    saved = _verdicts()
+    saved.to_csv(tmp_path / "verdicts.csv", index=False)
+    no_model = None  # neither branch may call a model
+    file_cfg = ClaimsSettings(judge="file", verdicts_path=str(tmp_path / "verdicts.csv"))
+    verdicts, failed, source = judge_verdicts(
+        no_model, file_cfg, JudgeSettings(), pd.DataFrame(), pd.DataFrame(), []
+    )
+    assert len(verdicts) == len(saved) and failed.empty and "verdicts.csv" in source
+    verdicts, failed, source = judge_verdicts(
+        no_model, ClaimsSettings(judge="none"), JudgeSettings(), pd.DataFrame(), pd.DataFrame(), []
+    )
+    assert verdicts.empty and list(verdicts.columns) == VERDICT_COLUMNS and source.startswith("none")
+    assert judge_agreement(claim_metrics(_claim_sets([("q1", "m", ["c"])]), [0.5]), verdicts).empty

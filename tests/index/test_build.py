@@ -15,7 +15,17 @@ from ragtrial.config.data import DataSettings
 from ragtrial.data import load_dataset
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.index.build import build_index, index_path, load_or_build_index
-from ragtrial.index.inspect import chunk_outcomes, coverage_summary, gold_graph_scores, gold_hits, ungrounded
+from ragtrial.index.inspect import (
+    chunk_outcomes,
+    communities_per_level,
+    coverage_summary,
+    gold_graph_scores,
+    gold_hits,
+    hubs,
+    relation_recall_difference,
+    ungrounded,
+    with_origin,
+)
 from ragtrial.index.tables import SCHEMAS, GraphIndex, config_hash, select_origin
 from ragtrial.records import Dataset, Document
 from ragtrial.runner.context import open_run
@@ -151,6 +161,13 @@ def test_both_keeps_the_two_graphs_apart(scripted, tmp_path) -> None:
     assert set(llm.entities["origin"]) == {"llm"} and len(llm.entity_embeddings) == len(llm.entities)
     assert len(llm.relations) + len(select_origin(index, "nlp").relations) == len(index.relations)
     assert len(index.community_reports) == 2  # max_reports=1 per origin
+    per_level = communities_per_level(index)
+    assert set(per_level["origin"]) == {"nlp", "llm"}
+    assert per_level["communities"].sum() == len(index.communities)
+    assert set(with_origin(index.community_reports, index)["origin"]) == {"nlp", "llm"}
+    top = hubs(index, per_origin=2)
+    assert top.groupby("origin").size().max() <= 2
+    assert top.groupby("origin")["degree"].apply(lambda d: d.is_monotonic_decreasing).all()
     outcomes = chunk_outcomes(index)
     assert outcomes.groupby("origin")["outcome"].apply(lambda o: (o == "skipped").sum()).to_dict() == {
         "llm": 5,
@@ -263,6 +280,13 @@ def test_gold_scores_count_only_what_each_origin_read() -> None:
         .any()
     )
     recall, _ = gold_hits(index, gold_e, gold_r)
+    # both read both gold relations; NLP found t1, the LLM graph has no relation
+    difference = relation_recall_difference(index, gold_e, gold_r)
+    assert (difference.n, difference.mean) == (2, -0.5)
+    nlp_only = dataclasses.replace(
+        select_origin(index, "nlp"), extraction_failures=failures.iloc[:0], manifest={}
+    )
+    assert relation_recall_difference(nlp_only, gold_e, gold_r) is None
     relations = recall[recall["kind"] == "relation"].set_index(["origin", "item_id"])
     assert relations[["read", "found"]].loc["nlp"].values.tolist() == [[True, True], [True, False]]
     coverage = coverage_summary(chunk_outcomes(index)).set_index(["origin", "measure"])

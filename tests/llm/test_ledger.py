@@ -55,3 +55,41 @@ def test_by_stage_and_throughput():
     rate = throughput(df)
     assert rate["completion_tokens_per_s"] == 10 / 2.0  # two live calls, 5 tokens each, 1 s each
     assert throughput(df[df["cached"]])["completion_tokens_per_s"] is None
+
+
+def test_a_tally_holds_exactly_the_calls_of_its_own_unit_of_work_under_concurrency():
+    import threading
+
+    ledger = Ledger("r")
+    tallies = {}
+    start = threading.Barrier(4)
+
+    def unit(name: str) -> None:
+        with ledger.tally() as tally:
+            start.wait()  # all four units record at once, interleaved
+            for i in range(50):
+                ledger.record(rec(method=name, replicate=i))
+        tallies[name] = tally
+
+    threads = [threading.Thread(target=unit, args=(f"m{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(ledger.frame()) == 200
+    for name, tally in tallies.items():
+        assert [r.method for r in tally.rows] == [name] * 50
+        assert [r.replicate for r in tally.rows] == list(range(50))
+
+
+def test_nested_tallies_both_see_the_inner_calls_and_other_ledgers_are_not_counted():
+    ledger, other = Ledger("r"), Ledger("o")
+    with ledger.tally() as outer:
+        ledger.record(rec(stage="a"))
+        with ledger.tally() as inner:
+            ledger.record(rec(stage="b"))
+            other.record(rec(stage="elsewhere"))
+    ledger.record(rec(stage="after"))
+    assert [r.stage for r in outer.rows] == ["a", "b"]
+    assert [r.stage for r in inner.rows] == ["b"]
+    assert list(inner.frame().columns) == LEDGER_COLUMNS

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from conftest import SHARED_DATASETS, make_llm
 
+from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.data.synthetic import generate_corpus
 from ragtrial.index.chunk_documents import chunk_documents
@@ -34,6 +35,7 @@ from ragtrial.questions.quality import (
     rate_relevance,
     top_entities,
 )
+from ragtrial.questions.sampling import claims_questions
 from ragtrial.retrieval.base import RetrieverParts
 
 CAROL_INDEX = SHARED_DATASETS / "graphrag_examples" / "a_christmas_carol_index"
@@ -449,3 +451,20 @@ def test_embedded_model_node_question_and_rating_parse_or_are_recorded(small_ind
         assert len(ratings) + len(failures) == 1 and ratings["score"].between(0, 5).all()
     finally:
         server.stop()
+
+
+def test_claims_questions_are_persona_questions_or_say_the_data_set_stood_in(scripted, tmp_path, small_index):
+    index, dataset = small_index
+    llm = make_llm(scripted.base_url, tmp_path)
+    cfg = QuestionsSettings(personas=1, tasks_per_persona=1, questions_per_task=3, temperature=None)
+    scripted.default_reply = structured_reply
+    questions, failures, fell_back = claims_questions(llm, dataset, ClaimsSettings(n_questions=2), cfg)
+    assert len(questions) == 2 and {q.question_type for q in questions} == {"persona"}
+    assert failures.empty and not fell_back
+    scripted.default_reply = lambda body: "not json"  # every persona call fails, and its repair round
+    fresh = make_llm(scripted.base_url, tmp_path / "fresh")  # its own cache: the successes are not there
+    questions, failures, fell_back = claims_questions(fresh, dataset, ClaimsSettings(n_questions=2), cfg)
+    assert fell_back and len(questions) == 2 and set(failures["kind"]) == {"parse"}
+    assert all(q in dataset.questions for q in questions)
+    own, failures, fell_back = claims_questions(llm, dataset, ClaimsSettings(question_source="dataset"), cfg)
+    assert not fell_back and failures.empty and all(q in dataset.questions for q in own)

@@ -1,24 +1,25 @@
 """The data set a run's settings name: the generated corpus, or a real one through
-`ragtrial.data.load_dataset`, with the sampling options applied.
+`ragtrial.data.load_dataset`, with the sampling options applied; and the generated corpus's gold
+graph, the one corpus whose true graph is known.
 """
 
 from __future__ import annotations
 
+import pandas as pd
+
 from ragtrial.config.base import ParamsError
 from ragtrial.config.data import DataSettings
+from ragtrial.data.registry import load_dataset
+from ragtrial.data.synthetic import generate_corpus, world_tables
 from ragtrial.records import Dataset
 
 
 def load_experiment_dataset(data: DataSettings) -> Dataset:
     """The data set the settings name: the generated corpus, or a real one through ragtrial.data."""
     if data.dataset == "generated":
-        from ragtrial.data.synthetic import generate_corpus
-
         return generate_corpus(data.size, data.seed)[0]
     if not data.path:
         raise ParamsError(f"key 'data.path': required for data set {data.dataset!r}")
-    from ragtrial.data import load_dataset
-
     return load_dataset(
         data.dataset,
         data.path,
@@ -27,3 +28,11 @@ def load_experiment_dataset(data: DataSettings) -> Dataset:
         seed=data.seed,
         **data.options,
     )
+
+
+def gold_graph(data: DataSettings, dataset: Dataset) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """(gold entities, gold relations) of the generated corpus; None for any other data set."""
+    if data.dataset != "generated":
+        return None
+    _, world = generate_corpus(data.size, data.seed)
+    return world_tables(world, dataset)

@@ -18,9 +18,8 @@ and agreement and counted; only a successful extraction that found nothing gives
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import cache
-from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -28,14 +27,13 @@ import pandas as pd
 from pydantic import BaseModel, Field, create_model
 from sklearn.cluster import AgglomerativeClustering
 
-from ragtrial.evaluation.metrics import rouge_l_distance_matrix
+from ragtrial.evaluation.metrics import METRICS, rouge_l_distance_matrix
+from ragtrial.evaluation.run_methods import failures_table
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
 from ragtrial.prompts import load_prompt
 from ragtrial.stats import (
-    bootstrap_mean_ci,
     holm_correction,
-    majority_verdict,
     paired_bootstrap_diff,
     summary_by_group,
     wilcoxon_signed_rank,
@@ -58,11 +56,9 @@ CLAIM_SET_COLUMNS = [
     "error",
 ]
 METRIC_COLUMNS = ["answer_id", "question_id", "method", "metric", "threshold", "measure", "value"]
-VERDICT_COLUMNS = ["trial", "question_id", "method_a", "method_b", "aspect", "outcome"]
 # The kit's answer prompts decline with exactly "Insufficient information."; such an answer states no
 # fact, so it has no claims without asking a model (a weak one tends to echo the sentence as a claim).
 DECLINE = normalize_answer("Insufficient information.")
-FLIPPED = {"win": "loss", "loss": "win", "tie": "tie"}
 
 
 # ---------------------------------------------------------------- extraction
@@ -166,7 +162,7 @@ def claims_table(claim_sets: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["answer_id", "question_id", "method", "claim_index", "claim"])
 
 
-def failures(claim_sets: pd.DataFrame) -> pd.DataFrame:
+def claim_set_failures(claim_sets: pd.DataFrame) -> pd.DataFrame:
     """The answers left out of every measure: item id, stage (answer / claim_extraction), error."""
     failed = claim_sets[claim_sets["status"] == FAILED]
     return failed[["answer_id", "question_id", "method", "stage", "error"]].reset_index(drop=True)
@@ -259,6 +255,8 @@ def condition_summary(metrics: pd.DataFrame, n_resamples: int = 2000, seed: int 
     `metrics`, so they are excluded, not zeros).
     """
     keys = ["measure", "metric", "threshold", "method"]
+    if metrics.empty:  # no answer had claims extracted
+        return pd.DataFrame(columns=[*keys, "n", "mean", "ci_low", "ci_high"])
     return summary_by_group(metrics, keys, "value", n_resamples, seed=seed)
 
 
@@ -318,137 +316,66 @@ def pairwise_tests(
     return pd.concat(tables, ignore_index=True)
 
 
-# ---------------------------------------------------------------- agreement with the judge
-
-
-def read_verdicts(path: str | Path) -> pd.DataFrame:
-    """A verdict table saved by another run (Parquet or CSV with VERDICT_COLUMNS)."""
-    path = Path(path)
-    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-    missing = [c for c in VERDICT_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{path}: verdict table lacks columns {missing}")
-    return frame[VERDICT_COLUMNS]
-
-
-def verdicts_from_classic(judgments: pd.DataFrame) -> pd.DataFrame:
-    """ragtrial.judge's classic judgments (winner "a"/"b" per aspect) as verdicts, one vote per
-    (trial, shown order): the protocol has no ties, so ties come only from votes that disagree.
+def example_answer(
+    claim_sets: pd.DataFrame, thresholds: Sequence[float], use_stemmer: bool = False
+) -> tuple[pd.Series, np.ndarray, float] | None:
+    """The extracted answer with the most claims, its cluster labels at the middle threshold, and
+    that threshold; None when no answer had a claim.
     """
-    return pd.DataFrame(
-        {
-            "trial": judgments["trial"].astype(str) + "/" + judgments["position"],
-            "question_id": judgments["question_id"],
-            "method_a": judgments["method_a"],
-            "method_b": judgments["method_b"],
-            "aspect": judgments["aspect"],
-            "outcome": np.where(judgments["winner"] == "a", "win", "loss"),
-        }
-    )
+    extracted = claim_sets[claim_sets["status"] == OK]
+    if not extracted["claims"].map(len).gt(0).any():
+        return None
+    example = extracted.loc[extracted["claims"].map(len).idxmax()]
+    threshold = thresholds[len(thresholds) // 2]
+    return example, claim_clusters(example["claims"], threshold, use_stemmer), threshold
 
 
-def collapse_verdicts(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """One verdict per (question, pair, aspect): the strict majority of its trials, else tie
-    (stats.majority_verdict). Pairs are put in sorted order, flipping outcomes judged the other way
-    round, so trials with swapped positions vote together. Outcomes are win/tie/loss of method_a.
-    """
-    swap = verdicts["method_a"] > verdicts["method_b"]
-    canonical = verdicts.assign(
-        method_a=verdicts["method_a"].where(~swap, verdicts["method_b"]),
-        method_b=verdicts["method_b"].where(~swap, verdicts["method_a"]),
-        outcome=verdicts["outcome"].where(~swap, verdicts["outcome"].map(FLIPPED)),
-        aspect=verdicts["aspect"].str.lower(),
-    )
-    keys = ["question_id", "method_a", "method_b", "aspect"]
-    grouped = canonical.groupby(keys, sort=False)["outcome"]
-    return grouped.agg(n_trials="size", verdict=lambda o: majority_verdict(list(o))).reset_index()
-
-
-def _claim_outcome(value_a: float | None, value_b: float | None) -> str:
-    if value_a is None or value_b is None:
-        return "missing"
-    return "win" if value_a > value_b else "loss" if value_a < value_b else "tie"
-
-
-def agreement_details(
-    metrics: pd.DataFrame, verdicts: pd.DataFrame, aspects: Mapping[str, str] | None = None
+def run_failures(
+    claim_sets: pd.DataFrame,
+    answers: pd.DataFrame,
+    question_failures: pd.DataFrame,
+    judge_failures: pd.DataFrame,
 ) -> pd.DataFrame:
-    """Per measure and judged (question, pair): the judge's majority verdict, both claim values, the
-    claim-based outcome (more claims / more clusters wins; "missing" when either answer failed) and
-    whether they agree. `aspects` maps a claim metric to the judge aspect it is checked against.
+    """Every failure of a claims run in one table (item_id, who, stage, detail): claim extractions,
+    answers, persona question generation and judge calls.
     """
-    aspects = (
-        {"comprehensiveness": "comprehensiveness", "diversity": "diversity"} if aspects is None else aspects
+    claims_failed = claim_set_failures(claim_sets)
+    claims_failed = claims_failed[claims_failed["stage"] == STAGE]  # failed answers come from `answers`
+    answers_failed = failures_table(answers)
+    parts = [
+        (claims_failed["answer_id"], claims_failed["method"], claims_failed["stage"], claims_failed["error"]),
+        (
+            answers_failed["question_id"],
+            answers_failed["method"],
+            answers_failed["stage"],
+            answers_failed["kind"] + ": " + answers_failed["detail"],
+        ),
+        (
+            question_failures["item_id"],
+            "persona questions",
+            question_failures["stage"],
+            question_failures["kind"] + ": " + question_failures["detail"],
+        ),
+        (
+            judge_failures["question_id"],
+            judge_failures["method_a"] + " vs " + judge_failures["method_b"],
+            judge_failures["stage"],
+            judge_failures["kind"] + ": " + judge_failures["error"],
+        ),
+    ]
+    return pd.concat(
+        [pd.DataFrame({"item_id": i, "who": w, "stage": st, "detail": d}) for i, w, st, d in parts],
+        ignore_index=True,
     )
-    collapsed = collapse_verdicts(verdicts)
-    value = metrics.set_index(["measure", "question_id", "method"])["value"].to_dict()
-    rows = []
-    for measure, metric, threshold in (
-        metrics[["measure", "metric", "threshold"]].drop_duplicates().itertuples(index=False)
-    ):
-        judged = collapsed[collapsed["aspect"] == aspects.get(metric, "").lower()]
-        for j in judged.itertuples(index=False):
-            va, vb = (
-                value.get((measure, j.question_id, j.method_a)),
-                value.get((measure, j.question_id, j.method_b)),
-            )
-            outcome = _claim_outcome(va, vb)
-            rows.append(
-                {
-                    "measure": measure,
-                    "metric": metric,
-                    "threshold": threshold,
-                    "aspect": j.aspect,
-                    "question_id": j.question_id,
-                    "method_a": j.method_a,
-                    "method_b": j.method_b,
-                    "n_trials": j.n_trials,
-                    "verdict": j.verdict,
-                    "value_a": va,
-                    "value_b": vb,
-                    "claim_outcome": outcome,
-                    "agree": j.verdict != "tie" and outcome == j.verdict,
-                }
-            )
-    return pd.DataFrame(rows)
 
 
-def judge_agreement(
-    metrics: pd.DataFrame,
-    verdicts: pd.DataFrame,
-    aspects: Mapping[str, str] | None = None,
-    n_resamples: int = 2000,
-    seed: int = 0,
-) -> pd.DataFrame:
-    """Per measure, the paper's agreement: among judged (question, pair)s whose majority verdict is
-    not a tie and where both answers have a claim value, the share on which the claim-based winner is
-    the judge's winner (a claim-based tie counts as disagreement and is counted apart), with a
-    bootstrap interval over those pairs.
-    """
-    details = agreement_details(metrics, verdicts, aspects)
-    rows = []
-    for (measure, metric, threshold), group in details.groupby(
-        ["measure", "metric", "threshold"], sort=False, dropna=False
-    ):
-        non_tie = group[group["verdict"] != "tie"]
-        compared = non_tie[non_tie["claim_outcome"] != "missing"]
-        row = {
-            "measure": measure,
-            "metric": metric,
-            "threshold": threshold,
-            "judged": len(group),
-            "non_tie": len(non_tie),
-            "non_tie_share": len(non_tie) / len(group),
-            "missing_claims": len(non_tie) - len(compared),
-            "compared": len(compared),
-            "claim_ties": int((compared["claim_outcome"] == "tie").sum()),
-            "agree": int(compared["agree"].sum()),
-            "agreement": None,
-            "ci_low": None,
-            "ci_high": None,
-        }  # stay None when nothing was compared
-        if len(compared):
-            ci = bootstrap_mean_ci(compared["agree"].astype(float), n_resamples, seed=seed)
-            row |= {"agreement": ci.mean, "ci_low": ci.low, "ci_high": ci.high}
-        rows.append(row)
-    return pd.DataFrame(rows)
+METRICS.add(
+    "comprehensiveness", comprehensiveness, "claims per answer", higher_is_better=True, paired_test="wilcoxon"
+)
+METRICS.add(
+    "diversity",
+    diversity,
+    "claim clusters per answer at a 1 - ROUGE-L distance threshold",
+    higher_is_better=True,
+    paired_test="wilcoxon",
+)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.tables import ORIGINS, GraphIndex, select_origin
-from ragtrial.stats import bootstrap_mean_ci
+from ragtrial.stats import Interval, bootstrap_mean_ci, paired_bootstrap_diff
 
 if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
     from ragtrial.index.tables import GraphIndex
@@ -204,7 +204,49 @@ def gold_graph_scores(
     return pd.DataFrame(rows)
 
 
-# ---------------------------------------------------------------- narrative
+def relation_recall_difference(
+    index: GraphIndex, gold_entities: pd.DataFrame, gold_relations: pd.DataFrame
+) -> Interval | None:
+    """LLM minus NLP relation recall, paired on the gold relations both extractors read (the LLM's
+    sample of documents), with a paired bootstrap interval; None unless the index holds both graphs.
+    """
+    recall, _ = gold_hits(index, gold_entities, gold_relations)
+    if not {"nlp", "llm"} <= set(recall["origin"]):
+        return None
+    wide = recall[recall["kind"] == "relation"].pivot(
+        index="item_id", columns="origin", values=["read", "found"]
+    )
+    both_read = wide["read"].all(axis=1)
+    return paired_bootstrap_diff(
+        wide["found"]["llm"][both_read].astype(float), wide["found"]["nlp"][both_read].astype(float)
+    )
+
+
+def with_origin(frame: pd.DataFrame, index: GraphIndex) -> pd.DataFrame:
+    """Communities or reports with the origin of their graph (Leiden communities are connected, so
+    a community's first entity tells its origin).
+    """
+    origin_of = dict(zip(index.entities["entity_id"], index.entities["origin"], strict=True))
+    return frame.assign(origin=[origin_of[ids[0]] for ids in frame["entity_ids"]])
+
+
+def communities_per_level(index: GraphIndex) -> pd.DataFrame:
+    """Per origin and level: how many communities, their median and largest size."""
+    return (
+        with_origin(index.communities, index)
+        .groupby(["origin", "level"])["size"]
+        .agg(communities="size", median_size="median", largest="max")
+        .reset_index()
+    )
+
+
+def hubs(index: GraphIndex, per_origin: int = 5) -> pd.DataFrame:
+    """The highest-degree entities of each graph (a walk through a hub pulls in unrelated context)."""
+    return (
+        index.entities.sort_values(["origin", "degree", "name"], ascending=[True, False, True])
+        .groupby("origin")
+        .head(per_origin)[["origin", "name", "type", "degree"]]
+    )
 
 
 def index_sizes(index: GraphIndex) -> pd.DataFrame:

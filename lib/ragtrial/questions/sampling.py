@@ -7,28 +7,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ragtrial.records import Dataset, Question
-
-if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
-    from ragtrial.index.tables import GraphIndex
-
-
-from typing import TYPE_CHECKING
-
+from ragtrial.config.claims import ClaimsSettings
+from ragtrial.config.judge import JudgeSettings
+from ragtrial.config.questions import QuestionsSettings
+from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
-
-if TYPE_CHECKING:
-    from ragtrial.config.judge import JudgeSettings
-    from ragtrial.config.questions import QuestionsSettings
-    from ragtrial.index.tables import GraphIndex
-    from ragtrial.records import Dataset, Question
-
-
-# ---------------------------------------------------------------- questions and answers
+from ragtrial.questions.corpus_questions import persona_questions
+from ragtrial.questions.generated import Failure
+from ragtrial.questions.graph_questions import graph_questions
+from ragtrial.records import Dataset, Question, records_frame
 
 
 def task_questions(dataset: Dataset, task: str, per_type: int | None, seed: int = 0) -> list[Question]:
@@ -74,9 +64,6 @@ def judge_questions(
     """The questions to judge and the failures of generating them: the data set's own, a seeded
     few per question_type, or graph-text-grounded node/edge/subgraph questions (level as type).
     """
-    from ragtrial.questions.graph_questions import graph_questions
-    from ragtrial.records import Question
-
     if cfg.question_source == "dataset":
         return select_questions(dataset.questions, cfg.questions_per_type, cfg.seed), pd.DataFrame()
     generated = graph_questions(llm, index, questions_cfg)
@@ -94,3 +81,25 @@ def questions_frame(questions: Sequence[Question]) -> pd.DataFrame:
         [(q.question_id, q.question, q.question_type) for q in questions],
         columns=["question_id", "question", "question_type"],
     )
+
+
+def claims_questions(
+    llm: LLM, dataset: Dataset, cfg: ClaimsSettings, questions_cfg: QuestionsSettings
+) -> tuple[list[Question], pd.DataFrame, bool]:
+    """The first `n_questions` questions of the claims experiment, the failures of generating them,
+    and whether the data set's questions stood in: persona questions (GraphRAG's Algorithm 1) unless
+    `question_source` is "dataset" or persona generation yields none.
+    """
+    failures = records_frame([], Failure)
+    questions: list[Question] = []
+    if cfg.question_source == "persona":
+        generated = persona_questions(llm, dataset.documents_frame(), questions_cfg)
+        failures = generated.failures
+        questions = [
+            Question(question_id=r.question_id, question=r.question, question_type="persona")
+            for r in generated.questions.itertuples(index=False)
+        ][: cfg.n_questions]
+    fell_back = cfg.question_source == "persona" and not questions
+    if not questions:
+        questions = select_questions(dataset.questions, cfg.questions_per_type, cfg.seed)[: cfg.n_questions]
+    return questions, failures, fell_back

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps, colors
 
+from ragtrial.report.narrative import embedded_disclaimer
 from ragtrial.stats import excludes_zero, interval_claim
 
 # ---------------------------------------------------------------- presentation
@@ -85,3 +86,62 @@ def agreement_sentences(agreement: pd.DataFrame) -> list[str]:
             f"{r.claim_ties} claim-based ties count as disagreement). Paper: {PAPER_AGREEMENT[r.metric]}."
         )
     return lines
+
+
+def questions_note(
+    dataset_name: str,
+    n_documents: int,
+    report_levels: Sequence[int],  # the level of each community report
+    questions: pd.DataFrame,
+    question_failures: pd.DataFrame,
+    fell_back: bool,
+) -> str:
+    """What notebook 08 asks: the corpus, the community reports there are, the questions and the
+    failures of generating them (and whether the data set's own questions stood in).
+    """
+    note = (
+        f"Data set **{dataset_name}**: {n_documents} documents, index with {len(report_levels)} community "
+        f"reports at levels {sorted(set(report_levels)) or 'none'}. {len(questions)} question(s) "
+        f"({', '.join(sorted(set(questions['question_type'])))}); {len(question_failures)} "
+        "question-generation failure(s)."
+    )
+    if fell_back:
+        note += (
+            " **Persona generation produced no question** (its failures are listed at the end), "
+            "so the data set's own questions are used instead."
+        )
+    return note
+
+
+def claims_findings(
+    summary: pd.DataFrame,
+    tests: pd.DataFrame,
+    agreement: pd.DataFrame,
+    counts: pd.DataFrame,
+    max_claims: int | None,
+    embedded: bool,
+) -> str:
+    """The closing list of notebook 08, generated from its tables."""
+    lines = [
+        f"- {r.method}: {r.mean:.2f} claims per answer [{r.ci_low:.2f}, {r.ci_high:.2f}] over {r.n} answers."
+        for r in summary[summary["measure"] == "comprehensiveness"].itertuples(index=False)
+    ]
+    lines += [f"- {s}" for s in comparison_sentences(tests)] if not tests.empty else []
+    lines += (
+        [f"- {s}" for s in agreement_sentences(agreement)]
+        if not agreement.empty
+        else ["- No judge verdicts for these conditions, so no agreement is reported."]
+    )
+    excluded = counts["failed_answer"].sum() + counts["failed_extraction"].sum()
+    declined = (
+        ", ".join(f"{r.method} {r.declined}" for r in counts.itertuples(index=False) if r.declined) or "none"
+    )
+    lines.append(
+        f"- {excluded} of {counts['answers'].sum()} answers were excluded (failed answer or extraction); "
+        'answers that were the fixed decline "Insufficient information." (0 claims, 0 clusters): '
+        f"{declined}; "
+        f"{counts['at_cap'].sum()} reached the claim cap of {max_claims}, so their counts are lower bounds."
+    )
+    if embedded:
+        lines.append("- " + embedded_disclaimer("These answers and the claims listed from them"))
+    return "\n".join(lines)

@@ -1,0 +1,76 @@
+"""The narrative rules every report shares: one interval rule, one failure sentence, one disclaimer."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ragtrial.report.index_narrative import index_findings
+from ragtrial.report.judge_narrative import EMBEDDED_NOTE, judge_failure_sentence
+from ragtrial.report.narrative import (
+    answer_failure_sentence,
+    demote_headings,
+    embedded_disclaimer,
+    failure_sentence,
+    paired_sentences,
+)
+from ragtrial.runner.context import EMBEDDED_WARNING
+from ragtrial.stats import NO_CLAIM, Interval, interval_claim
+
+
+def test_an_interval_that_includes_zero_or_is_undefined_supports_no_claim():
+    assert interval_claim(0.1, 0.3, "better") == "better"
+    assert interval_claim(-0.3, -0.1, "worse") == "worse"
+    assert interval_claim(-0.1, 0.3, "better") == NO_CLAIM
+    assert interval_claim(float("nan"), float("nan"), "better") == NO_CLAIM
+
+
+def test_paired_sentences_apply_the_interval_rule():
+    row = dict(method="graph", baseline="rag", metric="f1", mean_diff=0.2, n=9, wins=5, losses=1)
+    row |= dict(test="Wilcoxon", p_value=0.04, p_holm=0.04)
+    supported, unsupported = paired_sentences(
+        pd.DataFrame([row | {"ci_low": 0.1, "ci_high": 0.3}, row | {"ci_low": -0.1, "ci_high": 0.3}])
+    )
+    assert supported.endswith("graph did better than rag on these questions.")
+    assert unsupported.endswith(f"{NO_CLAIM}.")
+
+
+def test_one_failure_sentence_shape_for_answers_and_judge_calls():
+    summary = pd.DataFrame({"method": ["a", "b"], "failures": [0, 2], "questions": [4, 4]})
+    assert answer_failure_sentence(summary).startswith("Answers lost to model failures (b 2 of 4)")
+    assert (
+        answer_failure_sentence(summary.assign(failures=0))
+        == "Every method produced an answer for every question."
+    )
+    call = {
+        "question_id": "q",
+        "trial": 0,
+        "method_a": "a",
+        "replicate_a": 0,
+        "method_b": "b",
+        "replicate_b": 0,
+    }
+    judge = pd.DataFrame([call | {"stage": "judge_unbiased", "kind": "parse"}])
+    assert judge_failure_sentence(judge, 10).startswith(
+        "1 of 10 judge calls failed after the repair round (parse 1)"
+    )
+    for sentence in (answer_failure_sentence(summary), judge_failure_sentence(judge, 10)):
+        assert sentence.endswith("each is listed in the failures table, none is scored.")
+    assert failure_sentence({}, "nothing failed", "x", "y") == "nothing failed"
+
+
+def test_every_embedded_note_carries_the_one_disclaimer():
+    disclaimer = embedded_disclaimer("X").removeprefix("X")
+    assert disclaimer in EMBEDDED_WARNING and disclaimer in EMBEDDED_NOTE
+
+
+def test_index_findings_state_the_recall_difference_with_the_interval_rule():
+    manifest = {"llm_extraction": None, "stages": [{"model_s": 3.0}], "build_wall_s": 10.0}
+    text = index_findings(manifest, pd.DataFrame(), None, Interval(mean=-0.5, low=-1.0, high=0.0, n=2))
+    assert "LLM minus NLP relation recall is -50% [-100%, +0%]" in text and NO_CLAIM in text
+    assert "No LLM graph was built." in text and "3 s of it waiting for the model" in text
+    claimed = index_findings(manifest, pd.DataFrame(), None, Interval(mean=-0.5, low=-0.8, high=-0.2, n=9))
+    assert "the NLP graph recalls more" in claimed
+
+
+def test_model_headings_sit_below_the_report_headings():
+    assert demote_headings("# Title\n## Part\ntext") == "#### Title\n##### Part\ntext"
