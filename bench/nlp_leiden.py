@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from ragtrial.index.chunk_documents import documents_as_chunks
-from ragtrial.index.create_communities import build_communities
+from ragtrial.index.create_communities import create_communities
 from ragtrial.index.extract_nlp_graph import extract_nlp_graph
 from ragtrial.index.phrases import sentences
 from ragtrial.records import Document, records_frame
@@ -71,7 +71,7 @@ def main() -> None:
     communities = timed(
         f"hierarchical Leiden (max_cluster_size={args.max_cluster_size})",
         times,
-        lambda: build_communities(entities, relations, max_cluster_size=args.max_cluster_size),
+        lambda: create_communities(entities, relations, max_cluster_size=args.max_cluster_size),
     )
 
     per_level = communities.groupby("level").size()

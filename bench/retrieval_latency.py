@@ -25,7 +25,7 @@ import numpy as np
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.data.synthetic import generate_corpus
 from ragtrial.index.chunk_documents import chunk_documents
-from ragtrial.index.create_communities import build_communities
+from ragtrial.index.create_communities import create_communities
 from ragtrial.index.embed_index import embed_index
 from ragtrial.index.extract_nlp_graph import extract_nlp_graph
 from ragtrial.index.tables import GraphIndex
@@ -59,7 +59,7 @@ def build_index(
     entities, relations = extract_nlp_graph(chunks)
     times["NLP graph"] = time.perf_counter() - start
     start = time.perf_counter()
-    communities = build_communities(entities, relations)
+    communities = create_communities(entities, relations)
     times["Leiden"] = time.perf_counter() - start
     start = time.perf_counter()
     index = embed_index(

@@ -14,7 +14,7 @@ from ragtrial.index.create_community_reports import (
     Elements,
     community_context,
     context_tokens,
-    generate_reports,
+    create_community_reports,
     render_context,
 )
 from ragtrial.index.tables import SCHEMAS, conform_table
@@ -186,7 +186,7 @@ def test_reports_are_built_bottom_up_with_failures_reuse_and_skips_listed(script
     settings = IndexSettings(
         report_levels=None, max_reports=None, report_context_tokens=60, report_min_size=2
     )
-    result = generate_reports(make_llm(scripted.base_url, tmp_path), ents, rels, cls, comms, settings)
+    result = create_community_reports(make_llm(scripted.base_url, tmp_path), ents, rels, cls, comms, settings)
     reports = result.reports.set_index("community_id")
     assert list(reports.index) == ["X@2", "X", "Y", "P", "R"]  # deepest level first; Q failed
     assert reports.loc["X", "title"] == reports.loc["X@2", "title"] == "About A"  # X reuses its copy's report
@@ -204,6 +204,7 @@ def test_reports_are_built_bottom_up_with_failures_reuse_and_skips_listed(script
     assert contexts["P"]["context"] == "sub-reports" and contexts["P"]["tokens"] <= 60
 
     bounded = IndexSettings(report_levels=[0], max_reports=1)
-    result = generate_reports(make_llm(scripted.base_url, tmp_path / "b"), ents, rels, cls, comms, bounded)
+    llm = make_llm(scripted.base_url, tmp_path / "b")
+    result = create_community_reports(llm, ents, rels, cls, comms, bounded)
     assert list(result.reports["community_id"]) == ["P"]  # the largest level-0 community of the one origin
     assert result.stats["skipped"] == {"level": ["S", "X", "X@2", "Y"], "max_reports": ["Q", "R"]}

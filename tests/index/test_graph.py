@@ -8,7 +8,7 @@ import pytest
 from conftest import SHARED_DATASETS
 
 from ragtrial.index.chunk_documents import chunk_documents
-from ragtrial.index.create_communities import build_communities
+from ragtrial.index.create_communities import create_communities
 from ragtrial.index.extract_nlp_graph import extract_nlp_graph
 from ragtrial.index.import_graphs import import_graphrag_output, import_openie
 from ragtrial.index.merge_extractions import entity_key, merge_extractions, normalize_name
@@ -247,7 +247,7 @@ def graph_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_every_level_partitions_all_entities(graph_tables):
     entities, relations = graph_tables
-    communities = build_communities(entities, relations, max_cluster_size=5)
+    communities = create_communities(entities, relations, max_cluster_size=5)
     levels = sorted(communities["level"].unique())
     assert levels == list(range(len(levels))) and len(levels) >= 2
     members = {}
@@ -279,17 +279,17 @@ def test_every_level_partitions_all_entities(graph_tables):
 
 
 def test_leiden_is_deterministic_with_a_seed(graph_tables):
-    first = build_communities(*graph_tables, max_cluster_size=5, seed=7)
-    pd.testing.assert_frame_equal(first, build_communities(*graph_tables, max_cluster_size=5, seed=7))
+    first = create_communities(*graph_tables, max_cluster_size=5, seed=7)
+    pd.testing.assert_frame_equal(first, create_communities(*graph_tables, max_cluster_size=5, seed=7))
 
 
 def test_largest_component_only_and_dangling_relations(graph_tables):
     entities, relations = graph_tables
-    lcc = build_communities(entities, relations, use_lcc=True)
+    lcc = create_communities(entities, relations, use_lcc=True)
     assert "lonely" not in {e for ids in lcc["entity_ids"] for e in ids}
     dangling = pd.concat([relations, relations.head(1).assign(relation_id="bad", target_id="nowhere")])
     with pytest.raises(ValueError, match="'bad'"):
-        build_communities(entities, dangling)
+        create_communities(entities, dangling)
 
 
 # ---------------------------------------------------------------- importers

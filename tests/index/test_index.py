@@ -7,7 +7,7 @@ import pytest
 
 import ragtrial.index.tables as index_module
 from ragtrial.index.chunk_documents import chunk_documents, documents_as_chunks
-from ragtrial.index.create_communities import build_communities
+from ragtrial.index.create_communities import create_communities
 from ragtrial.index.embed_index import embed_index
 from ragtrial.index.extract_nlp_graph import extract_nlp_graph
 from ragtrial.index.tables import SCHEMAS, GraphIndex, config_hash, conform_table, empty_tables
@@ -115,7 +115,7 @@ def full_index() -> GraphIndex:
     docs = documents(TEXT, "Charles Babbage met Michael Faraday at the Royal Society in London.")
     chunks = chunk_documents(docs, chunk_size=20, overlap=5)
     entities, relations = extract_nlp_graph(chunks)
-    communities = build_communities(entities, relations)
+    communities = create_communities(entities, relations)
     first = communities.iloc[0]
     reports = pd.DataFrame(
         [

@@ -18,7 +18,7 @@ from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.data.synthetic import generate_corpus
 from ragtrial.index.chunk_documents import chunk_documents
-from ragtrial.index.create_communities import build_communities
+from ragtrial.index.create_communities import create_communities
 from ragtrial.index.extract_nlp_graph import extract_nlp_graph
 from ragtrial.index.import_graphs import import_graphrag_output
 from ragtrial.index.tables import GraphIndex
@@ -85,7 +85,7 @@ def small_index() -> tuple[GraphIndex, object]:
     docs = dataset.documents_frame()
     chunks = chunk_documents(docs, 200, 20)
     entities, relations = extract_nlp_graph(chunks)
-    communities = build_communities(entities, relations)
+    communities = create_communities(entities, relations)
     return GraphIndex(
         documents=docs, chunks=chunks, entities=entities, relations=relations, communities=communities
     ), dataset

@@ -18,9 +18,9 @@ import dataclasses
 import datetime as dt
 import hashlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,8 @@ import pandas as pd
 from ragtrial.config.base import ParamsError
 from ragtrial.config.index import IndexSettings
 from ragtrial.index.chunk_documents import chunk_documents, documents_as_chunks
-from ragtrial.index.create_communities import build_communities
-from ragtrial.index.create_community_reports import generate_reports
+from ragtrial.index.create_communities import create_communities
+from ragtrial.index.create_community_reports import create_community_reports
 from ragtrial.index.embed_index import embed_index
 from ragtrial.index.extract_llm_graph import PROMPTS as EXTRACTION_PROMPTS
 from ragtrial.index.extract_llm_graph import extract_llm_graph
@@ -151,40 +151,105 @@ def _namespaced(origin: str, tables: dict[str, pd.DataFrame]) -> dict[str, pd.Da
     }
 
 
-def _graphs(
-    ctx: ModelContext,
-    s: IndexSettings,
-    documents: pd.DataFrame,
-    chunks: pd.DataFrame,
-    stage: _Stages,
-    notes: dict[str, Any],
-) -> dict[str, pd.DataFrame]:
-    """Entities, relations, claims and extraction failures of the configured source(s)."""
-    empty = empty_tables()
-    graphs: dict[str, dict[str, pd.DataFrame]] = {}
-    failures = [empty["extraction_failures"]]
-    if s.graph_source in ("nlp", "both"):
-        with stage("extract_nlp"):
-            entities, relations = extract_nlp_graph(chunks, cooccurrence=s.nlp_cooccurrence)
-        graphs["nlp"] = {"entities": entities, "relations": relations, "claims": empty["claims"]}
-    if s.graph_source in ("llm", "both"):
-        with stage("extract_llm"):
-            llm = extract_llm_graph(ctx.llm, chunks, s)
-        graphs["llm"] = {"entities": llm.entities, "relations": llm.relations, "claims": llm.claims}
-        failures.append(llm.failures)
-        notes["llm_extraction"] = llm.stats
-    if s.graph_source == "import":
-        with stage("import"):
-            entities, relations, failed = import_openie(s.import_path, documents, chunks)
-        graphs["import"] = {"entities": entities, "relations": relations, "claims": empty["claims"]}
-        failures.append(failed)
+@dataclass
+class _Build:
+    """What the stages hand each other: the tables so far and the manifest's notes."""
+
+    ctx: ModelContext
+    settings: IndexSettings
+    dataset: Dataset
+    notes: dict[str, Any] = field(default_factory=dict)
+    documents: pd.DataFrame | None = None
+    chunks: pd.DataFrame | None = None
+    graphs: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)  # per origin
+    failures: list[pd.DataFrame] = field(default_factory=lambda: [empty_tables()["extraction_failures"]])
+    index: GraphIndex | None = None
+
+
+def _import_graphrag(b: _Build) -> None:
+    b.index = import_graphrag_output(b.settings.import_path)
+    b.notes["imported_from"] = b.settings.import_path
+
+
+def _chunk(b: _Build) -> None:
+    b.documents = b.dataset.documents_frame()
+    b.chunks = (
+        documents_as_chunks(b.documents)
+        if b.settings.chunking == "documents"
+        else chunk_documents(b.documents, b.settings.chunk_size, b.settings.chunk_overlap)
+    )
+
+
+def _extract_nlp(b: _Build) -> None:
+    entities, relations = extract_nlp_graph(b.chunks, cooccurrence=b.settings.nlp_cooccurrence)
+    b.graphs["nlp"] = {"entities": entities, "relations": relations, "claims": empty_tables()["claims"]}
+
+
+def _extract_llm(b: _Build) -> None:
+    llm = extract_llm_graph(b.ctx.llm, b.chunks, b.settings)
+    b.graphs["llm"] = {"entities": llm.entities, "relations": llm.relations, "claims": llm.claims}
+    b.failures.append(llm.failures)
+    b.notes["llm_extraction"] = llm.stats
+
+
+def _import_openie(b: _Build) -> None:
+    entities, relations, failed = import_openie(b.settings.import_path, b.documents, b.chunks)
+    b.graphs["import"] = {"entities": entities, "relations": relations, "claims": empty_tables()["claims"]}
+    b.failures.append(failed)
+
+
+def _create_communities(b: _Build) -> None:
+    """The extracted graphs side by side (ids namespaced by origin when there are two), then Leiden."""
+    graphs = b.graphs
     if len(graphs) > 1:
         graphs = {origin: _namespaced(origin, tables) for origin, tables in graphs.items()}
-    merged = {
+    tables = {
         t: pd.concat([g[t] for g in graphs.values()], ignore_index=True)
         for t in ("entities", "relations", "claims")
     }
-    return {**merged, "extraction_failures": pd.concat(failures, ignore_index=True)}
+    communities = create_communities(
+        tables["entities"],
+        tables["relations"],
+        max_cluster_size=b.settings.max_cluster_size,
+        seed=b.settings.seed,
+    )
+    b.index = GraphIndex(
+        documents=b.documents,
+        chunks=b.chunks,
+        communities=communities,
+        extraction_failures=pd.concat(b.failures, ignore_index=True),
+        **tables,
+    )
+
+
+def _create_community_reports(b: _Build) -> None:
+    index = b.index
+    result = create_community_reports(
+        b.ctx.llm, index.entities, index.relations, index.claims, index.communities, b.settings
+    )
+    b.index = dataclasses.replace(index, community_reports=result.reports)
+    b.notes["community_reports"] = result.stats
+
+
+def _embed(b: _Build) -> None:
+    b.index = embed_index(b.index, lambda texts: b.ctx.embedder.embed(texts, stage="index_embeddings"))
+
+
+def _builds_graph(s: IndexSettings) -> bool:
+    return not _imports_graphrag(s)
+
+
+# The build's stages, in order, each with when the settings ask for it; the names are the manifest's.
+STAGES: list[tuple[str, Callable[[IndexSettings], bool], Callable[[_Build], None]]] = [
+    ("import", _imports_graphrag, _import_graphrag),
+    ("chunk", _builds_graph, _chunk),
+    ("extract_nlp", lambda s: _builds_graph(s) and s.graph_source in ("nlp", "both"), _extract_nlp),
+    ("extract_llm", lambda s: _builds_graph(s) and s.graph_source in ("llm", "both"), _extract_llm),
+    ("import", lambda s: _builds_graph(s) and s.graph_source == "import", _import_openie),
+    ("communities", _builds_graph, _create_communities),
+    ("community_reports", lambda s: _builds_graph(s) and s.reports == "llm", _create_community_reports),
+    ("embeddings", lambda s: True, _embed),
+]
 
 
 def build_index(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None) -> GraphIndex:
@@ -193,34 +258,11 @@ def build_index(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | N
     identity = index_identity(ctx, dataset, s)
     stage = _Stages(ctx.ledger)
     started = time.perf_counter()
-    notes: dict[str, Any] = {}
-    if _imports_graphrag(s):
-        with stage("import"):
-            index = import_graphrag_output(s.import_path)
-        notes["imported_from"] = s.import_path
-    else:
-        with stage("chunk"):
-            documents = dataset.documents_frame()
-            chunks = (
-                documents_as_chunks(documents)
-                if s.chunking == "documents"
-                else chunk_documents(documents, s.chunk_size, s.chunk_overlap)
-            )
-        tables = _graphs(ctx, s, documents, chunks, stage, notes)
-        with stage("communities"):
-            communities = build_communities(
-                tables["entities"], tables["relations"], max_cluster_size=s.max_cluster_size, seed=s.seed
-            )
-        index = GraphIndex(documents=documents, chunks=chunks, communities=communities, **tables)
-        if s.reports == "llm":
-            with stage("community_reports"):
-                result = generate_reports(
-                    ctx.llm, index.entities, index.relations, index.claims, communities, s
-                )
-            index = dataclasses.replace(index, community_reports=result.reports)
-            notes["community_reports"] = result.stats
-    with stage("embeddings"):
-        index = embed_index(index, lambda texts: ctx.embedder.embed(texts, stage="index_embeddings"))
+    build = _Build(ctx, s, dataset)
+    for name, applies, step in STAGES:
+        if applies(s):
+            with stage(name):
+                step(build)
     manifest = {
         "settings": identity,
         "data_settings": ctx.settings.data.model_dump(mode="json"),
@@ -229,9 +271,11 @@ def build_index(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | N
         "build_wall_s": round(time.perf_counter() - started, 3),
         "stages": stage.times,
         "ledger": stage.cost_by_stage(),
-        **notes,
+        **build.notes,
     }
-    saved = dataclasses.replace(index, manifest=manifest).save(Path(s.store_path) / config_hash(identity))
+    saved = dataclasses.replace(build.index, manifest=manifest).save(
+        Path(s.store_path) / config_hash(identity)
+    )
     return GraphIndex.load(saved)  # exactly what a later load_or_build_index returns, full manifest included
 
 

@@ -15,7 +15,7 @@ from ragtrial.records import ordered_union
 # ---------------------------------------------------------------- hierarchical Leiden
 
 
-def build_communities(
+def create_communities(
     entities_df: pd.DataFrame,
     relations_df: pd.DataFrame,
     max_cluster_size: int = 10,

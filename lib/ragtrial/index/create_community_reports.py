@@ -258,7 +258,7 @@ def full_text(reply: BaseModel) -> str:
     )
 
 
-def generate_reports(
+def create_community_reports(
     llm: LLM,
     entities: pd.DataFrame,
     relations: pd.DataFrame,
