@@ -34,17 +34,8 @@ from ragtrial.records import Dataset
 from ragtrial.retrieval.base import RetrieverParts
 from ragtrial.retrieval.registry import RETRIEVERS, make_retriever
 
-LLM_FREE = [
-    "vector",
-    "bm25",
-    "hybrid",
-    "graph_walk",
-    "graph_hybrid",
-    "fastgraphrag",
-    "local_search",
-    "lightrag",
-    "kg_triplets",
-]
+# With the default retrieval settings (string/embedding linking) no retriever calls a model.
+LLM_FREE = [name for name in RETRIEVERS if name != "vector_llamaindex"]
 
 
 def build_index(

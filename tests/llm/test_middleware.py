@@ -11,21 +11,11 @@ import pytest
 from pydantic import BaseModel
 
 from ragtrial.config.llm import LLMSettings
+from ragtrial.llm import middleware as mw
 from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.errors import LLMError, StructuredOutputError
 from ragtrial.llm.ledger import Ledger
-from ragtrial.llm.middleware import (
-    Call,
-    Reply,
-    pipeline,
-    with_cache,
-    with_endpoint,
-    with_latency,
-    with_limit,
-    with_metrics,
-    with_repair,
-    with_retries,
-)
+from ragtrial.llm.middleware import Call, Reply
 
 
 class City(BaseModel):
@@ -74,14 +64,14 @@ def test_pipeline_wraps_the_first_layer_outermost():
 
         return wrap
 
-    handler = pipeline(lambda c: Reply("x", 1, 1), [("a", layer("a")), ("b", layer("b"))])
+    handler = mw.pipeline(lambda c: Reply("x", 1, 1), [("a", layer("a")), ("b", layer("b"))])
     assert handler(call()).text == "x" and order == ["a", "b"]
 
 
 def test_cache_replays_a_hit_without_the_inner_handler_and_stores_a_live_success(tmp_path):
     cache = ResponseCache(tmp_path / "c.sqlite")
     inner, seen = scripted(Reply("Paris", 7, 2, attempts=1))
-    handler = with_cache(cache, "m")(inner)
+    handler = mw.with_cache(cache, "m")(inner)
     live = handler(call())
     hit = handler(call())
     assert (live.text, live.cached, hit.text, hit.cached) == ("Paris", False, "Paris", True)
@@ -92,7 +82,7 @@ def test_cache_stores_no_failure(tmp_path):
     cache = ResponseCache(tmp_path / "c.sqlite")
     inner, _ = scripted(LLMError("server_error", "boom"))
     with pytest.raises(LLMError):
-        with_cache(cache, "m")(inner)(call())
+        mw.with_cache(cache, "m")(inner)(call())
     assert cache.counts()["completions"] == 0
 
 
@@ -101,9 +91,12 @@ def test_endpoint_is_resolved_only_when_a_call_goes_live(tmp_path):
     cache = ResponseCache(tmp_path / "c.sqlite")
     cache.put_completion("key-1", "m", "cached", 1, 1)
     inner, seen = scripted(Reply("live", 1, 1))
-    handler = pipeline(
+    handler = mw.pipeline(
         inner,
-        [("cache", with_cache(cache, "m")), ("endpoint", with_endpoint(lambda: resolved.append(1) or "u"))],
+        [
+            ("cache", mw.with_cache(cache, "m")),
+            ("endpoint", mw.with_endpoint(lambda: resolved.append(1) or "u")),
+        ],
     )
     assert handler(call()).text == "cached" and resolved == []
     assert handler(Call("completion", {"model": "m"}, "key-2", None, "s", "", "", 0)).text == "live"
@@ -115,10 +108,10 @@ def test_latency_covers_the_inner_call_and_is_set_on_failures_too():
         time.sleep(0.05)
         return Reply("x", 1, 1)
 
-    assert with_latency()(slow)(call()).latency_s >= 0.05
+    assert mw.with_latency()(slow)(call()).latency_s >= 0.05
     inner, _ = scripted(LLMError("timeout", "slow"))
     with pytest.raises(LLMError) as failed:
-        with_latency()(inner)(call())
+        mw.with_latency()(inner)(call())
     assert failed.value.latency_s >= 0
 
 
@@ -126,7 +119,7 @@ def test_repair_asks_once_with_the_validation_error_and_adds_the_tokens():
     inner, seen = scripted(
         Reply("not json", 10, 3, attempts=1), Reply('{"city": "Paris"}', 20, 4, attempts=2)
     )
-    reply = with_repair()(inner)(call(City))
+    reply = mw.with_repair()(inner)(call(City))
     assert reply.text == '{"city": "Paris"}' and (reply.prompt_tokens, reply.completion_tokens) == (30, 7)
     assert reply.attempts == 3
     repair_turns = seen[1].request["messages"]
@@ -137,14 +130,14 @@ def test_repair_asks_once_with_the_validation_error_and_adds_the_tokens():
 def test_repair_gives_up_after_one_round_and_reports_what_the_first_request_consumed():
     inner, _ = scripted(Reply("bad", 10, 3, attempts=1), Reply("still bad", 20, 4, attempts=1))
     with pytest.raises(StructuredOutputError) as failed:
-        with_repair()(inner)(call(City))
+        mw.with_repair()(inner)(call(City))
     assert failed.value.kind == "parse" and failed.value.raw_text == "still bad"
     assert (failed.value.prompt_tokens, failed.value.completion_tokens, failed.value.attempts) == (10, 3, 1)
 
 
 def test_repair_leaves_free_text_alone():
     inner, seen = scripted(Reply("not json at all", 1, 1))
-    assert with_repair()(inner)(call()).text == "not json at all" and len(seen) == 1
+    assert mw.with_repair()(inner)(call()).text == "not json at all" and len(seen) == 1
 
 
 def test_limit_holds_at_most_concurrency_calls_in_flight():
@@ -161,7 +154,7 @@ def test_limit_holds_at_most_concurrency_calls_in_flight():
             in_flight -= 1
         return Reply("x", 1, 1)
 
-    handler = with_limit(2)(inner)
+    handler = mw.with_limit(2)(inner)
     threads = [threading.Thread(target=handler, args=(call(),)) for _ in range(6)]
     for t in threads:
         t.start()
@@ -175,7 +168,7 @@ def test_retries_back_off_on_a_dropped_connection_and_count_the_attempts():
     dropped = openai.APIConnectionError(request=request)
     inner, seen = scripted(dropped, dropped, Reply("x", 1, 1))
     settings = LLMSettings(max_retries=3, backoff_initial_s=0.001, backoff_max_s=0.002)
-    reply = with_retries(settings)(inner)(call())
+    reply = mw.with_retries(settings)(inner)(call())
     assert reply.attempts == 3 and len(seen) == 3
 
 
@@ -184,7 +177,7 @@ def test_retries_give_up_with_an_error_naming_the_endpoint():
     inner, seen = scripted(*[openai.APIConnectionError(request=request)] * 3)
     settings = LLMSettings(max_retries=2, backoff_initial_s=0.001, backoff_max_s=0.002)
     with pytest.raises(LLMError) as failed:
-        with_retries(settings)(inner)(
+        mw.with_retries(settings)(inner)(
             Call("completion", {"model": "m"}, "k", None, "s", "", "", 0, "http://e/v1")
         )
     assert failed.value.kind == "connection" and "http://e/v1 model m" in str(failed.value) and len(seen) == 3
@@ -193,12 +186,12 @@ def test_retries_give_up_with_an_error_naming_the_endpoint():
 def test_metrics_records_one_row_per_call_success_or_failure():
     ledger = Ledger("run")
     ok, _ = scripted(Reply("x", 5, 2, attempts=1, latency_s=0.5))
-    with_metrics(ledger, "m")(ok)(call())
+    mw.with_metrics(ledger, "m")(ok)(call())
     failing = LLMError("timeout", "slow")
     failing.attempts, failing.latency_s = 2, 1.5
     bad, _ = scripted(failing)
     with pytest.raises(LLMError):
-        with_metrics(ledger, "m")(bad)(call())
+        mw.with_metrics(ledger, "m")(bad)(call())
     rows = ledger.frame()
     assert list(rows["failure"]) == ["", "timeout"] and list(rows["attempts"]) == [1, 2]
     assert list(rows["prompt"]) == ["p@v1", "p@v1"] and list(rows["latency_s"]) == [0.5, 1.5]

@@ -13,64 +13,77 @@ from ragtrial.retrieval.base import Retriever, RetrieverParts
 
 # Classes are named by dotted path and imported on use, so building a vector retriever never imports
 # llama-index. `llm_setting`: the retrieval setting under which the retriever itself calls the model
-# (set to "llm"); None: it never does.
+# (set to "llm"); None: it never does. `library`: whose code retrieves ("kit", or "llama-index").
 RETRIEVERS: Registry[type] = Registry("retriever")
 RETRIEVERS.add(
     "vector",
     "ragtrial.retrieval.passages:VectorRetriever",
     "NaiveRAG: cosine between question and chunk embeddings",
     llm_setting=None,
+    library="kit",
 )
 RETRIEVERS.add(
-    "bm25", "ragtrial.retrieval.passages:BM25Retriever", "BM25 Okapi over chunk tokens", llm_setting=None
+    "bm25",
+    "ragtrial.retrieval.passages:BM25Retriever",
+    "BM25 Okapi over chunk tokens",
+    llm_setting=None,
+    library="kit",
 )
 RETRIEVERS.add(
     "hybrid",
     "ragtrial.retrieval.passages:HybridRetriever",
     "vector + BM25 by reciprocal rank fusion",
     llm_setting=None,
+    library="kit",
 )
 RETRIEVERS.add(
     "graph_walk",
     "ragtrial.retrieval.graph_walk:GraphWalkRetriever",
     "question entities, then a breadth-first walk",
     llm_setting="entity_source",
+    library="kit",
 )
 RETRIEVERS.add(
     "graph_hybrid",
     "ragtrial.retrieval.graph_walk:GraphHybridRetriever",
     "graph walk + vector by reciprocal rank fusion",
     llm_setting="entity_source",
+    library="kit",
 )
 RETRIEVERS.add(
     "local_search",
     "ragtrial.retrieval.local_search:LocalSearchRetriever",
     "GraphRAG local search (mixed context)",
     llm_setting=None,
+    library="kit",
 )
 RETRIEVERS.add(
     "lightrag",
     "ragtrial.retrieval.lightrag:LightRAGRetriever",
     "LightRAG: low- and high-level keyword retrieval",
     llm_setting="lightrag_keywords",
+    library="kit",
 )
 RETRIEVERS.add(
     "fastgraphrag",
     "ragtrial.retrieval.ppr:FastGraphRAGRetriever",
     "fast-graphrag: personalized PageRank from question entities",
     llm_setting="entity_source",
+    library="kit",
 )
 RETRIEVERS.add(
     "kg_triplets",
     "ragtrial.retrieval.llamaindex_bridge:KGTripletRetriever",
     "KG-GraphRAG triplets through llama-index",
     llm_setting="entity_source",
+    library="llama-index",
 )
 RETRIEVERS.add(
     "vector_llamaindex",
     "ragtrial.retrieval.llamaindex_bridge:LlamaIndexVectorRetriever",
     "NaiveRAG through llama-index",
     llm_setting=None,
+    library="llama-index",
 )
 
 
