@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 class Section(BaseModel):
+    """A settings section: an unknown key or a value of the wrong type is an error, also on assignment."""
+
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
