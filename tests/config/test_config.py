@@ -1,9 +1,13 @@
+import functools
+import re
+
 import pytest
 import yaml
 
 from ragtrial.config.base import ParamsError
-from ragtrial.config.batch import load_batch, parse_set_overrides, settings_hash
-from ragtrial.config.settings import validate_settings
+from ragtrial.config.batch import dotted_to_nested, load_batch, parse_set_overrides, settings_hash
+from ragtrial.config.moved_keys import MOVED_KEYS, REMOVED_KEYS
+from ragtrial.config.settings import Settings, validate_settings
 
 
 def write(tmp_path, data, name="batch.yaml"):
@@ -74,3 +78,51 @@ def test_settings_hash_tracks_every_change():
     base = validate_settings({}, "x")
     assert settings_hash(base) == settings_hash(validate_settings({}, "y"))
     assert settings_hash(base) != settings_hash(validate_settings({"llm": {"top_p": 0.5}}, "x"))
+
+
+# ---------------------------------------------------------------- moved keys
+
+
+def test_a_moved_key_names_the_file_and_its_new_place(tmp_path):
+    path = write(tmp_path, {"runs": [{"notebook": "nb", "settings": {"qa": {"map_budget": 3000}}}]})
+    with pytest.raises(
+        ParamsError, match=r"batch\.yaml.*key 'qa\.map_budget' moved to 'methods\.map_budget'"
+    ):
+        load_batch(path)
+    path = write(tmp_path, {"settings": {"questions": {"link_threshold": 0.9}}, "runs": [{"notebook": "nb"}]})
+    with pytest.raises(
+        ParamsError, match=r"key 'questions\.link_threshold' moved to 'retrieval\.link_threshold'"
+    ):
+        load_batch(path)
+    with pytest.raises(
+        ParamsError, match=r"batch\.yaml.*key 'judge\.map_budget' moved to 'methods\.map_budget'"
+    ):
+        load_batch(path, parse_set_overrides(["judge.map_budget=8000"]))
+    with pytest.raises(ParamsError, match=r"key 'claims\.baseline' was removed: .*not a baseline"):
+        validate_settings({"claims": {"baseline": "naive_rag"}}, "x")
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(MOVED_KEYS.items()))
+def test_every_moved_key_fails_and_its_new_place_takes_the_value(old, new):
+    value = functools.reduce(getattr, new.split("."), Settings())
+    with pytest.raises(ParamsError, match=rf"key '{re.escape(old)}' moved to '{re.escape(new)}'"):
+        validate_settings(dotted_to_nested(old, value), "x")
+    assert validate_settings(dotted_to_nested(new, value), "x") == Settings()
+
+
+def test_removed_keys_are_unknown_now():
+    for old in REMOVED_KEYS:
+        with pytest.raises(ParamsError, match=rf"key '{re.escape(old)}' was removed"):
+            validate_settings(dotted_to_nested(old, "naive_rag"), "x")
+
+
+def test_moved_keys_kept_their_defaults():
+    assert Settings().methods.model_dump() == {
+        "graph_method": "local_search",
+        "global_level": 0,
+        "map_budget": 1500,
+        "map_max_tokens": 128,
+        "map_max_points": 2,
+    }
+    retrieval = Settings().retrieval
+    assert (retrieval.entity_max_tokens, retrieval.link_threshold, retrieval.ngram_max) == (48, 0.85, 4)
