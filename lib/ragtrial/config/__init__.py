@@ -22,7 +22,7 @@ from ragtrial.config.methods import (
 )
 from ragtrial.config.questions import QuestionsSettings, RelevanceSettings
 from ragtrial.config.retrieval import RetrievalSettings
-from ragtrial.config.settings import Settings, validate_settings
+from ragtrial.config.settings import SettingRow, Settings, describe_settings, validate_settings
 
 __all__ = [
     "AnswerSettings",
@@ -43,8 +43,10 @@ __all__ = [
     "RetrievalSettings",
     "RunSpec",
     "Section",
+    "SettingRow",
     "Settings",
     "SummarizationSettings",
+    "describe_settings",
     "load_batch",
     "parse_set_overrides",
     "settings_hash",
