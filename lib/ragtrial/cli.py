@@ -1,4 +1,6 @@
-"""`ragtrial run params/<batch>.yaml [--set key.sub=value ...]` (also `python -m ragtrial`)."""
+"""`ragtrial run params/<batch>.yaml [--set key.sub=value ...]` and `ragtrial settings [SECTION]`
+(also `python -m ragtrial`).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +8,23 @@ import argparse
 import os
 import signal
 import sys
+import textwrap
 from pathlib import Path
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import parse_set_overrides
+from ragtrial.config.settings import describe_settings
 
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def print_settings(section: str | None) -> None:
+    """Every dotted key (of `section`) with its type, default and description."""
+    for row in describe_settings(section):
+        print(row.key, row.type if row.default is None else f"{row.type} = {row.default}", sep="  ")
+        print(textwrap.fill(row.description, width=100, initial_indent="    ", subsequent_indent="    "))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +45,20 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--workers", type=int, help="parallel notebook executions (default: the batch's)")
     run.add_argument("--outputs", help="outputs folder (default: ./outputs)")
     run.add_argument("--show-code", action="store_true", help="keep code cells in report.html")
+    listing = sub.add_parser(
+        "settings", help="list every settings key with its type, default and description"
+    )
+    listing.add_argument(
+        "section", nargs="?", help="only this section or key, e.g. retrieval or llm.embedded"
+    )
     args = parser.parse_args(argv)
+    if args.command == "settings":
+        try:
+            print_settings(args.section)
+        except ParamsError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        return 0
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from ragtrial.runner.batch import run_batch

@@ -1,9 +1,14 @@
+import functools
+import re
+
 import pytest
 import yaml
 
-from ragtrial.config.base import ParamsError
-from ragtrial.config.batch import load_batch, parse_set_overrides, settings_hash
-from ragtrial.config.settings import validate_settings
+from ragtrial.cli import main
+from ragtrial.config.base import ParamsError, Section
+from ragtrial.config.batch import dotted_to_nested, load_batch, parse_set_overrides, settings_hash
+from ragtrial.config.moved_keys import MOVED_KEYS, REMOVED_KEYS
+from ragtrial.config.settings import Settings, describe_settings, validate_settings
 
 
 def write(tmp_path, data, name="batch.yaml"):
@@ -74,3 +79,122 @@ def test_settings_hash_tracks_every_change():
     base = validate_settings({}, "x")
     assert settings_hash(base) == settings_hash(validate_settings({}, "y"))
     assert settings_hash(base) != settings_hash(validate_settings({"llm": {"top_p": 0.5}}, "x"))
+
+
+# ---------------------------------------------------------------- moved keys
+
+
+def test_a_moved_key_names_the_file_and_its_new_place(tmp_path):
+    path = write(tmp_path, {"runs": [{"notebook": "nb", "settings": {"qa": {"map_budget": 3000}}}]})
+    with pytest.raises(
+        ParamsError, match=r"batch\.yaml.*key 'qa\.map_budget' moved to 'methods\.map_budget'"
+    ):
+        load_batch(path)
+    path = write(tmp_path, {"settings": {"questions": {"link_threshold": 0.9}}, "runs": [{"notebook": "nb"}]})
+    with pytest.raises(
+        ParamsError, match=r"key 'questions\.link_threshold' moved to 'retrieval\.link_threshold'"
+    ):
+        load_batch(path)
+    with pytest.raises(
+        ParamsError, match=r"batch\.yaml.*key 'judge\.map_budget' moved to 'methods\.map_budget'"
+    ):
+        load_batch(path, parse_set_overrides(["judge.map_budget=8000"]))
+    with pytest.raises(ParamsError, match=r"key 'claims\.baseline' was removed: .*not a baseline"):
+        validate_settings({"claims": {"baseline": "naive_rag"}}, "x")
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(MOVED_KEYS.items()))
+def test_every_moved_key_fails_and_its_new_place_takes_the_value(old, new):
+    value = functools.reduce(getattr, new.split("."), Settings())
+    with pytest.raises(ParamsError, match=rf"key '{re.escape(old)}' moved to '{re.escape(new)}'"):
+        validate_settings(dotted_to_nested(old, value), "x")
+    assert validate_settings(dotted_to_nested(new, value), "x") == Settings()
+
+
+def test_removed_keys_are_unknown_now():
+    for old in REMOVED_KEYS:
+        with pytest.raises(ParamsError, match=rf"key '{re.escape(old)}' was removed"):
+            validate_settings(dotted_to_nested(old, "naive_rag"), "x")
+
+
+def test_moved_keys_kept_their_defaults():
+    assert Settings().methods.model_dump() == {
+        "graph_method": "local_search",
+        "global_level": 0,
+        "map_budget": 1500,
+        "map_max_tokens": 128,
+        "map_max_points": 2,
+    }
+    retrieval = Settings().retrieval
+    assert (retrieval.entity_max_tokens, retrieval.link_threshold, retrieval.ngram_max) == (48, 0.85, 4)
+
+
+# ---------------------------------------------------------------- one definition per key, each described
+
+
+def section_classes(section: type[Section] = Settings) -> list[type[Section]]:
+    nested = [f.annotation for f in section.model_fields.values() if isinstance(f.annotation, type)]
+    return [section] + [c for n in nested if issubclass(n, Section) for c in section_classes(n)]
+
+
+def test_every_key_and_section_is_described():
+    rows = describe_settings()
+    assert [r.key for r in rows if not r.description.strip()] == []
+    assert [c.__name__ for c in section_classes() if not (vars(c).get("__doc__") or "").strip()] == []
+
+
+def test_linking_and_method_building_keys_live_in_one_section():
+    rows = [r.key for r in describe_settings() if r.default is not None]
+    linking = [
+        k for k in rows if k.rpartition(".")[2] in ("entity_max_tokens", "link_threshold", "ngram_max")
+    ]
+    assert linking == ["retrieval.entity_max_tokens", "retrieval.link_threshold", "retrieval.ngram_max"]
+    building = ("graph_method", "global_level", "map_budget", "map_max_tokens", "map_max_points")
+    assert [k for k in rows if k.rpartition(".")[2] in building] == [f"methods.{k}" for k in building]
+    assert [k for k in rows if k.endswith(".baseline")] == ["qa.baseline", "summarization.baseline"]
+
+
+# Names that mean another thing in each section they appear in: another endpoint, another model
+# call, another sample, or a caller's count beside retrieval's default.
+PER_SECTION_NAMES = {
+    "api_key_env",
+    "backend",
+    "base_url",
+    "extraction_max_tokens",
+    "k",
+    "max_tokens",
+    "model",
+    "question_source",
+    "seed",
+    "summary_max_tokens",
+    "temperature",
+}
+
+
+def test_a_key_in_several_sections_is_one_definition_of_a_shared_base():
+    holders: dict[str, list[type[Section]]] = {}
+    for section in section_classes():
+        for name, field in section.model_fields.items():
+            if not (isinstance(field.annotation, type) and issubclass(field.annotation, Section)):
+                holders.setdefault(name, []).append(section)
+    for name, sections in holders.items():
+        if len(sections) == 1 or name in PER_SECTION_NAMES:
+            continue
+        shared = [
+            base
+            for base in sections[0].__mro__
+            if isinstance(base, type) and issubclass(base, Section) and name in base.model_fields
+        ]
+        assert any(all(issubclass(s, base) for s in sections) for base in shared), name
+
+
+def test_settings_command_prints_every_key(capsys):
+    assert main(["settings", "retrieval"]) == 0
+    out = capsys.readouterr().out
+    assert "retrieval.link_threshold  float (> 0, <= 1) = 0.85\n    name-embedding cosine" in out
+    assert "qa." not in out
+    assert main(["settings"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"\n{r.key}  " in f"\n{out}" for r in describe_settings())
+    assert main(["settings", "nope"]) == 2
+    assert "no settings key or section 'nope'" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from conftest import SHARED_DATASETS, make_llm
 
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.questions import QuestionsSettings
+from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.data.synthetic import generate_corpus
 from ragtrial.index.chunk_documents import chunk_documents
 from ragtrial.index.create_communities import create_communities
@@ -302,8 +303,10 @@ QUESTIONS = pd.DataFrame(
 
 
 def test_ngram_linker_takes_the_longest_exact_match_and_embedding_matches():
-    cfg = QuestionsSettings(link_threshold=0.7, ngram_max=3)
-    linker = make_entity_linker(entity_index(), RetrieverParts(HashingEmbedder()), cfg, "ngram")
+    retrieval = RetrievalSettings(
+        entity_source="llm", link_threshold=0.7, ngram_max=3
+    )  # the linker picks the source
+    linker = make_entity_linker(entity_index(), RetrieverParts(HashingEmbedder()), retrieval, "ngram")
     mentions, failures = entity_mentions(QUESTIONS, linker, "ngram")
     assert failures.empty
     assert mentions[["question_id", "entity_id", "how"]].values.tolist() == [
@@ -318,7 +321,7 @@ def test_llm_linker_failures_are_recorded_and_the_question_has_no_mentions(scrip
         '{"entities": ["Girmain"]}' if "Girmain" in first_user_turn(body) else "no JSON here"
     )
     parts = RetrieverParts(HashingEmbedder(), make_llm(scripted.base_url, tmp_path))
-    linker = make_entity_linker(entity_index(), parts, QuestionsSettings(), "llm")
+    linker = make_entity_linker(entity_index(), parts, RetrievalSettings(), "llm")
     mentions, failures = entity_mentions(QUESTIONS, linker, "llm")
     assert mentions[["question_id", "entity_id", "linker"]].values.tolist() == [["q1", "e3", "llm"]]
     assert failures[["item_id", "stage", "kind"]].values.tolist() == [["q2", "question_entities", "parse"]]

@@ -13,13 +13,21 @@ from ragtrial.config.data import DataSettings
 from ragtrial.config.index import IndexSettings
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.config.llm import BackendCheckSettings, EmbeddedServerSettings, EmbeddingSettings, LLMSettings
-from ragtrial.config.methods import MethodSettings, QASettings, SummarizationSettings
+from ragtrial.config.methods import (
+    AnswerSettings,
+    BaselineAnswerSettings,
+    MethodSettings,
+    QASettings,
+    SummarizationSettings,
+)
 from ragtrial.config.questions import QuestionsSettings, RelevanceSettings
 from ragtrial.config.retrieval import RetrievalSettings
-from ragtrial.config.settings import Settings, validate_settings
+from ragtrial.config.settings import SettingRow, Settings, describe_settings, validate_settings
 
 __all__ = [
+    "AnswerSettings",
     "BackendCheckSettings",
+    "BaselineAnswerSettings",
     "ClaimsSettings",
     "DataSettings",
     "EmbeddedServerSettings",
@@ -35,8 +43,10 @@ __all__ = [
     "RetrievalSettings",
     "RunSpec",
     "Section",
+    "SettingRow",
     "Settings",
     "SummarizationSettings",
+    "describe_settings",
     "load_batch",
     "parse_set_overrides",
     "settings_hash",

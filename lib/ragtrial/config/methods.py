@@ -1,8 +1,11 @@
-"""Settings the retrieval-and-answer methods share, and those of notebooks 04 (QA) and 05
-(query-focused summarization).
+"""Settings of the retrieval-and-answer methods: how they are built (`methods`, shared by every
+experiment), what each experiment answers with (`AnswerSettings`, the base of the experiment
+sections), and the sections of notebooks 04 (QA) and 05 (query-focused summarization).
 """
 
 from __future__ import annotations
+
+from typing import Annotated
 
 from pydantic import Field
 
@@ -10,12 +13,87 @@ from ragtrial.config.base import Section
 
 
 class MethodSettings(Section):
-    """What the retrieval-and-answer methods share (ragtrial.methods): one generator, one answer
-    prompt and one context budget for every method; only the context differs. Retriever knobs (k,
-    hops, hub cap, keyword search) are in `retrieval`.
+    """How the methods are built (ragtrial.methods.registry), the same in every experiment: the
+    GraphRAG side of selection and integration, and the map step of the map-reduce methods
+    (global_search, global_search_c<n>, ts). Retriever knobs (k, hops, hub cap, keyword search) are
+    in `retrieval`; what an experiment answers with is in its own section.
     """
 
-    methods: list[str] = [
+    graph_method: str = Field(
+        "local_search",
+        description="the GraphRAG side of selection and integration: the graph retriever whose context "
+        "they use beside naive_rag's",
+    )
+    global_level: int = Field(
+        0, ge=0, description="community level C<n> of global_search (the index reports C0 by default)"
+    )
+    map_budget: int = Field(1500, gt=0, description="report / chunk tokens per map call")
+    map_max_tokens: int = Field(128, gt=0, description="reply token cap of each map call")
+    map_max_points: int = Field(2, ge=1, description="scored points each map call returns at most")
+
+
+# Keys whose default differs per experiment: each section states its default, the type and the
+# description are written once.
+MethodNames = Annotated[
+    list[str], Field(description="the methods run, by name (ragtrial.methods.registry.METHODS)")
+]
+QuestionsPerType = Annotated[
+    int | None, Field(ge=1, description="a seeded sample of this many questions per question type; None: all")
+]
+AnswerPrompt = Annotated[
+    str, Field(description="the prompt every method answers with (a file in ragtrial/prompts/query)")
+]
+AnswerMaxTokens = Annotated[int, Field(gt=0, description="reply token cap of an answer")]
+FirstLineOnly = Annotated[
+    bool, Field(description="keep the first line of an answer (a base model runs on after a short answer)")
+]
+ReducePrompt = Annotated[
+    str,
+    Field(
+        description="the prompt the map-reduce methods (global_search, ts) answer with after the map "
+        'step: the answer prompt by default, "global_reduce" for GraphRAG\'s own reduce step'
+    ),
+]
+
+
+class AnswerSettings(Section):
+    """What an experiment's methods answer with (ragtrial.methods): one generator, one answer prompt
+    and one context budget for every method; only the context differs. The base of the sections
+    of the experiments that run methods. Defaults are for long-form answers; QA overrides them.
+    """
+
+    methods: MethodNames
+    questions_per_type: QuestionsPerType
+    context_budget: int = Field(
+        1000,
+        gt=0,
+        description="cl100k tokens of context shown, the same for every method (per part for "
+        "integration; the reduce step's budget for map-reduce)",
+    )
+    answer_prompt: AnswerPrompt = "summarize_query"
+    answer_max_tokens: AnswerMaxTokens = 96
+    first_line_only: FirstLineOnly = False
+    reduce_prompt: ReducePrompt = "summarize_query"
+    seed: int = Field(0, description="seed of the question sample and of the map units' shuffle")
+    bootstrap_resamples: int = Field(
+        2000, ge=100, description="bootstrap resamples of every interval and paired test"
+    )
+
+
+class BaselineAnswerSettings(AnswerSettings):
+    """Answer settings of an experiment that compares every method with one baseline method."""
+
+    baseline: str = Field(
+        "naive_rag", description="the method the paired comparisons and complementarity are against"
+    )
+
+
+class QASettings(BaselineAnswerSettings):
+    """Notebook 04 (RAG vs GraphRAG on QA): short answers. Defaults fit the embedded model's 6-minute
+    budget; paper settings are in params/paper_rag_vs_graphrag.yaml.
+    """
+
+    methods: MethodNames = [
         "closed_book",
         "naive_rag",
         "hybrid",
@@ -24,40 +102,19 @@ class MethodSettings(Section):
         "local_search",
         "global_search",
     ]
-    baseline: str = "naive_rag"  # paired comparisons and complementarity are against this method
-    questions_per_type: int | None = Field(None, ge=1)  # seeded sample per question type; None: all
-    context_budget: int = Field(1000, gt=0)  # cl100k tokens of context shown (per part for integration)
-    answer_prompt: str = "answer"
-    answer_max_tokens: int = Field(48, gt=0)
-    first_line_only: bool = True  # keep the first line of a short answer (base models run on)
-    graph_method: str = "local_search"  # the GraphRAG side of selection and integration
-    global_level: int = Field(
-        0, ge=0
-    )  # community level C<n> of global_search (the index reports C0 by default)
-    map_budget: int = Field(1500, gt=0)  # report / chunk tokens per map call
-    map_max_tokens: int = Field(128, gt=0)
-    map_max_points: int = Field(2, ge=1)
-    reduce_prompt: str = "answer"  # the shared answer prompt; "global_reduce" = GraphRAG's own reduce step
-    seed: int = 0  # question sample and map-unit shuffle
-    bootstrap_resamples: int = Field(2000, ge=100)
+    questions_per_type: QuestionsPerType = 2
+    answer_prompt: AnswerPrompt = "answer"
+    answer_max_tokens: AnswerMaxTokens = 48
+    first_line_only: FirstLineOnly = True
+    reduce_prompt: ReducePrompt = "answer"
 
 
-class QASettings(MethodSettings):
-    """Notebook 04 (RAG vs GraphRAG on QA). Defaults fit the embedded model's 6-minute budget;
-    paper settings are in params/paper_rag_vs_graphrag.yaml.
-    """
-
-    questions_per_type: int | None = Field(2, ge=1)
-
-
-class SummarizationSettings(MethodSettings):
+class SummarizationSettings(BaselineAnswerSettings):
     """Notebook 05 (query-focused summarization, ROUGE-2 / BERTScore). Defaults fit a 3-minute budget."""
 
-    methods: list[str] = ["naive_rag", "hybrid", "local_search", "global_search"]
-    questions_per_type: int | None = Field(3, ge=1)
-    answer_prompt: str = "summarize_query"
-    answer_max_tokens: int = Field(96, gt=0)
-    first_line_only: bool = False
-    reduce_prompt: str = "summarize_query"
-    bertscore_model: str | None = None  # a local model folder; None: the bundled all-MiniLM-L6-v2
-    bertscore_layers: int | None = None  # None: the model's last layer
+    methods: MethodNames = ["naive_rag", "hybrid", "local_search", "global_search"]
+    questions_per_type: QuestionsPerType = 3
+    bertscore_model: str | None = Field(
+        None, description="BERTScore's model: a local model folder; None: the bundled all-MiniLM-L6-v2"
+    )
+    bertscore_layers: int | None = Field(None, description="BERTScore's layer; None: the model's last layer")

@@ -10,39 +10,78 @@ from ragtrial.config.base import Section
 
 
 class RetrievalSettings(Section):
-    """The retrievers (ragtrial.retrieval, ragtrial.graph_retrieval). Defaults are LLM-free and sized
-    for the embedded model's context; the papers' values are noted per key.
+    """The retrievers (ragtrial.retrieval) and their question -> entity linker, which the
+    question-quality experiment (notebook 02) uses too. Defaults are LLM-free and sized for the
+    embedded model's context; the papers' values are noted per key.
     """
 
-    k: int = Field(5, ge=1)  # items asked of a retriever when the caller does not say
-    rrf_k: int = Field(60, ge=1)  # reciprocal rank fusion constant (Cormack et al. 2009)
-    rrf_depth: int = Field(20, ge=1)  # ranked candidates each fused list contributes
-    keyword: Literal["bm25"] = "bm25"  # the keyword half of hybrid
-    bm25_k1: float = Field(1.5, ge=0)
-    bm25_b: float = Field(0.75, ge=0, le=1)
-    # Question entities: "string_embedding" links question n-grams to entity names (no model call);
-    # "llm" asks the model to list them (prompt question_entities), then links each name.
-    entity_source: Literal["string_embedding", "llm"] = "string_embedding"
-    entity_max_tokens: int = Field(48, gt=0)
-    link_threshold: float = Field(0.85, gt=0, le=1)  # name-embedding cosine needed to link a mention
-    ngram_max: int = Field(4, ge=1)
-    hops: int = Field(2, ge=0)  # graph_walk / kg_triplets expansion
-    hub_degree_cap: int | None = Field(None, ge=1)  # never walk onward from an entity with more neighbours
-    kg_with_source_text: bool = False  # kg_triplets: add the chunks the triplets came from
-    ppr_damping: float = Field(0.85, gt=0, lt=1)  # fastgraphrag: probability of following an edge
-    ppr_max_iter: int = Field(100, ge=1)
-    ppr_tol: float = Field(1e-6, gt=0)
-    # local_search (GraphRAG LocalSearchMixedContext); GraphRAG's defaults: 12,000 tokens, 0.1 / 0.5,
-    # 10 relationships per entity, community level 2.
-    local_max_tokens: int = Field(1000, gt=0)
-    local_community_prop: float = Field(0.1, ge=0, le=1)
-    local_text_unit_prop: float = Field(0.5, ge=0, le=1)
-    local_top_k_relations: int = Field(10, ge=0)
-    local_community_level: int = Field(2, ge=0)
-    # lightrag: tokens per context kind (entities, relations, chunks); LightRAG's default is 4,000 each
-    lightrag_keywords: Literal["string_embedding", "llm"] = "string_embedding"
-    lightrag_tokens_per_kind: int = Field(400, gt=0)
-    keywords_max_tokens: int = Field(64, gt=0)
+    k: int = Field(5, ge=1, description="items asked of a retriever when the caller does not say")
+    rrf_k: int = Field(60, ge=1, description="reciprocal rank fusion constant (Cormack et al. 2009)")
+    rrf_depth: int = Field(20, ge=1, description="ranked candidates each fused list contributes")
+    keyword: Literal["bm25"] = Field(
+        "bm25", description="the keyword half of hybrid (BM25 Okapi, the only scorer today)"
+    )
+    bm25_k1: float = Field(1.5, ge=0, description="BM25 term-frequency saturation")
+    bm25_b: float = Field(0.75, ge=0, le=1, description="BM25 document-length normalization")
+    entity_source: Literal["string_embedding", "llm"] = Field(
+        "string_embedding",
+        description='how a question\'s entities are found: "string_embedding" links question n-grams to '
+        'entity names (no model call); "llm" asks the model to list them (prompt question_entities), then '
+        "links each name",
+    )
+    entity_max_tokens: int = Field(
+        48, gt=0, description="reply token cap of the model's list of a question's entities"
+    )
+    link_threshold: float = Field(
+        0.85, gt=0, le=1, description="name-embedding cosine needed to link a mention to an entity"
+    )
+    ngram_max: int = Field(4, ge=1, description="longest question n-gram, in words, linked to an entity name")
+    hops: int = Field(2, ge=0, description="graph_walk / kg_triplets expansion from the question's entities")
+    hub_degree_cap: int | None = Field(
+        None, ge=1, description="never walk onward from an entity with more neighbours; None: no cap"
+    )
+    kg_with_source_text: bool = Field(False, description="kg_triplets: add the chunks the triplets came from")
+    ppr_damping: float = Field(
+        0.85, gt=0, lt=1, description="fastgraphrag's personalized PageRank: probability of following an edge"
+    )
+    ppr_max_iter: int = Field(100, ge=1, description="personalized PageRank: iterations at most")
+    ppr_tol: float = Field(1e-6, gt=0, description="personalized PageRank: convergence tolerance")
+    local_max_tokens: int = Field(
+        1000,
+        gt=0,
+        description="local_search (GraphRAG's LocalSearchMixedContext): context tokens (GraphRAG: 12,000)",
+    )
+    local_community_prop: float = Field(
+        0.1, ge=0, le=1, description="local_search: share of the tokens for community reports (GraphRAG: 0.1)"
+    )
+    local_text_unit_prop: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="local_search: share of the tokens for source chunks (GraphRAG: 0.5); entities and "
+        "relations get the rest",
+    )
+    local_top_k_relations: int = Field(
+        10,
+        ge=0,
+        description="local_search: relations reaching beyond the selected entities, per selected entity "
+        "(GraphRAG: 10)",
+    )
+    local_community_level: int = Field(
+        2, ge=0, description="local_search: deepest community level whose reports are shown (GraphRAG: 2)"
+    )
+    lightrag_keywords: Literal["string_embedding", "llm"] = Field(
+        "string_embedding",
+        description='lightrag\'s low- and high-level keywords: "string_embedding" takes the linked entity '
+        'mentions and the other words (no model call); "llm" asks the model (prompt question_keywords)',
+    )
+    lightrag_tokens_per_kind: int = Field(
+        400,
+        gt=0,
+        description="lightrag: tokens per context kind (entities, relations, chunks); LightRAG's default is "
+        "4,000 each",
+    )
+    keywords_max_tokens: int = Field(64, gt=0, description="reply token cap of lightrag's keyword call")
 
     @model_validator(mode="after")
     def _proportions(self) -> RetrievalSettings:

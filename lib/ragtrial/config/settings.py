@@ -1,37 +1,58 @@
-"""The root `Settings` of a run: one section per concern, and its validation with errors that
-name the source and the dotted key.
+"""The root `Settings` of a run: one section per concern; its validation with errors that name the
+source and the dotted key; and the listing of every key (`ragtrial settings`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import types
+import typing
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
-from ragtrial.config.base import Section, params_error
+from ragtrial.config.base import ParamsError, Section, params_error
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.data import DataSettings
 from ragtrial.config.index import IndexSettings
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.config.llm import BackendCheckSettings, EmbeddingSettings, LLMSettings
-from ragtrial.config.methods import QASettings, SummarizationSettings
+from ragtrial.config.methods import MethodSettings, QASettings, SummarizationSettings
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.config.retrieval import RetrievalSettings
 
 
 class Settings(Section):
-    llm: LLMSettings = LLMSettings()
-    embeddings: EmbeddingSettings = EmbeddingSettings()
-    data: DataSettings = DataSettings()
-    backend_check: BackendCheckSettings = BackendCheckSettings()
-    index: IndexSettings = IndexSettings()
-    judge: JudgeSettings = JudgeSettings()
-    qa: QASettings = QASettings()
-    summarization: SummarizationSettings = SummarizationSettings()
-    questions: QuestionsSettings = QuestionsSettings()
-    retrieval: RetrievalSettings = RetrievalSettings()
-    claims: ClaimsSettings = ClaimsSettings()
-    cache_path: str = "outputs/cache/ragtrial.sqlite"
+    """Everything a run is configured by, one section per concern, in the order of the flow."""
+
+    llm: LLMSettings = Field(LLMSettings(), description="the model every call goes to")
+    embeddings: EmbeddingSettings = Field(EmbeddingSettings(), description="the embedding model")
+    backend_check: BackendCheckSettings = Field(
+        BackendCheckSettings(), description="the probes of notebook 00"
+    )
+    data: DataSettings = Field(DataSettings(), description="the data set")
+    index: IndexSettings = Field(IndexSettings(), description="the graph index build (notebook 01)")
+    retrieval: RetrievalSettings = Field(
+        RetrievalSettings(), description="the retrievers and their question -> entity linker"
+    )
+    methods: MethodSettings = Field(
+        MethodSettings(), description="how the retrieval-and-answer methods are built, in every experiment"
+    )
+    questions: QuestionsSettings = Field(
+        QuestionsSettings(), description="question generation and the question-quality experiments (02, 03)"
+    )
+    qa: QASettings = Field(QASettings(), description="RAG vs GraphRAG on QA (notebook 04)")
+    summarization: SummarizationSettings = Field(
+        SummarizationSettings(), description="query-focused summarization (notebook 05)"
+    )
+    judge: JudgeSettings = Field(JudgeSettings(), description="the LLM-as-judge protocols (notebooks 06, 07)")
+    claims: ClaimsSettings = Field(
+        ClaimsSettings(), description="claim-based comprehensiveness and diversity (notebook 08)"
+    )
+    cache_path: str = Field(
+        "outputs/cache/ragtrial.sqlite", description="the SQLite response cache, shared by every run"
+    )
 
 
 def validate_settings(values: dict[str, Any], source: str) -> Settings:
@@ -39,3 +60,67 @@ def validate_settings(values: dict[str, Any], source: str) -> Settings:
         return Settings.model_validate(values)
     except ValidationError as err:
         raise params_error(source, err) from None
+
+
+# ---------------------------------------------------------------- the listing of every key
+
+
+class SettingRow(NamedTuple):
+    """One key of `Settings`: a section (default None; its keys follow) or a value (default as JSON)."""
+
+    key: str
+    type: str
+    default: str | None
+    description: str
+
+
+def _type_name(annotation: Any) -> str:
+    """A type as a params file writes it: Literal values as JSON, no pydantic metadata."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin is typing.Literal:
+        return " | ".join(json.dumps(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    if origin is not None:
+        return f"{origin.__name__}[{', '.join(_type_name(a) for a in args)}]"
+    return "None" if annotation is type(None) else annotation.__name__
+
+
+# pydantic keeps a field's bounds as annotated_types metadata (Ge(ge=1), MinLen(min_length=1), ...).
+_BOUNDS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "min_length": "length >="}
+
+
+def _bounds(metadata: list[Any]) -> str:
+    shown = [
+        f"{sign} {getattr(m, name)}" for m in metadata for name, sign in _BOUNDS.items() if hasattr(m, name)
+    ]
+    return f" ({', '.join(shown)})" if shown else ""
+
+
+def _rows(section: type[Section], prefix: str) -> Iterator[SettingRow]:
+    for name, field in section.model_fields.items():
+        key, annotation = prefix + name, field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, Section):
+            yield SettingRow(key, annotation.__name__, None, field.description or "")
+            yield from _rows(annotation, f"{key}.")
+        else:
+            default = json.dumps(field.get_default(call_default_factory=True))
+            kind = _type_name(annotation) + _bounds(field.metadata)
+            yield SettingRow(key, kind, default, field.description or "")
+
+
+def describe_settings(section: str | None = None) -> list[SettingRow]:
+    """Every dotted key of `Settings` with its type, default and description, each section before
+    its keys; with `section`, only that section's (or that key's) rows.
+    """
+    rows = list(_rows(Settings, ""))
+    if section is None:
+        return rows
+    chosen = [r for r in rows if r.key == section or r.key.startswith(f"{section}.")]
+    if not chosen:
+        raise ParamsError(
+            f"no settings key or section {section!r}; top-level keys: {', '.join(Settings.model_fields)}"
+        )
+    return chosen

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ragtrial.config.methods import MethodSettings
+from ragtrial.config.methods import AnswerSettings
 from ragtrial.index.tables import GraphIndex
 from ragtrial.methods.base import Generator, Method, MethodUnavailable
 from ragtrial.methods.integration import IntegrationMethod
@@ -27,12 +27,18 @@ if TYPE_CHECKING:
 
 
 class Toolkit:
-    """What building methods needs, with retrievers built once and shared between methods."""
+    """What building methods needs, with retrievers built once and shared between methods: the
+    experiment's answer settings, and how methods are built (the run's `methods` settings).
+    """
 
-    def __init__(self, index: GraphIndex, ctx: ModelContext, settings: MethodSettings):
-        self.index, self.ctx, self.settings = index, ctx, settings
+    def __init__(self, index: GraphIndex, ctx: ModelContext, answer_settings: AnswerSettings):
+        self.index, self.ctx, self.answer_settings = index, ctx, answer_settings
+        self.method_settings = ctx.settings.methods
         self.generator = Generator(
-            ctx.llm, load_prompt(settings.answer_prompt), settings.answer_max_tokens, settings.first_line_only
+            ctx.llm,
+            load_prompt(answer_settings.answer_prompt),
+            answer_settings.answer_max_tokens,
+            answer_settings.first_line_only,
         )
         self.doc_of_chunk = dict(zip(index.chunks["chunk_id"], index.chunks["doc_id"], strict=True))
         self._retrievers: dict[tuple[str, str], Retriever] = {}
@@ -53,11 +59,11 @@ class Toolkit:
             self.doc_of_chunk,
             retriever,
             self.ctx.settings.retrieval.k,
-            self.settings.context_budget,
+            self.answer_settings.context_budget,
         )
 
     def map_reduce(self, name: str, units: list[ContextItem]) -> MapReduceMethod:
-        s = self.settings
+        s, m = self.answer_settings, self.method_settings
         reduce_prompt = load_prompt(s.reduce_prompt) if s.reduce_prompt != s.answer_prompt else None
         return MapReduceMethod(
             name,
@@ -66,9 +72,9 @@ class Toolkit:
             self.doc_of_chunk,
             units,
             self.ctx.llm,
-            map_budget=s.map_budget,
-            map_max_tokens=s.map_max_tokens,
-            max_points=s.map_max_points,
+            map_budget=m.map_budget,
+            map_max_tokens=m.map_max_tokens,
+            max_points=m.map_max_points,
             reduce_budget=s.context_budget,
             reduce_prompt=reduce_prompt,
             seed=s.seed,
@@ -77,7 +83,7 @@ class Toolkit:
 
 def _global_search(level: int | None) -> Callable[[str, Toolkit], Method]:
     def build(name: str, kit: Toolkit) -> Method:
-        wanted = kit.settings.global_level if level is None else level
+        wanted = kit.method_settings.global_level if level is None else level
         levels = set(kit.index.community_reports["level"])
         if wanted not in levels:
             raise MethodUnavailable(
@@ -94,7 +100,7 @@ def _retrieval(retriever: str) -> Callable[[str, Toolkit], Method]:
 
 
 def _hybrid_parts(kit: Toolkit) -> list[RetrievalMethod]:
-    graph = kit.settings.graph_method
+    graph = kit.method_settings.graph_method
     return [kit.retrieval("naive_rag", kit.retriever("vector")), kit.retrieval(graph, kit.retriever(graph))]
 
 
@@ -155,15 +161,16 @@ METHODS.add(
 
 
 def make_methods(
-    names: Sequence[str], index: GraphIndex, ctx: ModelContext, settings: MethodSettings
+    names: Sequence[str], index: GraphIndex, ctx: ModelContext, answer_settings: AnswerSettings
 ) -> tuple[list[Method], pd.DataFrame]:
     """The named methods sharing one generator and one set of retrievers, and a table of the ones
     the index cannot support (method, reason) so a report can say why they are missing.
+    `answer_settings` is the experiment's section; how methods are built is `ctx.settings.methods`.
     """
     unknown = METHODS.unknown(list(names))
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; known: {', '.join(METHODS)}")
-    kit = Toolkit(index, ctx, settings)
+    kit = Toolkit(index, ctx, answer_settings)
     methods, unavailable = [], []
     for name in names:
         try:
@@ -173,8 +180,8 @@ def make_methods(
     return methods, pd.DataFrame(unavailable, columns=["method", "reason"])
 
 
-def make_method(name: str, index: GraphIndex, ctx: ModelContext, settings: MethodSettings) -> Method:
-    methods, unavailable = make_methods([name], index, ctx, settings)
+def make_method(name: str, index: GraphIndex, ctx: ModelContext, answer_settings: AnswerSettings) -> Method:
+    methods, unavailable = make_methods([name], index, ctx, answer_settings)
     if not methods:
         raise MethodUnavailable(unavailable["reason"].iloc[0])
     return methods[0]

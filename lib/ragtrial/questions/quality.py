@@ -1,6 +1,6 @@
 """How good are generated questions: which entities they are about, and how relevant retrieval is.
 
-Question entities are found by the retrievers' own linker (graph_retrieval.EntityLinker) in two
+Question entities are found by the retrievers' own linker (retrieval.entity_graph.EntityLinker) in two
 modes, reported side by side when both run: "ngram" links question n-grams to entity names with no
 model call (the trustworthy path when the model is weak); "llm" has the model list the entities
 first. Distribution metrics follow the GraphRAG evaluation paper (Section V-A): top-10 shares,
@@ -18,7 +18,6 @@ import pandas as pd
 from pydantic import BaseModel
 from scipy.stats import entropy
 
-from ragtrial.config.questions import QuestionsSettings
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
@@ -55,17 +54,13 @@ LINKERS = {"ngram": "string_embedding", "llm": "llm"}
 
 
 def make_entity_linker(
-    index: GraphIndex, parts: RetrieverParts, cfg: QuestionsSettings, linker: str
+    index: GraphIndex, parts: RetrieverParts, retrieval: RetrievalSettings, linker: str
 ) -> EntityLinker:
-    """The retrievers' own question -> entity linker (graph_retrieval.EntityLinker), configured by
-    the questions settings, so questions are read the way graph retrieval reads them.
+    """The retrievers' own question -> entity linker (retrieval.entity_graph.EntityLinker) with the
+    run's retrieval settings, so questions are read the way graph retrieval reads them; `linker`
+    picks its entity source.
     """
-    settings = RetrievalSettings(
-        entity_source=LINKERS[linker],
-        link_threshold=cfg.link_threshold,
-        ngram_max=cfg.ngram_max,
-        entity_max_tokens=cfg.entity_max_tokens,
-    )
+    settings = retrieval.model_copy(update={"entity_source": LINKERS[linker]})
     return EntityLinker(EntityGraph(index, ChunkTable(index)), parts, settings, method="questions")
 
 

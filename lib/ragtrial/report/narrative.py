@@ -14,15 +14,24 @@ import pandas as pd
 from ragtrial.stats import interval_claim
 
 if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
-    from ragtrial.config.methods import MethodSettings
+    from ragtrial.config.methods import AnswerSettings
     from ragtrial.methods.base import Method
 
 
-def setup_note(methods: Sequence[Method], unavailable: pd.DataFrame, settings: MethodSettings, k: int) -> str:
-    """What ran: methods, baseline, k, budget, prompt, and which methods the index could not support."""
+def setup_note(
+    methods: Sequence[Method],
+    unavailable: pd.DataFrame,
+    settings: AnswerSettings,
+    k: int,
+    baseline: str | None = None,
+) -> str:
+    """What ran: methods, baseline (when the experiment has one), k, budget, prompt, and which
+    methods the index could not support.
+    """
+    compared = f"; baseline **{baseline}**" if baseline else ""
     note = (
-        f"Methods: {', '.join(m.name for m in methods)}; baseline **{settings.baseline}**; k = {k}; context "
-        f"budget {settings.context_budget} tokens; prompt `{settings.answer_prompt}`, at most "
+        f"Methods: {', '.join(m.name for m in methods)}{compared}; k = {k}; context budget "
+        f"{settings.context_budget} tokens; prompt `{settings.answer_prompt}`, at most "
         f"{settings.answer_max_tokens} tokens."
     )
     if not unavailable.empty:
