@@ -74,3 +74,22 @@ def test_index_findings_state_the_recall_difference_with_the_interval_rule():
 
 def test_model_headings_sit_below_the_report_headings():
     assert demote_headings("# Title\n## Part\ntext") == "#### Title\n##### Part\ntext"
+
+
+def test_question_findings_use_the_shared_disclaimer_and_failure_sentence():
+    from ragtrial.config.questions import RelevanceSettings
+    from ragtrial.report.questions_narrative import relevance_findings
+
+    by_generator = pd.DataFrame(
+        [{"generator": "graph", "mean": 2.5, "ci_low": 2.0, "ci_high": 3.0, "n": 4, "share_0_1": 0.25,
+          "share_0_1_low": 0.0, "share_0_1_high": 0.5}]
+    )  # fmt: skip
+    comparison = pd.DataFrame({"verdict": ["graph vs summary: no claim."]})
+    text = relevance_findings(
+        by_generator, comparison, RelevanceSettings(), "tiny", pd.DataFrame([{"x": 1}]), True
+    )
+    assert "mean relevance 2.50 [2.00, 3.00] over 4 rated questions" in text
+    assert embedded_disclaimer("Questions and ratings") in text
+    assert "Questions without a rating (retrieval or rating failed) (questions 1)" in text
+    clean = relevance_findings(by_generator, comparison, RelevanceSettings(), "tiny", pd.DataFrame(), False)
+    assert "Every question was rated." in clean and "Gemma" not in clean

@@ -135,3 +135,65 @@ def diversity_plot(diversity: pd.DataFrame) -> Any:
     ax.legend()
     plt.close(fig)
     return fig
+
+
+def entity_pies(top: pd.DataFrame, linkers: list[str], generators: list[str]) -> Any:
+    """Per linker and generator, the share of mentions of its top entities (the rest grey)."""
+    import matplotlib.pyplot as plt
+
+    n_rows, n_cols = max(1, len(linkers)), max(1, len(generators))
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.2 * n_cols, 4.2 * n_rows), squeeze=False)
+    axes[0][0].axis("off")  # stays blank only when no generator produced a question
+    for r, linker in enumerate(linkers):
+        for c, generator in enumerate(generators):
+            ax = axes[r][c]
+            slices = top[(top["linker"] == linker) & (top["generator"] == generator)]
+            if slices.empty:
+                ax.text(0.5, 0.5, "no linked entity", ha="center", va="center")
+                ax.axis("off")
+            else:
+                colours = [
+                    plt.cm.tab10(i % 10) if rank <= 10 else "lightgrey"
+                    for i, rank in enumerate(slices["rank"])
+                ]
+                ax.pie(
+                    slices["count"],
+                    labels=[e[:22] for e in slices["entity"]],
+                    colors=colours,
+                    autopct="%1.0f%%",
+                    textprops={"fontsize": 7},
+                )
+            ax.set_title(f"{generator} ({linker} linker)", fontsize=9)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def relevance_score_panels(ratings: pd.DataFrame) -> Any:
+    """Per generator and level, the share of questions at each 0-5 relevance score."""
+    import matplotlib.pyplot as plt
+
+    groups = ratings.assign(group=ratings["generator"] + " / " + ratings["level"])
+    shares = (
+        groups.groupby("group")["score"]
+        .value_counts(normalize=True)
+        .unstack(fill_value=0)
+        .reindex(columns=range(6), fill_value=0)
+    )
+    n_per_group = groups.groupby("group").size()
+    n_cols = max(1, min(4, len(shares)))  # one blank panel when no rating succeeded
+    n_rows = max(1, -(-len(shares) // n_cols))
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.4 * n_cols, 2.8 * n_rows), squeeze=False, sharey=True)
+    for ax, (group, row) in zip(axes.ravel(), shares.iterrows(), strict=False):
+        ax.bar(
+            range(6), row.to_numpy(), color=["#b2182b", "#ef8a62", "#fddbc7", "#d1e5f0", "#67a9cf", "#2166ac"]
+        )
+        ax.set_title(f"{group} (n={n_per_group[group]})", fontsize=9)
+        ax.set_xticks(range(6))
+        ax.set_xlabel("relevance score")
+    for ax in axes.ravel()[len(shares) :]:
+        ax.axis("off")
+    axes[0][0].set_ylabel("share of questions")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

@@ -1,0 +1,90 @@
+"""What notebooks 02 and 03 say of the question tables: how the generators' questions spread over
+the corpus's entities, and how relevant what a method retrieves is to them.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ragtrial.config.questions import RelevanceSettings
+from ragtrial.report.narrative import embedded_disclaimer, failure_sentence
+
+
+def _distribution_line(row: pd.Series, community_level: int) -> str:
+    if row["mentions"] == 0:
+        return f"- **{row['generator']}** ({row['linker']}): no entity found in {row['questions']} questions."
+    return (
+        f"- **{row['generator']}** ({row['linker']}): {row['questions']} questions, "
+        f"{row['distinct_entities']} distinct entities; the most frequent, *{row['top_entity']}*, is named "
+        f"in {row['top_question_share']:.0%} of the questions ({row['top_share']:.0%} of mentions); entropy "
+        f"{row['entropy_bits']:.2f} bits; reaches {row['entity_coverage']:.1%} of the graph's entities and "
+        f"{row['community_coverage']:.0%} of its level-{community_level} communities."
+    )
+
+
+def entity_distribution_findings(
+    distribution: pd.DataFrame,
+    questions: pd.DataFrame,
+    dataset_name: str,
+    community_level: int,
+    generation_failures: pd.DataFrame,
+    entity_failures: pd.DataFrame,
+    embedded: bool,
+) -> str:
+    lines = [_distribution_line(row, community_level) for _, row in distribution.iterrows()]
+    sizes = questions.groupby("generator").size()
+    notes = [
+        f"These counts come from {', '.join(f'{n} {g}' for g, n in sizes.items())} questions on "
+        f"*{dataset_name}*; distinct-entity counts grow with the number of questions, so compare them "
+        "with the paper's (150 questions per generator) only as shares and entropy, not as raw counts."
+    ]
+    if embedded:
+        notes.append(
+            embedded_disclaimer("The questions and the LLM linker's entity lists")
+            + " The n-gram linker (no model call) is the trustworthy reading of which entities the "
+            "questions name."
+        )
+    counts = {"generation calls": len(generation_failures), "entity listings": len(entity_failures)}
+    notes.append(
+        failure_sentence(
+            {what: str(n) for what, n in counts.items() if n},
+            "Every generation call and entity listing succeeded.",
+            "Calls that failed",
+            "left out (tables generation_failures, entity_failures)",
+        )
+    )
+    return "\n".join(lines) + "\n\n" + " ".join(notes)
+
+
+def relevance_findings(
+    by_generator: pd.DataFrame,
+    comparison: pd.DataFrame,
+    relevance: RelevanceSettings,
+    dataset_name: str,
+    failures: pd.DataFrame,
+    embedded: bool,
+) -> str:
+    lines = [
+        f"- **{r['generator']}**: mean relevance {r['mean']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}] "
+        f"over {r['n']} rated questions; {r['share_0_1']:.0%} scored 0-1 "
+        f"[{r['share_0_1_low']:.0%}, {r['share_0_1_high']:.0%}]."
+        for _, r in by_generator.iterrows()
+    ]
+    lines += [f"- {verdict}" for verdict in comparison["verdict"]]
+    notes = [
+        f"Retriever `{relevance.retriever}` (top {relevance.k}, {relevance.context_max_tokens} context "
+        f"tokens) on *{dataset_name}*."
+    ]
+    if embedded:
+        notes.append(
+            embedded_disclaimer("Questions and ratings") + " They say nothing of how relevant retrieval is."
+        )
+    notes.append(
+        failure_sentence(
+            {"questions": str(len(failures))} if len(failures) else {},
+            "Every question was rated.",
+            "Questions without a rating (retrieval or rating failed)",
+            "left out of every mean (table rating_failures)",
+        )
+    )
+    return "\n".join(lines) + "\n\n" + " ".join(notes)
