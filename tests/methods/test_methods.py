@@ -183,19 +183,8 @@ def test_global_search_drops_zero_scores_sorts_and_respects_the_reduce_budget(ll
         )
     ]
     one_point = count_tokens("point from 'xxxxxxxxxxxxxxxxxxxx'")
-    method = MapReduceMethod(
-        "global_search",
-        generator(llm),
-        llm.ledger,
-        DOC_OF,
-        reports,
-        llm,
-        map_budget=130,
-        map_max_tokens=128,
-        max_points=2,
-        reduce_budget=one_point + 3,
-        reduce_prompt=None,
-        seed=0,
+    method = global_search(
+        llm, reports, map_budget=130, map_max_tokens=128, reduce_budget=one_point + 3, seed=0
     )
     assert [len(b) for b in method.batches] == [1, 1, 1]  # each report alone fits the map budget
     answer = method.answer(QUESTION)
@@ -207,25 +196,27 @@ def test_global_search_drops_zero_scores_sorts_and_respects_the_reduce_budget(ll
     assert "nothing relevant" not in answer_requests(scripted)[0]
 
 
-def test_map_failures_are_recorded_and_an_all_zero_map_declines(llm, scripted):
-    reports = [
-        ContextItem(kind="community_report", text=t, score=1.0, retriever="global_search")
-        for t in ["Ada was born in London.", "Babbage built engines."]
-    ]
-    method = MapReduceMethod(
+def global_search(llm, reports, **budgets) -> MapReduceMethod:
+    """Global search over `reports` with the shared test generator, two points per map reply."""
+    return MapReduceMethod(
         "global_search",
         generator(llm),
         llm.ledger,
         DOC_OF,
         reports,
         llm,
-        map_budget=8,
-        map_max_tokens=64,
         max_points=2,
-        reduce_budget=500,
         reduce_prompt=None,
-        seed=1,
+        **budgets,
     )
+
+
+def test_map_failures_are_recorded_and_an_all_zero_map_declines(llm, scripted):
+    reports = [
+        ContextItem(kind="community_report", text=t, score=1.0, retriever="global_search")
+        for t in ["Ada was born in London.", "Babbage built engines."]
+    ]
+    method = global_search(llm, reports, map_budget=8, map_max_tokens=64, reduce_budget=500, seed=1)
     scripted.script.extend([("text", "not json"), ("text", "still not json")])  # first batch: reply + repair
     answer = method.answer(QUESTION)
     assert answer.failure == "" and answer.notes["map_failed"] == 1
