@@ -48,7 +48,7 @@ class EmbeddedServer:
         cmd = [
             sys.executable,
             "-m",
-            "ragtrial.server",
+            __name__,  # this module, under whatever package path it has
             str(os.getpid()),
             "--model",
             str(gguf_path()),
@@ -137,7 +137,7 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 if __name__ == "__main__":
-    # `python -m ragtrial.server <parent pid> <llama_cpp.server arguments...>`
+    # `python -m ragtrial.llm.server <parent pid> <llama_cpp.server arguments...>`
     threading.Thread(target=_watch_parent, args=(int(sys.argv[1]),), daemon=True).start()
     sys.argv = ["llama_cpp.server", *sys.argv[2:]]
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
