@@ -50,7 +50,8 @@ def test_embedded_server_answers_and_stops(tmp_path):
 def test_server_dies_with_a_killed_parent():
     """A kernel killed with SIGKILL runs no atexit handler; the watchdog must still stop its server."""
     starter = (
-        "import time; from ragtrial.config import LLMSettings; from ragtrial.server import EmbeddedServer\n"
+        "import time; from ragtrial.config import LLMSettings\n"
+        "from ragtrial.llm.server import EmbeddedServer\n"
         "s = EmbeddedServer(LLMSettings()); s.start(); print(s.process.pid, flush=True); time.sleep(600)"
     )
     parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)
