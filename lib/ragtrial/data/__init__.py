@@ -1,8 +1,9 @@
 """Typed loaders for the real evaluation data sets → `records.Dataset`.
 
 One registry, `LOADERS` (`LOADERS.get(name)(path, **options)`; each entry's metadata says where the
-data set was published), or `load_dataset(name, path, **options)`. `path` is the
-data set's folder (e.g. `../shared/datasets/multihop_rag` beside this project). Every loader accepts the sampling options
+data set was published), or `load_dataset(name, path, **options)`. `path` is the data set's
+folder (e.g. `../shared/datasets/multihop_rag` beside this project). Every loader accepts the
+sampling options
 
 - `limit_questions=N`: keep a seeded random sample of N questions (original order kept);
 - `limit_documents=N`: keep every gold document of the kept questions, then fill up to N with a seeded
