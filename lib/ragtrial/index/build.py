@@ -20,7 +20,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from ragtrial.index.extract_nlp_graph import extract_nlp_graph
 from ragtrial.index.import_graphs import import_graphrag_output, import_openie
 from ragtrial.index.tables import GraphIndex, config_hash, empty_tables, fingerprint_documents
 from ragtrial.llm.context import ModelContext
-from ragtrial.llm.ledger import LEDGER_COLUMNS, CallRecord, Ledger, by_stage
+from ragtrial.llm.ledger import Ledger, Tally, by_stage
 from ragtrial.prompts import load_prompt
 from ragtrial.records import Dataset
 
@@ -102,7 +102,7 @@ class _Stages:
 
     def __init__(self, ledger: Ledger):
         self.ledger = ledger
-        self.calls: list[CallRecord] = []  # every call of the build
+        self.calls = Tally()  # every call of the build, stage by stage
         self.times: list[dict[str, Any]] = []  # in build order (a JSON list keeps it)
 
     @contextmanager
@@ -110,7 +110,7 @@ class _Stages:
         started = time.perf_counter()
         with self.ledger.tally() as tally:
             yield
-        self.calls += tally.rows
+        self.calls.rows += tally.rows
         calls = tally.frame()
         live = calls[~calls["cached"].astype(bool)]
         self.times.append(
@@ -124,9 +124,7 @@ class _Stages:
         )
 
     def cost_by_stage(self) -> list[dict[str, Any]]:
-        return by_stage(pd.DataFrame([asdict(r) for r in self.calls], columns=LEDGER_COLUMNS)).to_dict(
-            "records"
-        )
+        return by_stage(self.calls.frame()).to_dict("records")
 
 
 def _namespaced(origin: str, tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:

@@ -40,6 +40,11 @@ class CallRecord:
 LEDGER_COLUMNS = [f.name for f in fields(CallRecord)]
 
 
+def calls_frame(rows: list[CallRecord]) -> pd.DataFrame:
+    """Ledger rows as a DataFrame with the ledger's columns (empty input keeps them)."""
+    return pd.DataFrame([asdict(r) for r in rows], columns=LEDGER_COLUMNS)
+
+
 class Tally:
     """The calls a ledger recorded while this tally was open, in the context that opened it."""
 
@@ -47,7 +52,7 @@ class Tally:
         self.rows: list[CallRecord] = []
 
     def frame(self) -> pd.DataFrame:
-        return pd.DataFrame([asdict(r) for r in self.rows], columns=LEDGER_COLUMNS)
+        return calls_frame(self.rows)
 
 
 # (ledger, tally) pairs open in the current context, innermost last.
@@ -77,7 +82,7 @@ class Ledger:
 
     def frame(self) -> pd.DataFrame:
         with self._lock:
-            return pd.DataFrame([asdict(r) for r in self._rows], columns=LEDGER_COLUMNS)
+            return calls_frame(self._rows)
 
     @contextmanager
     def tally(self) -> Iterator[Tally]:

@@ -193,16 +193,11 @@ def with_repair() -> Middleware:
                     f"({short_error(first_error)}). Reply again with the corrected JSON object only.",
                 },
             ]
-            spent = {
-                "prompt_tokens": reply.prompt_tokens,
-                "completion_tokens": reply.completion_tokens,
-                "attempts": reply.attempts,
-            }
             try:
                 repaired = inner(replace(call, request={**call.request, "messages": messages}))
                 parse_reply(call.schema, repaired.text)
             except LLMError as err:
-                raise _spent(err, spent) from None
+                raise _spent(err, reply) from None
             except ValidationError as err:
                 raise _spent(
                     StructuredOutputError(
@@ -210,7 +205,7 @@ def with_repair() -> Middleware:
                         f"{short_error(err)}",
                         repaired.text,
                     ),
-                    spent,
+                    reply,
                 ) from None
             return Reply(
                 repaired.text,
@@ -224,9 +219,13 @@ def with_repair() -> Middleware:
     return wrap
 
 
-def _spent(err: LLMError, spent: dict[str, int]) -> LLMError:
-    for name, value in spent.items():
-        setattr(err, name, value)
+def _spent(err: LLMError, reply: Reply) -> LLMError:
+    """`err` reporting what `reply`'s request consumed."""
+    err.prompt_tokens, err.completion_tokens, err.attempts = (
+        reply.prompt_tokens,
+        reply.completion_tokens,
+        reply.attempts,
+    )
     return err
 
 
