@@ -1,7 +1,7 @@
 """The library's layout shows the flow: each sub-package imports only from its own layer or below.
 
 data -> index -> retrieval -> methods -> questions -> evaluation -> report -> runner, with llm,
-prompts and config beneath and records, stats and text at the bottom. Imports under TYPE_CHECKING
+prompts and config beneath and records, stats, text, registry and redact at the bottom. Imports under TYPE_CHECKING
 count too: a type that only a higher layer defines is a sign the seam is in the wrong place.
 """
 
@@ -12,7 +12,7 @@ import ast
 from conftest import PROJECT_ROOT
 
 LAYERS = [
-    {"records", "stats", "text", "registry"},
+    {"records", "stats", "text", "registry", "redact"},
     {"config", "prompts"},
     {"llm"},
     {"data"},

@@ -1,0 +1,34 @@
+"""Credentials never reach an output: URL user-info and the configured API key's value are masked
+in every string the kit records (errors, logs, run records, reports).
+
+The key's value is read from the environment at the moment of redaction, as the client reads it
+at call time, so nothing secret is ever held by the kit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+
+MASK = "***"
+# scheme://user:password@host -> scheme://***@host (also a bare user@ and userinfo inside text)
+_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s\"'<>]+)@")
+_MIN_SECRET_CHARS = 4  # a shorter value would mask ordinary words; no real key is that short
+
+
+def redact_url(text: str) -> str:
+    """`text` with the user-info of every URL in it masked."""
+    return _USERINFO.sub(rf"\g<scheme>{MASK}@", text)
+
+
+def secret_values(env_names: Iterable[str]) -> list[str]:
+    """The values of those environment variables that are set (the configured API key)."""
+    return [v for v in (os.environ.get(name, "") for name in env_names) if len(v) >= _MIN_SECRET_CHARS]
+
+
+def redact(text: str, env_names: Iterable[str] = ()) -> str:
+    """`text` with URL user-info and the values of the `env_names` variables masked."""
+    for value in sorted(secret_values(env_names), key=len, reverse=True):
+        text = text.replace(value, MASK)
+    return redact_url(text)

@@ -1,0 +1,21 @@
+"""Credentials are masked: URL user-info and the configured key's value."""
+
+from __future__ import annotations
+
+from ragtrial.redact import MASK, redact, redact_url
+
+
+def test_url_userinfo_is_masked_in_urls_and_in_text():
+    assert redact_url("http://user:pa55@host:8000/v1") == f"http://{MASK}@host:8000/v1"
+    said = "connect to https://alice:s3cret@example.org/v1 failed"
+    assert "s3cret" not in redact_url(said) and "alice" not in redact_url(said)
+    assert redact_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
+
+
+def test_the_configured_key_value_is_masked(monkeypatch):
+    monkeypatch.setenv("RAGTRIAL_TEST_KEY", "sk-abcdef123456")
+    echoed = 'error: invalid key "sk-abcdef123456" for model'
+    assert redact(echoed, ["RAGTRIAL_TEST_KEY"]) == f'error: invalid key "{MASK}" for model'
+    assert redact(echoed, []) == echoed  # only configured variables count
+    monkeypatch.setenv("RAGTRIAL_TEST_KEY", "ab")  # too short to be a key: words stay intact
+    assert redact("a tab", ["RAGTRIAL_TEST_KEY"]) == "a tab"
