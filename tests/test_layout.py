@@ -1,8 +1,9 @@
 """The library's layout shows the flow: each sub-package imports only from its own layer or below.
 
 data -> index -> retrieval -> methods -> questions -> evaluation -> report -> runner, with llm,
-prompts and config beneath and records, stats, text, registry and redact at the bottom. Imports under TYPE_CHECKING
-count too: a type that only a higher layer defines is a sign the seam is in the wrong place.
+prompts and config beneath and records, stats, text, registry and redact at the bottom. Imports
+under TYPE_CHECKING count too: a type that only a higher layer defines is a sign the seam is in the
+wrong place.
 """
 
 from __future__ import annotations
