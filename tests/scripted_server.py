@@ -6,6 +6,9 @@ last user message. Steps:
   ("sleep", seconds)          hold the request longer than the client's timeout
   ("drop",)                   close the connection without replying
   ("text", content)           a successful chat completion with this content
+  ("body", status, payload)   reply with this JSON payload as it is (malformed 200s, odd bodies)
+  ("raw", status, bytes)      reply with these bytes as the body (truncated or non-JSON bodies)
+  ("vectors", vectors)        an embeddings reply carrying exactly these vectors (ragged, NaN, ...)
 Every request's path, JSON body and Authorization header are kept in `requests`.
 """
 
@@ -70,6 +73,18 @@ class ScriptedServer:
                 if step[0] == "status":
                     self._send(step[1], {"error": {"message": f"scripted {step[1]}", "type": "scripted"}})
                     return
+                if step[0] == "body":
+                    self._send(step[1], step[2])
+                    return
+                if step[0] == "raw":
+                    self._send_bytes(step[1], step[2])
+                    return
+                if step[0] == "vectors":
+                    data = [
+                        {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(step[1])
+                    ]
+                    self._send(200, {"object": "list", "data": data, "model": body.get("model", "scripted")})
+                    return
                 if self.path.endswith("/embeddings"):
                     inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
                     data = [
@@ -98,8 +113,10 @@ class ScriptedServer:
                     ),
                 )
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
+            def _send(self, status: int, payload: Any) -> None:
+                self._send_bytes(status, json.dumps(payload).encode())
+
+            def _send_bytes(self, status: int, data: bytes) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
