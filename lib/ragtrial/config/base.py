@@ -1,21 +1,50 @@
-"""The base of every settings section and the parameters error.
+"""The base of every settings section, the markers of names and paths, and the parameters error.
 
-`Section` forbids unknown keys and validates assignments; `ParamsError` names the file and the
-dotted key, and `params_error` turns a pydantic ValidationError into one, saying where a key that
-moved is set now.
+`Section` forbids unknown keys, rejects NaN and infinity in every float and validates assignments;
+`conflict` is the error of a cross-field check, reported at the key it names. `Names` and
+`ExistingPath` mark settings whose values `ragtrial.runner.preflight` checks before any model
+call: the registries they name sit above config, and paths resolve against the project root.
+`ParamsError` names the file and the dotted key, and `params_error` turns a pydantic
+ValidationError into one, saying where a key that moved is set now.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
 
 from ragtrial.config.moved_keys import MOVED_KEYS, REMOVED_KEYS
 
 
 class Section(BaseModel):
-    """A settings section: an unknown key or a value of the wrong type is an error, also on assignment."""
+    """A settings section: an unknown key, a value of the wrong type or out of its bounds, and a
+    non-finite float are errors, also on assignment.
+    """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+
+@dataclass(frozen=True)
+class Names:
+    """Marks a setting whose value (each value, in a list or pair) is a name in the registry `kind`."""
+
+    kind: Literal["data set", "method", "retriever", "corpus size"]
+    also: tuple[str, ...] = ()  # names accepted beside the registry's own
+
+
+@dataclass(frozen=True)
+class ExistingPath:
+    """Marks a path setting: when set, it must exist (relative to the project root) and be a `kind`."""
+
+    kind: Literal["file", "folder", "file or folder"]
+
+
+def conflict(field: str, problem: str) -> PydanticCustomError:
+    """The error of a section's cross-field check, reported at the section's key `field`."""
+    return PydanticCustomError("setting_conflict", "{problem}", {"field": field, "problem": problem})
 
 
 class ParamsError(ValueError):
@@ -32,6 +61,11 @@ def _problem(key: str, error: dict) -> str:
     return f"key '{key}': unknown key"
 
 
+def _key(error: dict) -> str:
+    loc = error["loc"] + ((error["ctx"]["field"],) if error["type"] == "setting_conflict" else ())
+    return ".".join(str(p) for p in loc)
+
+
 def params_error(source: str, err: ValidationError) -> ParamsError:
-    problems = [_problem(".".join(str(p) for p in e["loc"]), e) for e in err.errors()]
+    problems = [_problem(_key(e), e) for e in err.errors()]
     return ParamsError(f"{source}: " + "; ".join(problems))

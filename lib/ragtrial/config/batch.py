@@ -65,6 +65,7 @@ class RunSpec(BaseModel):
     notebook: str
     settings: Settings
     label: str = ""
+    source: str = ""  # where the run is set: "<batch file> (runs.<i>, notebook <name>)", for errors
 
     @property
     def run_id(self) -> str:
@@ -119,7 +120,8 @@ def load_batch(
             for key, value in zip(keys, point, strict=True):
                 values = deep_merge(values, dotted_to_nested(key, value))
             values = deep_merge(values, overrides or {})
-            settings = validate_settings(values, f"{path} (runs.{i}, notebook {entry.notebook})")
+            source = f"{path} (runs.{i}, notebook {entry.notebook})"
+            settings = validate_settings(values, source)
             label = entry.label or ", ".join(f"{k}={v}" for k, v in zip(keys, point, strict=True))
-            specs.append(RunSpec(notebook=entry.notebook, settings=settings, label=label))
+            specs.append(RunSpec(notebook=entry.notebook, settings=settings, label=label, source=source))
     return specs, batch.workers

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from ragtrial.config.base import ExistingPath, conflict
 from ragtrial.config.methods import AnswerSettings, MethodNames, QuestionsPerType
 
 
@@ -31,7 +32,9 @@ class ClaimsSettings(AnswerSettings):
         6, ge=1, description="maxItems of the claim extraction reply; answers at the cap are counted"
     )
     thresholds: list[Annotated[float, Field(gt=0, le=1)]] = Field(
-        [0.5, 0.6, 0.7, 0.8], description="diversity's distance thresholds on 1 - ROUGE-L F1, each in (0, 1]"
+        [0.5, 0.6, 0.7, 0.8],
+        min_length=1,
+        description="diversity's distance thresholds on 1 - ROUGE-L F1, each in (0, 1]",
     )
     use_stemmer: bool = Field(False, description="stem words for ROUGE-L (False: rouge-score's default)")
     judge: Literal["classic", "file", "none"] = Field(
@@ -41,13 +44,20 @@ class ClaimsSettings(AnswerSettings):
     )
     judge_positions: list[Literal["AB", "BA"]] = Field(
         ["AB", "BA"],
+        min_length=1,
         description="judge classic: the orders shown (max_tokens and temperature are the `judge` settings)",
     )
-    verdicts_path: str | None = Field(
+    verdicts_path: Annotated[str | None, ExistingPath("file")] = Field(
         None,
         description="judge file: a table with columns trial, question_id, method_a, method_b, aspect, "
-        "outcome (win/tie/loss of method_a)",
+        "outcome (win/tie/loss of method_a); required then",
     )
     alpha: float = Field(
         0.05, gt=0, lt=1, description="family-wise significance level of the pairwise tests (Holm)"
     )
+
+    @model_validator(mode="after")
+    def _verdicts_named(self) -> ClaimsSettings:
+        if self.judge == "file" and not self.verdicts_path:
+            raise conflict("verdicts_path", "required when judge is file")
+        return self

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from ragtrial.config.base import Section
+from ragtrial.config.base import ExistingPath, Section, conflict
 
 
 class IndexSettings(Section):
@@ -21,30 +21,34 @@ class IndexSettings(Section):
         "document",
     )
     chunk_size: int = Field(600, gt=0, description="tokens per chunk (GraphRAG paper: 600, with 100 overlap)")
-    chunk_overlap: int = Field(100, ge=0, description="tokens a chunk shares with the one before it")
+    chunk_overlap: int = Field(
+        100, ge=0, description="tokens a chunk shares with the one before it; less than chunk_size"
+    )
     graph_source: Literal["llm", "nlp", "both", "import"] = Field(
         "both",
         description='"llm": extracted by the model; "nlp": noun-phrase co-occurrence, no model call; '
         '"both": the NLP and the LLM graph side by side in one index, kept apart by entity origin; '
         '"import": read from import_path',
     )
-    import_path: str | None = Field(
-        None, description="graph_source import: a GraphRAG output folder or a HippoRAG OpenIE file"
+    import_path: Annotated[str | None, ExistingPath("file or folder")] = Field(
+        None,
+        description="graph_source import: a GraphRAG output folder or a HippoRAG OpenIE file; required then",
     )
     nlp_cooccurrence: Literal["chunk", "sentence"] = Field(
         "sentence",
         description="where two noun phrases must co-occur to be linked in the NLP graph: GraphRAG's NLP "
         "graph links those of one chunk; one sentence is far more precise",
     )
-    entity_types: list[str] = Field(
+    entity_types: list[Annotated[str, Field(min_length=1)]] = Field(
         ["person", "organization", "location", "event", "product"],
+        min_length=1,
         description="the entity types LLM extraction may assign",
     )
     llm_max_chunks: int | None = Field(
         12, ge=1, description="LLM-extract a seeded sample of this many chunks; None: all"
     )
     extraction_max_tokens: int = Field(
-        256, description="reply token cap of each extraction call (graph, gleaning and claims)"
+        256, gt=0, description="reply token cap of each extraction call (graph, gleaning and claims)"
     )
     max_items: int | None = Field(
         3,
@@ -65,12 +69,14 @@ class IndexSettings(Section):
         description="LLM summaries of elements extracted with differing descriptions (most-described "
         "first); None: all",
     )
-    summary_max_tokens: int = Field(80, description="reply token cap of each description summary")
+    summary_max_tokens: int = Field(80, gt=0, description="reply token cap of each description summary")
     max_cluster_size: int = Field(
         10, ge=2, description="hierarchical Leiden splits communities larger than this"
     )
     seed: int = Field(
-        0xDEADBEEF, description="seed of Leiden and of the chunk sample (GraphRAG's default Leiden seed)"
+        0xDEADBEEF,
+        ge=0,
+        description="seed of Leiden and of the chunk sample (GraphRAG's default Leiden seed)",
     )
     reports: Literal["llm", "none"] = Field(
         "llm", description='"llm": the model writes community reports; "none": no reports (no global search)'
@@ -78,14 +84,22 @@ class IndexSettings(Section):
     report_context_tokens: int = Field(
         1200, gt=0, description="tokens of community content per report prompt (GraphRAG paper: 8k)"
     )
-    report_max_tokens: int = Field(256, description="reply token cap of each community report")
-    report_levels: list[int] | None = Field(
-        [0], description="community levels that get reports; None: every level"
+    report_max_tokens: int = Field(256, gt=0, description="reply token cap of each community report")
+    report_levels: list[Annotated[int, Field(ge=0)]] | None = Field(
+        [0], min_length=1, description="community levels that get reports; None: every level"
     )
     report_min_size: int = Field(2, ge=1, description="communities with fewer entities get no report")
     max_reports: int | None = Field(
         1, ge=0, description="reports per graph origin, largest communities first; None: all"
     )
     store_path: str = Field(
-        "outputs/indexes", description="folder of saved indexes, one subfolder per config hash"
+        "outputs/indexes", min_length=1, description="folder of saved indexes, one subfolder per config hash"
     )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> IndexSettings:
+        if self.chunk_overlap >= self.chunk_size:
+            raise conflict("chunk_overlap", f"must be less than chunk_size ({self.chunk_size})")
+        if self.graph_source == "import" and not self.import_path:
+            raise conflict("import_path", "required when graph_source is import")
+        return self

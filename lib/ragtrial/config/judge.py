@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from ragtrial.config.methods import AnswerSettings, MethodNames, QuestionsPerType
+from ragtrial.config.base import conflict
+from ragtrial.config.methods import AnswerSettings, MethodName, MethodNames, QuestionsPerType
 
 
 class JudgeSettings(AnswerSettings):
@@ -18,10 +19,10 @@ class JudgeSettings(AnswerSettings):
     """
 
     methods: MethodNames = ["naive_rag", "local_search"]
-    pairs: list[tuple[str, str]] = Field(
-        [], description="07: the (a, b) method pairs judged; empty: every pair of `methods`"
+    pairs: list[tuple[MethodName, MethodName]] = Field(
+        [], description="07: the (a, b) method pairs judged, two different `methods` each; empty: every pair"
     )
-    self_method: str = Field(
+    self_method: MethodName = Field(
         "naive_rag", description="06: the method compared with itself (two sampled runs)"
     )
     question_source: Literal["dataset", "graph"] = Field(
@@ -33,6 +34,7 @@ class JudgeSettings(AnswerSettings):
     answer_temperature: float = Field(
         0.7,
         ge=0,
+        le=2,
         description="sampling temperature of 06's two runs of the self-vs-self method (they are samples) "
         "and of length alignment's forced append",
     )
@@ -40,6 +42,7 @@ class JudgeSettings(AnswerSettings):
     repeats: int = Field(1, ge=1, description="N: the same prompt issued N times per position")
     aspects: list[Literal["comprehensiveness", "relevance", "empowerment", "directness"]] = Field(
         ["comprehensiveness", "relevance", "empowerment", "directness"],
+        min_length=1,
         description="the aspects the unbiased judge scores 0-5, each against its rubric",
     )
     tolerance_words: int = Field(10, ge=0, description="length alignment: the word gap allowed")
@@ -50,7 +53,8 @@ class JudgeSettings(AnswerSettings):
     )
     judge_temperature: float = Field(
         0.7,
-        ge=0,
+        gt=0,
+        le=2,
         description="sampling temperature of the judge, > 0 so that trials and repeats are real samples",
     )
     judge_max_tokens: int = Field(
@@ -61,3 +65,14 @@ class JudgeSettings(AnswerSettings):
     classic_max_tokens: int = Field(
         48, gt=0, description="reply token cap of the classic judge: a winner per criterion and overall"
     )
+
+    @model_validator(mode="after")
+    def _pairs_of_methods(self) -> JudgeSettings:
+        for a, b in self.pairs:
+            if a == b:
+                raise conflict("pairs", f"({a}, {b}) pairs a method with itself (06 does that: self_method)")
+            if not {a, b} <= set(self.methods):
+                raise conflict(
+                    "pairs", f"({a}, {b}) names a method not among the methods ({', '.join(self.methods)})"
+                )
+        return self

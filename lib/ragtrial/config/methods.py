@@ -7,9 +7,30 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, model_validator
 
-from ragtrial.config.base import Section
+from ragtrial.config.base import ExistingPath, Names, Section, conflict
+from ragtrial.prompts import load_prompt, prompt_files
+
+# What the generator fills in every answer (and reduce) prompt: methods.base.Generator renders
+# `prompt.render(context=..., question=...)`.
+ANSWER_PLACEHOLDERS = frozenset({"context", "question"})
+
+
+def answer_prompt_name(name: str) -> str:
+    """A shipped prompt's name (never a path) whose placeholders are exactly the generator's."""
+    fitting = sorted(n for n in prompt_files() if load_prompt(n).placeholders == ANSWER_PLACEHOLDERS)
+    if name not in prompt_files():
+        raise ValueError(
+            f"no shipped prompt {name!r}: a prompt is named, not a path (a file "
+            f"ragtrial/prompts/<stage>/<name>.txt); answer prompts: {', '.join(fitting)}"
+        )
+    if load_prompt(name).placeholders != ANSWER_PLACEHOLDERS:
+        raise ValueError(
+            f"prompt {name!r} has placeholders {sorted(load_prompt(name).placeholders)}; an answer prompt "
+            f"has exactly $context and $question: {', '.join(fitting)}"
+        )
+    return name
 
 
 class MethodSettings(Section):
@@ -19,7 +40,7 @@ class MethodSettings(Section):
     in `retrieval`; what an experiment answers with is in its own section.
     """
 
-    graph_method: str = Field(
+    graph_method: Annotated[str, Names("retriever")] = Field(
         "local_search",
         description="the GraphRAG side of selection and integration: the graph retriever whose context "
         "they use beside naive_rag's",
@@ -34,14 +55,23 @@ class MethodSettings(Section):
 
 # Keys whose default differs per experiment: each section states its default, the type and the
 # description are written once.
+MethodName = Annotated[str, Names("method")]
 MethodNames = Annotated[
-    list[str], Field(description="the methods run, by name (ragtrial.methods.registry.METHODS)")
+    list[MethodName],
+    Field(
+        min_length=1, description="the methods run, by name (ragtrial.methods.registry.METHODS), each once"
+    ),
 ]
 QuestionsPerType = Annotated[
     int | None, Field(ge=1, description="a seeded sample of this many questions per question type; None: all")
 ]
 AnswerPrompt = Annotated[
-    str, Field(description="the prompt every method answers with (a file in ragtrial/prompts/query)")
+    str,
+    AfterValidator(answer_prompt_name),
+    Field(
+        description="the prompt every method answers with: the name of a shipped prompt whose placeholders "
+        "are $context and $question (answer, summarize_query, ...), never a path"
+    ),
 ]
 AnswerMaxTokens = Annotated[int, Field(gt=0, description="reply token cap of an answer")]
 FirstLineOnly = Annotated[
@@ -49,6 +79,7 @@ FirstLineOnly = Annotated[
 ]
 ReducePrompt = Annotated[
     str,
+    AfterValidator(answer_prompt_name),
     Field(
         description="the prompt the map-reduce methods (global_search, ts) answer with after the map "
         'step: the answer prompt by default, "global_reduce" for GraphRAG\'s own reduce step'
@@ -74,18 +105,34 @@ class AnswerSettings(Section):
     answer_max_tokens: AnswerMaxTokens = 96
     first_line_only: FirstLineOnly = False
     reduce_prompt: ReducePrompt = "summarize_query"
-    seed: int = Field(0, description="seed of the question sample and of the map units' shuffle")
+    seed: int = Field(0, ge=0, description="seed of the question sample and of the map units' shuffle")
     bootstrap_resamples: int = Field(
         2000, ge=100, description="bootstrap resamples of every interval and paired test"
     )
+
+    @model_validator(mode="after")
+    def _methods_once(self) -> AnswerSettings:
+        repeated = sorted({m for m in self.methods if self.methods.count(m) > 1})
+        if repeated:
+            raise conflict("methods", f"named more than once: {', '.join(repeated)}")
+        return self
 
 
 class BaselineAnswerSettings(AnswerSettings):
     """Answer settings of an experiment that compares every method with one baseline method."""
 
     baseline: str = Field(
-        "naive_rag", description="the method the paired comparisons and complementarity are against"
+        "naive_rag",
+        description="the method the paired comparisons and complementarity are against; one of `methods`",
     )
+
+    @model_validator(mode="after")
+    def _baseline_is_run(self) -> BaselineAnswerSettings:
+        if self.baseline not in self.methods:
+            raise conflict(
+                "baseline", f"{self.baseline!r} is not among the methods ({', '.join(self.methods)})"
+            )
+        return self
 
 
 class QASettings(BaselineAnswerSettings):
@@ -114,7 +161,9 @@ class SummarizationSettings(BaselineAnswerSettings):
 
     methods: MethodNames = ["naive_rag", "hybrid", "local_search", "global_search"]
     questions_per_type: QuestionsPerType = 3
-    bertscore_model: str | None = Field(
+    bertscore_model: Annotated[str | None, ExistingPath("folder")] = Field(
         None, description="BERTScore's model: a local model folder; None: the bundled all-MiniLM-L6-v2"
     )
-    bertscore_layers: int | None = Field(None, description="BERTScore's layer; None: the model's last layer")
+    bertscore_layers: int | None = Field(
+        None, ge=1, description="BERTScore's layer; None: the model's last layer"
+    )

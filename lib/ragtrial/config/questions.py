@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from ragtrial.config.base import Section
+from ragtrial.config.base import Names, Section, conflict
 
 
 class RelevanceSettings(Section):
     """Question-retrieval relevance (notebook 03): one 0-5 rating per (question, retrieved context)."""
 
-    retriever: str = Field(
+    retriever: Annotated[str, Names("retriever")] = Field(
         "graph_walk",
         description='the retriever rated: a ragtrial.retrieval name; "vector" for plain retrieval',
     )
     k: int = Field(5, ge=1, description="items retrieved per question")
     context_max_tokens: int = Field(600, gt=0, description="the rated context is clipped to this many tokens")
-    max_tokens: int = Field(24, description="reply token cap of each rating")
+    max_tokens: int = Field(24, gt=0, description="reply token cap of each rating")
 
 
 class QuestionsSettings(Section):
@@ -37,10 +37,13 @@ class QuestionsSettings(Section):
         "index.graph_source=both (nlp covers every chunk; llm only a sample), or None for all of it",
     )
     seed: int = Field(
-        0, description="seed of the samples of entities, relations, walks and data-set questions"
+        0, ge=0, description="seed of the samples of entities, relations, walks and data-set questions"
     )
     temperature: float | None = Field(
-        0.7, description="sampling temperature of generation (seeded per call); None: llm.temperature"
+        0.7,
+        ge=0,
+        le=2,
+        description="sampling temperature of generation (seeded per call); None: llm.temperature",
     )
     max_tokens: int = Field(
         120, gt=0, description="reply token cap per generated question (a list call gets n times this)"
@@ -69,12 +72,15 @@ class QuestionsSettings(Section):
     questions_per_task: int = Field(2, ge=1, description="persona-based: M questions per (persona, task)")
     levels: list[Literal["node", "edge", "subgraph"]] = Field(
         ["node", "edge", "subgraph"],
+        min_length=1,
         description="graph-text-grounded: the levels asked, one question per sampled entity / relation / "
         "random walk",
     )
     per_level: int = Field(4, ge=0, description="graph-text-grounded: questions per level (paper: 50)")
     min_hops: int = Field(50, ge=1, description="subgraph: distinct edges a walk must cross (paper: 50)")
-    max_walk_steps: int = Field(1000, ge=1, description="subgraph: steps of one walk at most")
+    max_walk_steps: int = Field(
+        1000, ge=1, description="subgraph: steps of one walk at most; at least min_hops"
+    )
     max_walk_attempts: int = Field(
         20, ge=1, description="subgraph: seeds tried before a subgraph is recorded as failed"
     )
@@ -85,7 +91,7 @@ class QuestionsSettings(Section):
     summary_chunks: int = Field(
         3, ge=1, description="subgraph: chunks summarized (most cited by the walk's elements first)"
     )
-    summary_max_tokens: int = Field(80, description="subgraph: reply token cap of each chunk summary")
+    summary_max_tokens: int = Field(80, gt=0, description="subgraph: reply token cap of each chunk summary")
     prompt_entities: int = Field(20, ge=1, description="subgraph: the walk's entities shown at most")
     prompt_relations: int = Field(20, ge=1, description="subgraph: the walk's relations shown at most")
     ground_truth_per_category: int = Field(
@@ -103,3 +109,10 @@ class QuestionsSettings(Section):
     relevance: RelevanceSettings = Field(
         RelevanceSettings(), description="question-retrieval relevance (notebook 03)"
     )
+
+    @model_validator(mode="after")
+    def _walks_can_succeed(self) -> QuestionsSettings:
+        # A walk crosses at most one new edge per step: fewer steps than hops can never succeed.
+        if self.max_walk_steps < self.min_hops:
+            raise conflict("max_walk_steps", f"below min_hops ({self.min_hops}): no walk could succeed")
+        return self

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ragtrial.config.base import Section
+from ragtrial.config.base import Section, conflict
 
 
 class RetrievalSettings(Section):
@@ -86,5 +86,7 @@ class RetrievalSettings(Section):
     @model_validator(mode="after")
     def _proportions(self) -> RetrievalSettings:
         if self.local_community_prop + self.local_text_unit_prop > 1:
-            raise ValueError("local_community_prop + local_text_unit_prop must not exceed 1")
+            raise conflict(
+                "local_text_unit_prop", "local_community_prop + local_text_unit_prop must not exceed 1"
+            )
         return self

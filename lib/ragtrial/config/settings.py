@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from pydantic import Field, ValidationError
 
-from ragtrial.config.base import ParamsError, Section, params_error
+from ragtrial.config.base import ExistingPath, Names, ParamsError, Section, params_error
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.data import DataSettings
 from ragtrial.config.index import IndexSettings
@@ -51,7 +51,9 @@ class Settings(Section):
         ClaimsSettings(), description="claim-based comprehensiveness and diversity (notebook 08)"
     )
     cache_path: str = Field(
-        "outputs/cache/ragtrial.sqlite", description="the SQLite response cache, shared by every run"
+        "outputs/cache/ragtrial.sqlite",
+        min_length=1,
+        description="the SQLite response cache, shared by every run",
     )
 
 
@@ -60,6 +62,45 @@ def validate_settings(values: dict[str, Any], source: str) -> Settings:
         return Settings.model_validate(values)
     except ValidationError as err:
         raise params_error(source, err) from None
+
+
+# ---------------------------------------------------------------- names and paths to check
+
+
+class MarkedValue(NamedTuple):
+    """A value of a setting marked `Names` or `ExistingPath` (`ragtrial.runner.preflight` checks it)."""
+
+    key: str
+    marker: Names | ExistingPath
+    value: Any
+
+
+def _marked(key: str, annotation: Any, metadata: tuple[Any, ...], value: Any) -> Iterator[MarkedValue]:
+    if value is None:
+        return
+    yield from (MarkedValue(key, m, value) for m in metadata if isinstance(m, (Names, ExistingPath)))
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        yield from _marked(key, args[0], args[1:], value)
+    elif origin in (typing.Union, types.UnionType):
+        for arg in args:
+            yield from _marked(key, arg, (), value)
+    elif origin is list and isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _marked(f"{key}.{i}", args[0], (), item)
+    elif origin is tuple and isinstance(value, tuple):
+        for i, (arg, item) in enumerate(zip(args, value, strict=True)):
+            yield from _marked(f"{key}.{i}", arg, (), item)
+
+
+def marked_values(section: Section, prefix: str = "") -> Iterator[MarkedValue]:
+    """Every value of `section` (recursively) whose setting is marked as a registry name or a path."""
+    for name, field in type(section).model_fields.items():
+        value = getattr(section, name)
+        if isinstance(value, Section):
+            yield from marked_values(value, f"{prefix}{name}.")
+        else:
+            yield from _marked(prefix + name, field.annotation, tuple(field.metadata), value)
 
 
 # ---------------------------------------------------------------- the listing of every key

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ragtrial.config.base import ParamsError
 from ragtrial.config.data import DataSettings
 from ragtrial.data.registry import load_dataset
 from ragtrial.data.synthetic import generate_corpus, world_tables
@@ -18,8 +17,6 @@ def load_experiment_dataset(data: DataSettings) -> Dataset:
     """The data set the settings name: the generated corpus, or a real one through ragtrial.data."""
     if data.dataset == "generated":
         return generate_corpus(data.size, data.seed)[0]
-    if not data.path:
-        raise ParamsError(f"key 'data.path': required for data set {data.dataset!r}")
     return load_dataset(
         data.dataset,
         data.path,

@@ -6,6 +6,9 @@ cache key) does not depend on the folder it sits in. Format: header lines `key: 
 `version:`; optional `system:`), a line `---`, then the user-turn template with `$name` placeholders
 (string.Template, so JSON braces in few-shot examples need no escaping). The version enters
 the cache key: editing a prompt without bumping it would replay stale answers.
+
+A prompt setting (e.g. `qa.answer_prompt`) is such a name, never a path: there is no user prompts
+folder, so a new prompt is a new file here (with its `version:`), reviewed like code.
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ class Prompt:
     @property
     def tag(self) -> str:
         return f"{self.name}@v{self.version}"
+
+    @property
+    def placeholders(self) -> frozenset[str]:
+        """The `$name` placeholders of the template: what `render` needs a value for."""
+        return frozenset(Template(self.template).get_identifiers())
 
     def render(self, **values: object) -> list[dict[str, str]]:
         """Chat messages for this prompt; a missing placeholder is an error, not an empty string."""
@@ -56,8 +64,12 @@ def prompt_files() -> dict[str, tuple[str, Traversable]]:
 
 @cache
 def load_prompt(name: str) -> Prompt:
+    """The shipped prompt `name` (see `prompt_files`), its header checked."""
     if name not in prompt_files():
-        raise FileNotFoundError(f"no prompt file ragtrial/prompts/<stage>/{name}.txt")
+        raise FileNotFoundError(
+            f"no prompt named {name!r} (a prompt is named, not a path: a file ragtrial/prompts/<stage>/"
+            f"<name>.txt); known: {', '.join(sorted(prompt_files()))}"
+        )
     stage, resource = prompt_files()[name]
     where = f"ragtrial/prompts/{stage}/{name}.txt"
     header, sep, body = resource.read_text(encoding="utf-8").partition("\n---\n")

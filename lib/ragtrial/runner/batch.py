@@ -21,6 +21,7 @@ from ragtrial.llm.ledger import read_ledger, summarize
 from ragtrial.report.files import write_json, write_table
 from ragtrial.report.html import render_index, render_report
 from ragtrial.runner.context import git_commit, package_versions
+from ragtrial.runner.preflight import preflight
 
 
 @dataclass
@@ -119,12 +120,15 @@ def run_batch(
     show_code: bool = False,
     log=print,
 ) -> list[RunResult]:
-    """Validate every run of the batch first (no model call before that), then execute them."""
+    """Validate every run of the batch first, names and paths included (no model call before
+    that), then execute them.
+    """
     root = Path(root).resolve()
     outputs = Path(outputs).resolve() if outputs else root / "outputs"
     specs, batch_workers = load_batch(batch_path, overrides, notebooks_dir=root / "notebooks")
     if only:
         specs = [s for s in specs if s.notebook in only]
+    preflight(specs, root)
     outputs.mkdir(parents=True, exist_ok=True)
     results: list[RunResult] = []
 

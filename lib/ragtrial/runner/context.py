@@ -23,6 +23,7 @@ from ragtrial.llm.embedder import Embedder
 from ragtrial.llm.ledger import Ledger, by_stage
 from ragtrial.report.files import write_table
 from ragtrial.report.narrative import embedded_disclaimer
+from ragtrial.runner.preflight import check_settings
 
 TRACKED_PACKAGES = [
     "ragtrial",
@@ -134,6 +135,7 @@ def open_run(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if not isinstance(settings, Settings):
         settings = validate_settings(settings or {}, f"settings of notebook {notebook}")
+    check_settings(settings, f"settings of notebook {notebook}", Path.cwd())  # papermill's cwd: the root
     run_id = RunSpec(notebook=notebook, settings=settings).run_id
     run_dir = Path(run_dir) if run_dir else Path(outputs) / "interactive" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,84 @@
+"""The check of every run's names and paths before any run starts (so before any model call).
+
+Settings validation (`ragtrial.config`) checks types, bounds and cross-field rules; what it cannot
+check is what needs a registry, which sits above config (data sets, methods, retrievers, corpus
+presets), or the project root (paths). The settings that hold such a value are marked with
+`config.base.Names` / `ExistingPath`; this module checks each marked value, and the data set's
+loader options against the loader's signature. An error names the batch file, the run and the
+dotted key.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Collection, Iterable
+from pathlib import Path
+
+from ragtrial.config.base import ExistingPath, Names, ParamsError
+from ragtrial.config.batch import RunSpec
+from ragtrial.config.settings import MarkedValue, Settings, marked_values
+from ragtrial.data.registry import LOADERS
+from ragtrial.data.synthetic import PRESETS
+from ragtrial.methods.registry import METHODS
+from ragtrial.retrieval.registry import RETRIEVERS
+
+# The names each `Names` kind accepts.
+KNOWN: dict[str, Collection[str]] = {
+    "data set": LOADERS,
+    "method": METHODS,
+    "retriever": RETRIEVERS,
+    "corpus size": PRESETS,
+}
+# Loader options that `data` settings of their own pass (the rest of `data.options` is the loader's).
+_SHARED_LOADER_OPTIONS = ("limit_questions", "limit_documents", "seed")
+
+
+def preflight(specs: Iterable[RunSpec], root: Path) -> None:
+    """Raise `ParamsError` at the first run whose settings name an unknown thing or a missing path."""
+    for spec in specs:
+        where = spec.source or f"notebook {spec.notebook}"
+        check_settings(spec.settings, f"{where} [{spec.label}]" if spec.label else where, root)
+
+
+def check_settings(settings: Settings, source: str, root: Path) -> None:
+    """Every marked name and path of `settings`, and the loader options; paths are relative to `root`."""
+    problems = [p for marked in marked_values(settings) if (p := _problem(marked, root))]
+    problems += _loader_option_problems(settings)
+    if problems:
+        raise ParamsError(f"{source}: " + "; ".join(problems))
+
+
+def _problem(marked: MarkedValue, root: Path) -> str:
+    key, marker, value = marked
+    if isinstance(marker, Names):
+        known = KNOWN[marker.kind]
+        if value in known or value in marker.also:
+            return ""
+        return f"key '{key}': unknown {marker.kind} {value!r}; known: {', '.join([*known, *marker.also])}"
+    return _path_problem(key, marker, Path(value) if Path(value).is_absolute() else root / value)
+
+
+def _path_problem(key: str, marker: ExistingPath, path: Path) -> str:
+    if not path.exists():
+        return f"key '{key}': no {marker.kind} {path}"
+    if (marker.kind == "file" and not path.is_file()) or (marker.kind == "folder" and not path.is_dir()):
+        return f"key '{key}': {path} is not a {marker.kind}"
+    return ""
+
+
+def _loader_option_problems(settings: Settings) -> list[str]:
+    data = settings.data
+    if data.dataset not in LOADERS:
+        return []  # named by the data.dataset problem, or the generated corpus (no loader options)
+    parameters = inspect.signature(LOADERS.get(data.dataset)).parameters
+    own = [name for name in list(parameters)[1:] if name not in _SHARED_LOADER_OPTIONS]
+    problems = []
+    for option in data.options:
+        if option in _SHARED_LOADER_OPTIONS:
+            problems.append(f"key 'data.options.{option}': set it as data.{option}")
+        elif option not in own:
+            problems.append(
+                f"key 'data.options.{option}': not an option of data set {data.dataset!r} "
+                f"(its options: {', '.join(own) or 'none'})"
+            )
+    return problems
