@@ -51,6 +51,8 @@ class Dataset(Record):
     documents: list[Document]
     questions: list[Question] = Field(default_factory=list)
     source_path: str = ""
+    # Flaws of the published data kept as published, each naming file, record and field.
+    warnings: list[str] = Field(default_factory=list)
 
     def documents_frame(self) -> pd.DataFrame:
         return records_frame(self.documents, Document)

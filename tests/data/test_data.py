@@ -29,8 +29,9 @@ def _load_shared(name: str, folder: str, subset: str | None = None) -> Dataset:
 
 
 def _warns(name: str, subset: str | None) -> bool:
-    # Known upstream quirks reported with a warning: ODSum's empty Bro024.txt, MSFT's blank question row.
-    return (name, subset) in {("odsum", "meeting"), ("graphrag_podcast", "msft_earnings")}
+    # Known upstream quirks reported with a warning: ODSum's empty Bro024.txt, MSFT's blank question
+    # row, QMSum's query asked twice of one meeting with two answers.
+    return (name, subset) in {("odsum", "meeting"), ("graphrag_podcast", "msft_earnings"), ("qmsum", None)}
 
 
 def _assert_gold_exists(ds: Dataset) -> None:
@@ -123,6 +124,8 @@ def test_qmsum() -> None:
     assert Counter(q.question_type for q in ds.questions) == {"general": 37, "specific": 244}
     assert all(len(q.reference_summaries) == 1 and len(q.gold_doc_ids) == 1 for q in ds.questions)
     assert all(q.metadata["relevant_text_span"] for q in ds.questions if q.question_type == "specific")
+    # The published flaw, counted and reported: one meeting asks one query of two spans.
+    assert len(ds.warnings) == 1 and "record line 31, field 'specific_query_list[5].query'" in ds.warnings[0]
     _assert_gold_exists(ds)
 
 
@@ -139,6 +142,7 @@ def test_odsum_meeting() -> None:
     assert (len(ds.documents), len(ds.questions)) == (232, 436)
     assert Counter(len(q.gold_doc_ids) for q in ds.questions) == {1: 92, 2: 98, 3: 76, 4: 95, 5: 53, 6: 22}
     assert [d.doc_id for d in ds.documents if d.metadata.get("empty")] == ["Bro024"]
+    assert len(ds.warnings) == 1 and "Bro024.txt" in ds.warnings[0]
     _assert_gold_exists(ds)
 
 
@@ -181,6 +185,7 @@ def test_graphrag_podcast_msft_earnings() -> None:
     assert (len(ds.documents), len(ds.questions)) == (41, 40)
     assert Counter(q.question_type for q in ds.questions) == {"multi_transcript": 20, "single_transcript": 20}
     assert all(d.date and d.metadata["fiscal_quarter"] for d in ds.documents)
+    assert len(ds.warnings) == 1 and "questions_single_transcript.csv" in ds.warnings[0]
 
 
 def test_text_folder_christmas_carol() -> None:
@@ -273,8 +278,27 @@ MALFORMED = [
         "b.txt", None, "text", "empty file"),
 ]  # fmt: skip
 
+# Bad data that loaded silently before (issue 12 item 17): each is a DataError naming file, record, field.
+SILENTLY_ACCEPTED = [
+    ("multihop_rag", "multihop_duplicate_query", {},
+        "MultiHopRAG.json", 1, "query", "duplicate query"),
+    ("2wikimultihopqa", "2wiki_duplicate_question", {},
+        "fastgraphrag_vdb_results_101_with_gold_titles.json", 1, "question", "duplicate question"),
+    ("qmsum", "qmsum_duplicate_meeting", {},
+        "test.jsonl", "line 2", "meeting_transcripts", "duplicate meeting"),
+    ("qmsum", "qmsum_duplicate_query", {},
+        "test.jsonl", "line 1", "specific_query_list[1].query", "duplicate query"),
+    ("odsum", "odsum_story_empty", {"subset": "story"},
+        "documents_test.jsonl", "line 1", "divided_document", "no text in its 2 chunks"),
+    ("odsum", "odsum_meeting_repeated_key", {"subset": "meeting"},
+        "queries.json", None, None, "key '0' twice in one object"),
+]  # fmt: skip
 
-@pytest.mark.parametrize(("name", "folder", "options", "file", "record", "field", "problem"), MALFORMED)
+
+@pytest.mark.parametrize(
+    ("name", "folder", "options", "file", "record", "field", "problem"),
+    MALFORMED + [pytest.param(*case, marks=pytest.mark.fault) for case in SILENTLY_ACCEPTED],
+)
 def test_malformed_input_names_file_record_and_field(
     name: str, folder: str, options: dict, file: str, record: object, field: str | None, problem: str
 ) -> None:
@@ -295,3 +319,43 @@ def test_missing_file_is_a_data_error(tmp_path: Path) -> None:
     assert Path(caught.value.path).name == "test.jsonl"
     with pytest.raises(DataError, match="folder not found"):
         load_dataset("squality", tmp_path / "absent")
+
+
+@pytest.mark.fault
+def test_text_file_of_nul_bytes_is_a_data_error(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("A real line.\n")
+    (tmp_path / "zeros.txt").write_bytes(b"\x00" * 4096)  # a zero-filled file, as a failed copy leaves
+    with pytest.raises(DataError, match="not a text file: NUL byte at character 0") as caught:
+        load_dataset("text_folder", tmp_path)
+    assert Path(caught.value.path).name == "zeros.txt"
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("lines", [False, True])
+def test_deeply_nested_json_is_a_data_error(tmp_path: Path, lines: bool) -> None:
+    nested = "[" * 100_000 + "]" * 100_000
+    if lines:
+        (tmp_path / "test.jsonl").write_text(f"{nested}\n")
+        name, file, record = "qmsum", "test.jsonl", "line 1"
+    else:
+        (tmp_path / "corpus.json").write_text(nested)
+        name, file, record = "multihop_rag", "corpus.json", None
+    with pytest.raises(DataError, match="nested too deeply") as caught:
+        load_dataset(name, tmp_path)
+    assert (Path(caught.value.path).name, caught.value.record) == (file, record)
+
+
+@pytest.mark.fault
+def test_flaw_kept_as_published_is_counted_in_the_dataset(recwarn: pytest.WarningsRecorder) -> None:
+    ds = load_dataset("odsum", FIXTURES / "odsum_meeting_empty_doc")
+    assert [d.doc_id for d in ds.documents if d.metadata.get("empty")] == ["B002"]
+    assert ds.warnings == [
+        f"file {FIXTURES / 'odsum_meeting_empty_doc/meeting/documents/B002.txt'}, field 'text': "
+        "empty file, kept as an empty document"
+    ]
+    assert [str(w.message) for w in recwarn] == ds.warnings  # also warned, once
+    again = load_dataset("qmsum", FIXTURES / "qmsum_repeated_query_text")
+    assert len(again.questions) == 3 and len(again.warnings) == 1
+    assert (
+        "field 'specific_query_list[1].query': same query text as specific_query_list[0]" in again.warnings[0]
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import warnings
 from pathlib import Path
 
 from ragtrial.data.reading import FieldReader, choose, csv_rows, json_array
@@ -88,7 +87,7 @@ def _csv_questions(path: Path, id_prefix: str, question_type: str) -> list[Quest
     for rec in csv_rows(path, ("question_text", "question_id")):
         if not rec.get("question_text").strip():
             # questions_single_transcript.csv ends with a placeholder row (id 20, no text): not a question.
-            warnings.warn(f"{path}, record {rec.record}: empty question_text, row skipped", stacklevel=2)
+            rec.warn("question_text", "empty, row skipped")
             continue
         question = Question(
             question_id=f"{id_prefix}{rec.text('question_id')}",

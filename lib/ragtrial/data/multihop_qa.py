@@ -108,14 +108,17 @@ def _multihop_rag(root: Path) -> DocsAndQuestions:
     survives re-exports that reorder the array). question_id = "mhr-q<index>". question_type drops the
     "_query" suffix. Evidence items resolve to articles by url and title (they must agree); the gold
     documents are the distinct evidence articles. date = ISO date of published_at (full UTC timestamp in
-    metadata). Null queries (answer "Insufficient information.") get metadata is_null=True.
+    metadata). Null queries (answer "Insufficient information.") get metadata is_null=True. Query
+    texts are unique (a repeated one raises DataError).
     """
     records = json_array(root / "corpus.json")
     documents = [_multihop_document(r) for r in records]
     check_unique(((d.doc_id, r) for r, d in zip(records, documents, strict=True)), "url", "article url")
     articles = _ArticleIndex(records, documents)
-    questions = [_multihop_question(r, articles) for r in json_array(root / "MultiHopRAG.json")]
-    return documents, questions
+    pairs = [(r, _multihop_question(r, articles)) for r in json_array(root / "MultiHopRAG.json")]
+    # The ids are positions, so a repeated record would load twice: the query text is the natural key.
+    check_unique(((q.question, r) for r, q in pairs), "query", "query")
+    return documents, [q for _, q in pairs]
 
 
 # ---------------------------------------------------------------- passage corpora (HippoRAG-style)
@@ -342,10 +345,12 @@ def _two_wiki(root: Path) -> DocsAndQuestions:
 
     There are no answer strings: answers = [] and metadata retrieval_only=True on every question
     (retrieval recall only). Gold titles resolve to the one passage with that title. question_id =
-    "2wiki-<index>"; metadata fastgraphrag_multihop marks the 76 questions fast-graphrag counts as
-    genuinely multi-hop.
+    "2wiki-<index>" (question texts are unique; a repeated one raises DataError); metadata
+    fastgraphrag_multihop marks the 76 questions fast-graphrag counts as genuinely multi-hop.
     """
     passages = _PassageIndex(root / _TWOWIKI_CORPUS)
     multihop = set(_string_array(root / _TWOWIKI_MULTIHOP))
     pairs = [(r, _two_wiki_question(r, passages, multihop)) for r in json_array(root / _TWOWIKI_QUESTIONS)]
-    return passages.documents, unique_questions(pairs, "question")
+    # The ids are positions and can never repeat: the question text is the natural key.
+    check_unique(((q.question, r) for r, q in pairs), "question", "question")
+    return passages.documents, [q for _, q in pairs]

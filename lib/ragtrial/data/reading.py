@@ -1,5 +1,8 @@
 """Reading input files and fields so that every error names file, record and field (`FieldReader`).
 
+A flaw of the published data that a loader keeps as published (ODSum's empty Bro024.txt) is not an
+error but a data warning (`FieldReader.warn`, `data_warning`): warned, and collected into the loaded
+`Dataset.warnings` (`collect_warnings`) so that a notebook can report them and their count.
 Also the small value helpers the loaders share. Leading-underscore names are private to `ragtrial.data`.
 """
 
@@ -8,7 +11,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +35,10 @@ class FieldReader:
         where = self.prefix + field if field is not None else self.prefix.rstrip(".") or None
         return DataError(str(self.path), self.record, where, problem)
 
+    def warn(self, field: str | None, problem: str) -> None:
+        """Report a flaw of the published data that is kept as published (see `data_warning`)."""
+        data_warning(self.error(field, problem))
+
     def get(self, key: str, kind: type | tuple[type, ...] = str) -> Any:
         if not isinstance(self.value, dict):
             raise self.error(None, f"expected an object, got {type_name(self.value)}")
@@ -42,7 +52,7 @@ class FieldReader:
     def text(self, key: str) -> str:
         """A required string that must not be blank (question text, document text, answers)."""
         value = self.get(key, str)
-        if not value.strip():
+        if not _has_text(value):
             raise self.error(key, "empty")
         return value
 
@@ -66,6 +76,33 @@ class FieldReader:
 
     def at(self, field: str, value: Any) -> FieldReader:
         return FieldReader(self.path, self.record, value, f"{self.prefix}{field}.")
+
+
+_WARNINGS: ContextVar[list[str] | None] = ContextVar("data_warnings", default=None)
+
+
+def data_warning(flaw: DataError) -> None:
+    """Warn of `flaw`, kept as published, and add it to the warnings being collected, if any."""
+    collected = _WARNINGS.get()
+    if collected is not None:
+        collected.append(str(flaw))
+    warnings.warn(str(flaw), stacklevel=3)
+
+
+@contextmanager
+def collect_warnings() -> Iterator[list[str]]:
+    """The data warnings of the loading done inside the block (in this context only)."""
+    collected: list[str] = []
+    token = _WARNINGS.set(collected)
+    try:
+        yield collected
+    finally:
+        _WARNINGS.reset(token)
+
+
+def _has_text(text: str) -> bool:
+    # NUL is not whitespace to str.strip, yet a string of NULs holds no text.
+    return bool(text.replace("\x00", "").strip())
 
 
 def type_name(value: Any) -> str:
@@ -98,18 +135,47 @@ def _require_file(path: Path, hint: str = "") -> Path:
 def read_text(path: Path) -> str:
     # utf-8-sig drops a BOM (Gutenberg text, Microsoft CSVs); universal newlines turn CRLF into LF.
     try:
-        return _require_file(path).read_text(encoding="utf-8-sig")
+        text = _require_file(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         raise DataError(str(path), None, None, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    # UTF-8 decodes NUL bytes, but no text file of any data set holds one: a file that does is
+    # binary or corrupt (zero-filled), not text.
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise DataError(str(path), None, None, f"not a text file: NUL byte at character {nul}")
+    return text
+
+
+class _RepeatedKey(ValueError):
+    """A key twice in one JSON object, which json.loads would silently resolve to the last value."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _RepeatedKey(key)
+        found[key] = value
+    return found
+
+
+def _parse_json(text: str, path: Path, line: int | None = None) -> Any:
+    """One JSON document: the whole file, or (`line` given) one line of a JSON Lines file."""
+    record = None if line is None else f"line {line}"
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _RepeatedKey as err:
+        problem = f"key {err.args[0]!r} twice in one object (JSON would keep only the last)"
+        raise DataError(str(path), record, None, problem) from None
+    except json.JSONDecodeError as err:
+        at = f"column {err.colno}" if line is not None else f"line {err.lineno}, column {err.colno}"
+        raise DataError(str(path), record, None, f"invalid JSON: {err.msg} ({at})") from None
+    except RecursionError:  # json's C parser recurses once per nesting level
+        raise DataError(str(path), record, None, "invalid JSON: nested too deeply to read") from None
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(read_text(path))
-    except json.JSONDecodeError as err:
-        raise DataError(
-            str(path), None, None, f"invalid JSON: {err.msg} (line {err.lineno}, column {err.colno})"
-        ) from None
+    return _parse_json(read_text(path), path)
 
 
 def json_array(path: Path) -> list[FieldReader]:
@@ -131,12 +197,7 @@ def json_lines(path: Path) -> list[FieldReader]:
     for number, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue  # a trailing or separating blank line holds no record
-        try:
-            records.append(FieldReader(path, f"line {number}", json.loads(line)))
-        except json.JSONDecodeError as err:
-            raise DataError(
-                str(path), f"line {number}", None, f"invalid JSON: {err.msg} (column {err.colno})"
-            ) from None
+        records.append(FieldReader(path, f"line {number}", _parse_json(line, path, number)))
     return records
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ragtrial.data.reading import FieldReader, is_kind
+from ragtrial.data.reading import FieldReader, collect_warnings, is_kind
 from ragtrial.records import DataError, Dataset, Document, Question
 from ragtrial.registry import Registry
 
@@ -66,8 +66,8 @@ def load_dataset(name: str, path: str | Path, **options: Any) -> Dataset:
 def register_loader(name: str) -> Callable[[Callable[..., DocsAndQuestions]], Callable[..., Dataset]]:
     """Register a raw loader `(folder, **options) -> (documents, questions)` under `name`.
 
-    The wrapper adds what every loader shares (the sampling options and the final consistency
-    check), so no loader re-implements it.
+    The wrapper adds what every loader shares (the sampling options, the final consistency check
+    and the data warnings, in `Dataset.warnings`), so no loader re-implements it.
     """
 
     def register(raw: Callable[..., DocsAndQuestions]) -> Callable[..., Dataset]:
@@ -83,11 +83,14 @@ def register_loader(name: str) -> Callable[[Callable[..., DocsAndQuestions]], Ca
             root = Path(path)
             if not root.is_dir():
                 raise DataError(str(root), None, None, "data set folder not found")
-            documents, questions = raw(root, **options)
+            with collect_warnings() as flaws:
+                documents, questions = raw(root, **options)
             _check_consistent(root, documents, questions)
             questions = _sample(questions, limit_questions, random.Random(f"{seed}:questions"))
             documents = _limit_documents(documents, questions, limit_documents, seed)
-            return Dataset(name=name, documents=documents, questions=questions, source_path=str(root))
+            return Dataset(
+                name=name, documents=documents, questions=questions, source_path=str(root), warnings=flaws
+            )
 
         load.__name__ = load.__qualname__ = f"load_{name}"
         load.__doc__ = raw.__doc__

@@ -5,7 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ragtrial.data.reading import FieldReader, choose, dedupe, json_lines, json_object, type_name
+from ragtrial.data.reading import (
+    FieldReader,
+    _has_text,
+    _stable_hash,
+    choose,
+    dedupe,
+    json_lines,
+    json_object,
+    type_name,
+)
 from ragtrial.data.registry import DocsAndQuestions, check_unique, register_loader, unique_questions
 from ragtrial.data.text_folders import text_documents
 from ragtrial.records import Document, Question
@@ -41,7 +50,7 @@ def _qmsum_meeting(rec: FieldReader, doc_id: str) -> Document:
 
 
 def _qmsum_questions(rec: FieldReader, doc: Document) -> list[tuple[FieldReader, Question]]:
-    pairs = []
+    pairs: list[tuple[FieldReader, Question]] = []
     for kind in ("general", "specific"):
         for j, item in enumerate(rec.items(f"{kind}_query_list")):
             spans = (
@@ -55,8 +64,24 @@ def _qmsum_questions(rec: FieldReader, doc: Document) -> list[tuple[FieldReader,
                 reference_summaries=[item.text("answer")],
                 metadata={"relevant_text_span": spans} if spans else {},
             )
+            _check_repeated_query(item, question, pairs)
             pairs.append((item, question))
     return pairs
+
+
+def _check_repeated_query(
+    item: FieldReader, question: Question, earlier: list[tuple[FieldReader, Question]]
+) -> None:
+    """A query repeated in one meeting: with the same answer it is a duplicated record (an error);
+    with another answer it is two questions as published (test meeting 30 asks "What change has
+    occurred to the segmenter?" of two spans), kept and reported as a data warning.
+    """
+    for rec, other in earlier:
+        if other.question != question.question:
+            continue
+        if other.reference_summaries == question.reference_summaries:
+            raise item.error("query", f"duplicate query (same query and answer as {rec.prefix.rstrip('.')})")
+        item.warn("query", f"same query text as {rec.prefix.rstrip('.')}, another answer: both kept")
 
 
 @register_loader("qmsum")
@@ -67,12 +92,20 @@ def _qmsum(root: Path, *, split: str = "test") -> DocsAndQuestions:
     "speaker: content" line per turn. Questions: question_type general / specific, the meeting as
     the gold document, the reference answer in reference_summaries (answers stay empty), and for
     specific queries the relevant turn spans (metadata relevant_text_span, inclusive [start, end]).
+    A repeated meeting, or a query repeated in a meeting with the same answer, raises DataError; a
+    query text repeated with another answer (once in the test split) is kept, as a data warning.
     """
+    records = json_lines(root / f"{split}.jsonl")
     documents, pairs = [], []
-    for n, rec in enumerate(json_lines(root / f"{split}.jsonl")):
+    for n, rec in enumerate(records):
         doc = _qmsum_meeting(rec, f"qmsum-{split}-{n:03d}")
         documents.append(doc)
         pairs.extend(_qmsum_questions(rec, doc))
+    # The ids are positions, so a repeated meeting would load twice: its transcript is the natural key.
+    transcripts = (
+        (f"transcript sha1 {_stable_hash(d.text)}", r) for r, d in zip(records, documents, strict=True)
+    )
+    check_unique(transcripts, "meeting_transcripts", "meeting")
     return documents, [q for _, q in pairs]
 
 
@@ -153,6 +186,8 @@ def _odsum_meeting(root: Path) -> DocsAndQuestions:
 def _odsum_story_document(rec: FieldReader) -> Document:
     doc_id, meta = _gutenberg_id(rec)
     chunks = rec.strings("divided_document")
+    if not _has_text("".join(chunks)):
+        raise rec.error("divided_document", f"no text in its {len(chunks)} chunks")
     # Chunks end in their own whitespace: joining with "" restores the story, and the offsets
     # let ODSum's chunking be reproduced.
     starts = [sum(len(c) for c in chunks[:i]) for i in range(len(chunks))]

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Sequence
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from ragtrial.data.reading import read_text
+from ragtrial.data.reading import data_warning, read_text
 from ragtrial.data.registry import DocsAndQuestions, register_loader
 from ragtrial.records import DataError, Document
 
@@ -25,7 +24,9 @@ def _natural_key(path: Path) -> list[Any]:
 def text_documents(
     root: Path, patterns: Sequence[str], exclude: Sequence[str], *, keep_empty: bool = False
 ) -> list[Document]:
-    """One Document per matching file; an empty file raises unless `keep_empty` (then it warns)."""
+    """One Document per matching file; an empty file raises unless `keep_empty` (then it is a data
+    warning: the published data set has it).
+    """
     if not root.is_dir():
         raise DataError(str(root), None, None, "folder not found")
     files = [
@@ -42,10 +43,10 @@ def text_documents(
     for file in sorted(files, key=lambda p: _natural_key(p.relative_to(root))):
         text = read_text(file)
         doc = Document(doc_id=file.relative_to(root).as_posix(), title=file.stem, text=text)
-        if not text.strip():
+        if not text.strip():  # read_text refuses NUL bytes, so this is all a blank file can hold
             if not keep_empty:
                 raise DataError(str(file), None, "text", "empty file")
-            warnings.warn(f"{file}: empty file, kept as an empty document", stacklevel=2)
+            data_warning(DataError(str(file), None, "text", "empty file, kept as an empty document"))
             doc.metadata["empty"] = True
         documents.append(doc)
     return documents
