@@ -52,5 +52,6 @@ def test_default_batch_runs_every_notebook_on_the_embedded_model():
 def test_every_params_file_validates(batch):
     from ragtrial.config.batch import load_batch
 
-    specs, _ = load_batch(PROJECT_ROOT / "params" / batch, notebooks_dir=PROJECT_ROOT / "notebooks")
+    endpoint = {"llm": {"base_url": "http://127.0.0.1:1/v1"}}  # the paper batches take it from --set
+    specs, _ = load_batch(PROJECT_ROOT / "params" / batch, endpoint, notebooks_dir=PROJECT_ROOT / "notebooks")
     assert specs

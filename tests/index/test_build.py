@@ -9,8 +9,8 @@ import re
 import pandas as pd
 import pytest
 from conftest import SHARED_DATASETS
+from pydantic import ValidationError
 
-from ragtrial.config.base import ParamsError
 from ragtrial.config.data import DataSettings
 from ragtrial.data import load_dataset
 from ragtrial.data.experiment_dataset import load_experiment_dataset
@@ -302,5 +302,5 @@ def test_gold_scores_count_only_what_each_origin_read() -> None:
 
 def test_experiment_dataset_comes_from_the_data_settings() -> None:
     assert len(load_experiment_dataset(DataSettings(size="tiny")).documents) == 8
-    with pytest.raises(ParamsError, match="data.path"):
-        load_experiment_dataset(DataSettings(dataset="musique"))
+    with pytest.raises(ValidationError, match="required for data set 'musique'"):  # before any loading
+        DataSettings(dataset="musique")
