@@ -71,7 +71,12 @@ def invalid_values(annotation: Any, metadata: list[Any]) -> list[Any]:
         elif isinstance(m, ExistingPath):
             bad.append(MISSING_PATH)
         elif isinstance(m, AfterValidator):  # answer prompts: a path, even to a real prompt file
-            bad += ["/etc/passwd", str(PROJECT_ROOT / "lib/ragtrial/prompts/query/answer.txt"), "judge_score"]
+            bad += [
+                "/etc/passwd",
+                str(PROJECT_ROOT / "lib/ragtrial/prompts/query/answer.txt"),
+                "judge_score",
+                "rate_relevance",
+            ]
         elif isinstance(m, annotated_types.MinLen):
             bad.append("" if annotation is str else [])
         elif getattr(m, "pattern", None):

@@ -2,7 +2,11 @@
 
 A params file states only what it changes. Resolution order for one run:
 code defaults <- batch `settings` <- run `settings` <- grid point <- command-line `--set`.
-Every error names the file and the dotted key, and is raised before any model call.
+Every error names the file and the dotted key, and is raised before any model call: validation
+checks types, bounds (every numeric key has them; floats are finite) and cross-field rules; the
+names of data sets, methods, retrievers and corpus presets and the paths (settings marked `Names` /
+`ExistingPath`) are checked by `ragtrial.runner.preflight` when the batch is expanded, as the
+registries sit above config. Prompt settings are names of shipped prompts, never paths.
 Every key carries a description (`ragtrial settings` lists them).
 """
 

@@ -18,18 +18,20 @@ ANSWER_PLACEHOLDERS = frozenset({"context", "question"})
 
 
 def answer_prompt_name(name: str) -> str:
-    """A shipped prompt's name (never a path) whose placeholders are exactly the generator's."""
-    fitting = sorted(n for n in prompt_files() if load_prompt(n).placeholders == ANSWER_PLACEHOLDERS)
-    if name not in prompt_files():
-        raise ValueError(
-            f"no shipped prompt {name!r}: a prompt is named, not a path (a file "
-            f"ragtrial/prompts/<stage>/<name>.txt); answer prompts: {', '.join(fitting)}"
+    """A shipped query-stage prompt's name (never a path) whose placeholders are the generator's."""
+    fitting = sorted(
+        n
+        for n, (stage, _) in prompt_files().items()
+        if stage == "query" and load_prompt(n).placeholders == ANSWER_PLACEHOLDERS
+    )
+    if name not in fitting:
+        problem = (
+            f"no shipped prompt {name!r}: a prompt is named, not a path (a file ragtrial/prompts/<stage>/"
+            "<name>.txt)"
+            if name not in prompt_files()
+            else f"prompt {name!r} is not a query prompt with exactly the placeholders $context and $question"
         )
-    if load_prompt(name).placeholders != ANSWER_PLACEHOLDERS:
-        raise ValueError(
-            f"prompt {name!r} has placeholders {sorted(load_prompt(name).placeholders)}; an answer prompt "
-            f"has exactly $context and $question: {', '.join(fitting)}"
-        )
+        raise ValueError(f"{problem}; answer prompts: {', '.join(fitting)}")
     return name
 
 
