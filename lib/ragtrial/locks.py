@@ -32,10 +32,9 @@ def holder_pid(path: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def holder_alive(path: Path) -> bool:
-    """Whether the process named in the lock file still exists (a killed holder leaves its pid behind)."""
-    pid = holder_pid(path)
-    if pid is None:
+def pid_alive(pid: object) -> bool:
+    """Whether a process with this pid exists on this machine (False for no pid)."""
+    if not isinstance(pid, int) or pid <= 0:
         return False
     try:
         os.kill(pid, 0)
