@@ -11,7 +11,8 @@ import yaml
 from conftest import PROJECT_ROOT
 
 from ragtrial.cli import main
-from ragtrial.config.batch import load_batch
+from ragtrial.config.batch import RunSpec, load_batch
+from ragtrial.config.settings import validate_settings
 
 pytestmark = pytest.mark.fault
 
@@ -38,7 +39,7 @@ def in_project(monkeypatch):
     ("args", "names"),
     [
         (["--set", "llm.model=[unclosed"], "--set 'llm.model=[unclosed'"),
-        (["--set", "qa.k: {a"], "--set 'qa.k: {a'"),
+        (["--set", "qa.k={a"], "--set 'qa.k={a'"),
         (["--workers", "-2"], "--workers -2"),
         (["--workers", "0"], "--workers 0"),
         (["--only", "99_nope"], "--only 99_nope"),
@@ -78,23 +79,33 @@ def test_a_batch_that_runs_nothing_is_an_error(capsys, tmp_path, in_project, run
     assert code == 2 and len(err) == 1 and batch in err[0] and names in err[0], err
 
 
-@pytest.mark.parametrize("name", ["../../../elsewhere/nb", "/tmp/elsewhere/nb", "sub/00_backend_check", ".."])
-def test_notebook_names_that_leave_the_notebooks_folder_are_refused(capsys, tmp_path, in_project, name):
-    elsewhere = tmp_path / "elsewhere"
+EMPTY_NOTEBOOK = {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+@pytest.mark.parametrize("escape", ["relative", "absolute"])
+def test_notebook_names_that_leave_the_notebooks_folder_are_refused(capsys, tmp_path, monkeypatch, escape):
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "notebooks" / "fine.ipynb").write_text(json.dumps(EMPTY_NOTEBOOK))
     elsewhere.mkdir()
-    planted = elsewhere / "planted.txt"
+    (elsewhere / "nb.ipynb").write_text(json.dumps(EMPTY_NOTEBOOK))  # a notebook the name reaches
+    name = "../../elsewhere/nb" if escape == "relative" else str(elsewhere / "nb")
+    batch = write_batch(tmp_path, [{"notebook": "fine"}, {"notebook": name}])
+    # Where the escaped run folder would be (outputs/<name>-<hash>), with a file of someone else's.
+    settings = validate_settings({"cache_path": str(tmp_path / "cache.sqlite")}, "test")
+    planted = elsewhere / f"{RunSpec(notebook='nb', settings=settings).run_id}" / "planted.txt"
+    planted.parent.mkdir()
     planted.write_text("keep me")
-    batch = write_batch(tmp_path, [{"notebook": "00_backend_check"}, {"notebook": name}])
-    out = tmp_path / "a" / "b" / "out"
-    code, err = run_cli(capsys, batch, "--outputs", str(out), "--force")
+    monkeypatch.chdir(root)
+    code, err = run_cli(capsys, batch, "--force")
     assert code == 2 and len(err) == 1 and batch in err[0] and "runs.1.notebook" in err[0], err
-    assert planted.read_text() == "keep me" and not out.exists()
+    assert planted.read_text() == "keep me" and not (root / "outputs").exists()
 
 
 def test_a_notebook_linked_from_outside_the_notebooks_folder_is_refused(tmp_path):
     (tmp_path / "notebooks").mkdir()
     outside = tmp_path / "outside.ipynb"
-    outside.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    outside.write_text(json.dumps(EMPTY_NOTEBOOK))
     (tmp_path / "notebooks" / "linked.ipynb").symlink_to(outside)
     batch = write_batch(tmp_path, [{"notebook": "linked"}])
     with pytest.raises(ValueError, match="runs.0.notebook.*does not name a notebook inside"):
