@@ -1,7 +1,7 @@
 """The library's layout shows the flow: each sub-package imports only from its own layer or below.
 
 data -> index -> retrieval -> methods -> questions -> evaluation -> report -> runner, with llm,
-prompts and config beneath and records, stats, text, registry and redact at the bottom. Imports
+prompts and config beneath and records, stats, text, registry, redact and locks at the bottom. Imports
 under TYPE_CHECKING count too: a type that only a higher layer defines is a sign the seam is in the
 wrong place.
 """
@@ -13,7 +13,7 @@ import ast
 from conftest import PROJECT_ROOT
 
 LAYERS = [
-    {"records", "stats", "text", "registry", "redact"},
+    {"records", "stats", "text", "registry", "redact", "locks"},
     {"config", "prompts"},
     {"llm"},
     {"data"},

@@ -86,11 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 130
     outputs = Path(args.outputs).resolve() if args.outputs else Path.cwd() / "outputs"
-    failed = [r for r in results if r.status == "failed"]
-    for r in failed:
-        print(
-            f"FAILED {r.run_id}: {r.error.splitlines()[0] if r.error else ''} (see {r.run_dir})",
-            file=sys.stderr,
-        )
+    not_done = [r for r in results if r.status in ("failed", "locked")]
+    for r in not_done:
+        reason = r.error.splitlines()[0] if r.error else "no reason recorded"
+        print(f"{r.status.upper()} {r.run_id}: {reason} (see {r.run_dir})", file=sys.stderr)
     print(outputs / "index.html")
-    return 1 if failed else 0
+    return 1 if not_done else 0

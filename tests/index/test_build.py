@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pytest
@@ -141,6 +144,41 @@ def test_build_is_deterministic_reused_and_described_by_its_manifest(scripted, t
 
     other = index_path(context(scripted, tmp_path, "x", chunk_size=256, chunk_overlap=50), dataset)
     assert other != path  # one --set away is another index
+
+
+def wait_until(condition, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.mark.fault
+def test_an_index_being_built_is_waited_for_and_loaded_not_built_twice(
+    scripted, tmp_path, caplog, monkeypatch
+):
+    first = context(scripted, tmp_path, "first")
+    release = threading.Event()
+    scripted.default_reply = lambda body: (release.wait(60), scripted_model(body))[1]
+    # The second builder's requests carry another key, so the server tells the two builds apart.
+    monkeypatch.setenv("RAGTRIAL_SECOND_BUILDER", "second")
+    values = first.settings.model_dump(mode="json")
+    values["llm"]["api_key_env"] = "RAGTRIAL_SECOND_BUILDER"
+    second = open_run(values, tmp_path / "second", notebook="second")
+    dataset = load_experiment_dataset(first.settings.data)
+
+    def second_paid() -> bool:
+        return any(r["authorization"] == "Bearer second" for r in scripted.requests)
+
+    with ThreadPoolExecutor(2) as pool:
+        built = pool.submit(load_or_build_index, first, dataset)
+        wait_until(lambda: scripted.chat_requests())  # the first build is under way
+        loaded = pool.submit(load_or_build_index, second, dataset)
+        wait_until(lambda: "which is building the index" in caplog.text or second_paid())
+        release.set()
+        first_index, second_index = built.result(timeout=120), loaded.result(timeout=120)
+    assert "which is building the index" in caplog.text and not second_paid()
+    assert second.ledger.frame().empty  # loaded what the first build saved
+    assert_same_tables(first_index, second_index)
 
 
 def test_both_keeps_the_two_graphs_apart(scripted, tmp_path) -> None:

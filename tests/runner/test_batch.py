@@ -1,4 +1,6 @@
-"""Papermill batches end to end: resumability from the cache, and no secret in any output."""
+"""Papermill batches end to end: resumability from the cache (after a stop or a kill), one process
+per run folder, and no secret in any output.
+"""
 
 import json
 import os
@@ -6,12 +8,15 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import PROJECT_ROOT
 
+from ragtrial.report.html import render_index
 from ragtrial.runner.batch import run_batch
 
 
@@ -116,3 +121,102 @@ def test_second_run_replays_everything_from_the_cache(tmp_path):
     assert "gemma-3-270m-q4_k_m" in run["models"] and (out / "index.html").exists()
     skipped = run_batch(batch, root=PROJECT_ROOT, outputs=out, log=lambda _: None)
     assert skipped[0].status == "skipped"
+
+
+class HeldReply:
+    """A default reply whose `hold_at`-th model call waits until `release` is set (a call in flight
+    for as long as the test needs, with no timing involved).
+    """
+
+    def __init__(self, hold_at: int):
+        self.hold_at, self.calls, self.release = hold_at, 0, threading.Event()
+
+    def __call__(self, body):
+        self.calls += 1
+        if self.calls == self.hold_at:
+            self.release.wait(120)
+        return structured_aware_reply(body)
+
+
+def wait_until(condition, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def scripted_batch(scripted, tmp_path):
+    batch = batch_file(
+        tmp_path,
+        {
+            "backend": "openai_compatible",
+            "base_url": scripted.base_url,
+            "model": "scripted",
+            "timeout_s": 150,
+        },
+    )
+    return [sys.executable, "-m", "ragtrial", "run", batch, "--outputs", str(tmp_path / "out")]
+
+
+def the_run(tmp_path) -> dict:
+    return json.loads(next((tmp_path / "out").glob("00_backend_check-*/run.json")).read_text())
+
+
+@pytest.mark.fault
+def test_a_killed_batch_resumes_paying_once_and_keeps_what_the_killed_attempt_paid(scripted, tmp_path):
+    held = HeldReply(hold_at=2)  # the second model call is in flight when the batch is killed
+    scripted.default_reply = held
+    command = scripted_batch(scripted, tmp_path)
+    proc = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: len(scripted.requests) >= 2)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    finally:
+        held.release.set()
+    killed = the_run(tmp_path)
+    assert killed["status"] == "running" and killed["pid"] == proc.pid  # nobody could say otherwise
+    render_index(tmp_path / "out")
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert '<td class="interrupted">interrupted</td>' in page and "running</td>" not in page
+
+    done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    run = the_run(tmp_path)
+    assert run["status"] == "completed"
+    [attempt] = run["attempts"]
+    assert attempt["status"] == "killed" and attempt["ledger"]["llm_calls_live"] == 1
+    assert run["ledger"]["llm_calls_cached"] == 1 and run["ledger"]["llm_calls_live"] == 1
+    assert run["ledger_all_attempts"]["llm_calls_live"] == 2  # what the run paid over both attempts
+    # Paid once each, but for the call in flight at the kill (asked again on resume).
+    assert len(scripted.requests) == 3
+    rows = pd.read_parquet(next((tmp_path / "out").glob("00_backend_check-*/ledger.parquet")))
+    model_calls = rows[rows["kind"] != "embedding"]  # the local embedder's rows are no model call
+    assert model_calls.groupby(["attempt", "attempt_status"]).size().to_dict() == {
+        (1, "killed"): 1,
+        (2, "completed"): 2,
+    }
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "1 killed: 1 live calls" in page
+
+
+@pytest.mark.fault
+def test_a_second_copy_of_a_running_batch_refuses_naming_the_holder(scripted, tmp_path):
+    held = HeldReply(hold_at=2)  # the first copy is mid-run while the second starts
+    scripted.default_reply = held
+    command = scripted_batch(scripted, tmp_path)
+    first = subprocess.Popen(
+        command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_until(lambda: len(scripted.requests) >= 2)
+        second = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    finally:
+        held.release.set()
+    _, first_err = first.communicate(timeout=300)
+    assert first.returncode == 0, first_err
+    assert second.returncode == 1
+    [line] = second.stderr.strip().splitlines()
+    assert line.startswith("LOCKED 00_backend_check-") and f"in use by process {first.pid}" in line
+    assert len(scripted.requests) == 2  # the notebook's two calls, paid once
+    run = the_run(tmp_path)
+    assert run["status"] == "completed" and run["ledger"]["llm_calls_live"] == 2 and run["attempts"] == []

@@ -12,11 +12,12 @@ import copy
 import hashlib
 import itertools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragtrial.config.base import ParamsError, params_error
 from ragtrial.config.settings import Settings, validate_settings
@@ -42,6 +43,13 @@ def dotted_to_nested(key: str, value: Any) -> dict[str, Any]:
     return nested
 
 
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong and where (PyYAML's own text spans several lines)."""
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{getattr(err, 'problem', None) or err}{where}"
+
+
 def parse_set_overrides(items: list[str]) -> dict[str, Any]:
     """`--set llm.model=gpt-4o-mini --set qa.k=5`: values are parsed as YAML scalars/lists."""
     merged: dict[str, Any] = {}
@@ -49,7 +57,11 @@ def parse_set_overrides(items: list[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ParamsError(f"--set {item!r}: expected key.sub=value")
-        merged = deep_merge(merged, dotted_to_nested(key.strip(), yaml.safe_load(raw)))
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as err:
+            raise ParamsError(f"--set {item!r}: the value is not valid YAML: {yaml_problem(err)}") from None
+        merged = deep_merge(merged, dotted_to_nested(key.strip(), value))
     return merged
 
 
@@ -72,6 +84,10 @@ class RunSpec(BaseModel):
         return f"{self.notebook}-{settings_hash(self.settings)}"
 
 
+# A notebook is named by its file name in notebooks/ without `.ipynb`: no folder, no `..`, no path.
+NOTEBOOK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
 class _RunEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     notebook: str
@@ -79,12 +95,30 @@ class _RunEntry(BaseModel):
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     label: str = ""
 
+    @field_validator("notebook")
+    @classmethod
+    def _plain_name(cls, name: str) -> str:
+        if not NOTEBOOK_NAME.fullmatch(name):
+            raise ValueError(
+                f"{name!r} is not a notebook name: give the file name of a notebook in notebooks/ without "
+                "'.ipynb' (letters, digits, '_' and '-'; no folder, no path)"
+            )
+        return name
+
+    @field_validator("grid")
+    @classmethod
+    def _every_axis_has_values(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        empty = [key for key, values in grid.items() if not values]
+        if empty:
+            raise ValueError(f"grid key(s) {', '.join(empty)} list no value, so the grid has no point to run")
+        return grid
+
 
 class BatchFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     description: str = ""
     settings: dict[str, Any] = Field(default_factory=dict)
-    runs: list[_RunEntry]
+    runs: list[_RunEntry] = Field(min_length=1)
     workers: int = Field(1, ge=1)
 
 
@@ -92,9 +126,24 @@ def load_yaml(path: Path) -> Any:
     if not path.is_file():
         raise ParamsError(f"{path}: params file not found")
     try:
-        return yaml.safe_load(path.read_text()) or {}
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as err:
+        raise ParamsError(
+            f"{path}: not a UTF-8 text file (byte {err.start}); a params file is YAML"
+        ) from None
     except yaml.YAMLError as err:
-        raise ParamsError(f"{path}: not valid YAML: {err}") from None
+        raise ParamsError(f"{path}: not valid YAML: {yaml_problem(err)}") from None
+
+
+def notebook_file(notebooks_dir: Path, name: str, where: str) -> Path:
+    """`<notebooks_dir>/<name>.ipynb`, which must exist and resolve to a file inside `notebooks_dir`."""
+    folder = Path(notebooks_dir).resolve()
+    candidate = folder / f"{name}.ipynb"
+    if not candidate.resolve().is_relative_to(folder):  # a `..`, an absolute name or a link out
+        raise ParamsError(f"{where}: {name!r} does not name a notebook inside {folder}")
+    if not candidate.is_file():
+        raise ParamsError(f"{where}: no notebook {name}.ipynb in {folder}")
+    return candidate
 
 
 def load_batch(
@@ -109,10 +158,8 @@ def load_batch(
         raise params_error(str(path), err) from None
     specs: list[RunSpec] = []
     for i, entry in enumerate(batch.runs):
-        if notebooks_dir is not None and not (notebooks_dir / f"{entry.notebook}.ipynb").is_file():
-            raise ParamsError(
-                f"{path}: key 'runs.{i}.notebook': no notebook {entry.notebook}.ipynb in {notebooks_dir}"
-            )
+        if notebooks_dir is not None:
+            notebook_file(notebooks_dir, entry.notebook, f"{path}: key 'runs.{i}.notebook'")
         base = deep_merge(batch.settings, entry.settings)
         keys = list(entry.grid)
         for point in itertools.product(*(entry.grid[k] for k in keys)) if keys else [()]:

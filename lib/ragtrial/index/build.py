@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ from ragtrial.index.import_graphs import import_graphrag_output, import_openie
 from ragtrial.index.tables import GraphIndex, config_hash, empty_tables, fingerprint_documents
 from ragtrial.llm.context import ModelContext
 from ragtrial.llm.ledger import Ledger, Tally, by_stage
+from ragtrial.locks import FolderLock
 from ragtrial.prompts import load_prompt
 from ragtrial.records import Dataset
 
@@ -250,10 +252,32 @@ STAGES: list[tuple[str, Callable[[IndexSettings], bool], Callable[[_Build], None
 ]
 
 
+def _build_lock(path: Path) -> FolderLock:
+    """The lock of one index folder, beside it (the folder itself is replaced by a rename on save).
+
+    A second process asking for an index that is being built waits for the build, then loads it,
+    instead of paying for the same extraction again.
+    """
+
+    def say_why(pid: int | None) -> None:
+        holder = f"process {pid}" if pid else "another process"
+        logging.getLogger(__name__).warning("waiting for %s, which is building the index %s", holder, path)
+
+    return FolderLock(path.parent / f".{path.name}.lock", wait=True, on_wait=say_why)
+
+
 def build_index(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None) -> GraphIndex:
     """Build the index the settings describe and save it under `<store_path>/<config hash>/`."""
     s = settings or ctx.settings.index
     identity = index_identity(ctx, dataset, s)
+    path = Path(s.store_path) / config_hash(identity)
+    with _build_lock(path):
+        return _build(ctx, dataset, s, identity, path)
+
+
+def _build(
+    ctx: ModelContext, dataset: Dataset, s: IndexSettings, identity: dict[str, Any], path: Path
+) -> GraphIndex:
     stage = _Stages(ctx.ledger)
     started = time.perf_counter()
     build = _Build(ctx, s, dataset)
@@ -271,18 +295,22 @@ def build_index(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | N
         "ledger": stage.cost_by_stage(),
         **build.notes,
     }
-    saved = dataclasses.replace(build.index, manifest=manifest).save(
-        Path(s.store_path) / config_hash(identity)
-    )
+    saved = dataclasses.replace(build.index, manifest=manifest).save(path)
     return GraphIndex.load(saved)  # exactly what a later load_or_build_index returns, full manifest included
 
 
 def load_or_build_index(
     ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None
 ) -> GraphIndex:
-    """The saved index for these settings and data if there is one, else a fresh build."""
+    """The saved index for these settings and data if there is one, else a fresh build (one at a
+    time: a build under way in another process is waited for, then loaded).
+    """
     settings = settings or ctx.settings.index
-    path = index_path(ctx, dataset, settings)
+    identity = index_identity(ctx, dataset, settings)
+    path = Path(settings.store_path) / config_hash(identity)
     if (path / "manifest.json").is_file():
         return GraphIndex.load(path)
-    return build_index(ctx, dataset, settings)
+    with _build_lock(path):
+        if (path / "manifest.json").is_file():  # built by the process this one waited for
+            return GraphIndex.load(path)
+        return _build(ctx, dataset, settings, identity, path)

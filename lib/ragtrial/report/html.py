@@ -6,6 +6,7 @@ import html
 import json
 from pathlib import Path
 
+from ragtrial.locks import pid_alive
 from ragtrial.report.files import write_text
 
 
@@ -25,6 +26,24 @@ def _cell(value: object) -> str:
     return f"<td>{html.escape(str(value))}</td>"
 
 
+def shown_status(run: dict) -> str:
+    """The status the index shows: a `running` record whose process is gone was killed (kill -9,
+    power loss) before it could say so, so it shows as interrupted; the next run resumes it.
+    """
+    status = run.get("status", "?")
+    if status == "running" and not pid_alive(run.get("pid")):
+        return "interrupted"
+    return status
+
+
+def _earlier_attempts(run: dict) -> str:
+    """What attempts that did not complete paid, e.g. "1 killed: 12 live calls"."""
+    return "; ".join(
+        f"{a['attempt']} {a['status']}: {a['ledger'].get('llm_calls_live', 0)} live calls"
+        for a in run.get("attempts", [])
+    )
+
+
 def render_index(outputs: Path) -> Path:
     """`outputs/index.html`: every run with its status, key parameters, cost and links."""
     rows = []
@@ -37,7 +56,7 @@ def render_index(outputs: Path) -> Path:
             for name in ("report.html", "run.json", "notebook.ipynb", "ledger.csv")
             if (run_json.parent / name).exists()
         )
-        status = run.get("status", "?")
+        status = shown_status(run)
         rows.append(
             "<tr>"
             + "".join(
@@ -54,6 +73,7 @@ def render_index(outputs: Path) -> Path:
                     _cell(ledger.get("prompt_tokens", "")),
                     _cell(ledger.get("completion_tokens", "")),
                     _cell(ledger.get("failures", "")),
+                    _cell(_earlier_attempts(run)),
                     f"<td>{links}</td>",
                 ]
             )
@@ -74,15 +94,18 @@ def render_index(outputs: Path) -> Path:
             "prompt tokens",
             "completion tokens",
             "failures",
+            "earlier attempts",
             "files",
         ]
     )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>ragtrial runs</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 8px;font-size:90%}}.failed{{background:#fdd}}
-.completed{{background:#dfd}}.running{{background:#ffd}}</style></head><body>
+.completed{{background:#dfd}}.running{{background:#ffd}}.interrupted{{background:#fed}}</style></head><body>
 <h1>ragtrial runs</h1><p>Each row is one notebook run; its <code>run.json</code> holds the resolved
 parameters, git commit, package versions and the cost ledger summary. Token totals include calls
-replayed from the cache.</p><table><tr>{header}</tr>{"".join(rows)}</table></body></html>
+replayed from the cache. Calls and tokens are the last attempt's; "earlier attempts" lists what
+attempts that did not complete paid (their rows are in the run's
+<code>ledger.parquet</code>).</p><table><tr>{header}</tr>{"".join(rows)}</table></body></html>
 """
     return write_text(outputs / "index.html", page)

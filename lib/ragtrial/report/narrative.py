@@ -121,8 +121,11 @@ def findings(
 ) -> str:
     """The narrative of a results section, generated from the tables: what they support and what not."""
     lines = [answer_failure_sentence(summary)]
-    scored = summary.dropna(subset=[quality]).sort_values(quality, ascending=False)
-    if not scored.empty:
+    # No `quality` column at all when no answer has a value (every answer failed).
+    scored = (
+        summary.dropna(subset=[quality]).sort_values(quality, ascending=False) if quality in summary else []
+    )
+    if len(scored):
         top = scored.iloc[0]
         lines.append(
             f"Highest mean {quality}: **{top.method}**, {top[quality]:.2f} "

@@ -15,9 +15,14 @@ def pareto_plot(front: pd.DataFrame, quality: str, label: str) -> Any:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    if front.empty:  # every answer failed: the plot says so instead of drawing nothing
+        ax.text(0.5, 0.5, f"no method has a {label} value (see the failures table)", ha="center")
+        ax.set_axis_off()
+        plt.close(fig)
+        return fig
     err = [front[quality] - front[f"{quality}_low"], front[f"{quality}_high"] - front[quality]]
     ax.errorbar(front["tokens_per_question"], front[quality], yerr=err, fmt="o", color="grey", alpha=0.6)
-    line = front[front["pareto"]].sort_values("tokens_per_question")
+    line = front[front["pareto"].astype(bool)].sort_values("tokens_per_question")
     ax.plot(line["tokens_per_question"], line[quality], "-o", color="tab:blue", label="Pareto front")
     for r in front.itertuples(index=False):
         ax.annotate(

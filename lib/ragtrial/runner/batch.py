@@ -2,11 +2,20 @@
 `<notebook>-<settings hash>`; its folder `outputs/<run_id>/` holds the executed notebook,
 `report.html`, `run.json`, `ledger.csv` and the result tables. A run whose folder already says
 `completed` is skipped unless forced; an interrupted one resumes from the cache.
+
+One process at a time works in a run folder: it holds `run.lock` there (`ragtrial.locks`), and a
+second process asking for the same run refuses it (status `locked`, naming the holder's pid)
+instead of paying for the same calls twice. An attempt that did not complete (killed, interrupted,
+failed) leaves its ledger behind as `ledger.attempt-<n>.csv`; the next attempt keeps it, so
+`run.json` says what each attempt paid and the total, and `ledger.parquet` holds every attempt's
+rows, marked with the attempt's number and outcome.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import shutil
 import sys
 import time
@@ -16,60 +25,141 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragtrial.config.batch import RunSpec, load_batch
+import pandas as pd
+
+from ragtrial.config.base import ParamsError
+from ragtrial.config.batch import RunSpec, load_batch, notebook_file
 from ragtrial.llm.ledger import read_ledger, summarize
+from ragtrial.locks import FolderLock, LockHeld
 from ragtrial.report.files import write_json, write_table
 from ragtrial.report.html import render_index, render_report
 from ragtrial.runner.context import git_commit, package_versions
 from ragtrial.runner.preflight import preflight
+
+LOCK_FILE = "run.lock"
+LEDGER_FILE = "ledger.csv"
 
 
 @dataclass
 class RunResult:
     run_id: str
     notebook: str
-    status: str  # completed | failed | skipped
+    status: str  # completed | failed | skipped | locked | interrupted
     run_dir: Path
     summary: dict[str, Any]
     error: str = ""
 
 
 def read_run_json(run_dir: Path) -> dict[str, Any] | None:
-    import json
-
     path = run_dir / "run.json"
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+def run_folder(outputs: Path, run_id: str) -> Path:
+    """`outputs/<run_id>`, refused unless it is a real folder directly inside the outputs folder."""
+    outputs = Path(outputs).resolve()
+    run_dir = outputs / run_id
+    if run_dir.is_symlink() or run_dir.resolve().parent != outputs:
+        raise ParamsError(f"run {run_id!r}: its folder {run_dir} is not inside the outputs folder {outputs}")
+    return run_dir
+
+
+def failure_reason(err: BaseException) -> str:
+    """One line saying why a notebook failed: the notebook's own exception, not papermill's wrapper."""
+    ename, evalue = getattr(err, "ename", None), getattr(err, "evalue", None)
+    if ename:  # papermill.PapermillExecutionError: the exception raised inside the notebook
+        where = f" (notebook cell In [{err.exec_count}])" if getattr(err, "exec_count", None) else ""
+        reason = f"{ename}: {evalue}{where}"
+    else:
+        reason = f"{type(err).__name__}: {err}"
+    return " ".join(reason.split())[:4000]
+
+
+def _earlier_attempts(run_dir: Path, previous: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The attempts before this one that did not complete, their ledgers kept as attempt files.
+
+    Called with the run's lock held, so a record still saying `running` belongs to a process that
+    is gone (killed): its ledger rows are what it paid, and they stay in the run's record.
+    """
+    if previous is None or previous.get("status") == "completed":
+        return []  # a first run, or a forced re-run of a completed one: a fresh record
+    attempts = list(previous.get("attempts", []))
+    number = len(attempts) + 1
+    kept = run_dir / f"ledger.attempt-{number}.csv"
+    if (run_dir / LEDGER_FILE).exists():
+        os.replace(run_dir / LEDGER_FILE, kept)
+    status = previous.get("status", "unknown")
+    attempts.append(
+        {
+            "attempt": number,
+            "status": "killed" if status == "running" else status,
+            "started_at": previous.get("started_at", ""),
+            "ended_at": previous.get("ended_at", ""),
+            "error": previous.get("error", ""),
+            "ledger_file": kept.name,
+            "ledger": summarize(read_ledger(kept)),
+        }
+    )
+    return attempts
+
+
+def _clear_run_folder(run_dir: Path, keep: set[str]) -> None:
+    """Everything but the lock file and the kept ledgers goes: a re-run starts clean (the cache keeps
+    what was paid for). The lock file stays, so the lock this process holds stays the folder's lock.
+    """
+    for entry in run_dir.iterdir():
+        if entry.name in keep:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def execute_run(
     spec: RunSpec, root: Path, outputs: Path, force: bool = False, show_code: bool = False
 ) -> RunResult:
+    """Run one notebook in its run folder, holding the folder's lock (status `locked` if another holds it)."""
+    run_dir = run_folder(outputs, spec.run_id)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = FolderLock(run_dir / LOCK_FILE).acquire()
+    except LockHeld as held:
+        return RunResult(spec.run_id, spec.notebook, "locked", run_dir, {}, f"{held}; not run")
+    try:
+        return _execute_locked(spec, root, run_dir, force, show_code)
+    finally:
+        lock.release()
+
+
+def _execute_locked(spec: RunSpec, root: Path, run_dir: Path, force: bool, show_code: bool) -> RunResult:
     import papermill
 
-    run_dir = outputs / spec.run_id
+    notebook = notebook_file(root / "notebooks", spec.notebook, f"run {spec.run_id}")
     previous = read_run_json(run_dir)
     if previous and previous.get("status") == "completed" and not force:
         return RunResult(spec.run_id, spec.notebook, "skipped", run_dir, previous.get("ledger", {}))
-    if run_dir.exists():
-        shutil.rmtree(run_dir)  # a re-run starts clean; the cache keeps what was paid for
-    run_dir.mkdir(parents=True)
+    attempts = _earlier_attempts(run_dir, previous)
+    _clear_run_folder(run_dir, keep={LOCK_FILE} | {a["ledger_file"] for a in attempts})
     record: dict[str, Any] = {
         "run_id": spec.run_id,
         "notebook": spec.notebook,
         "label": spec.label,
         "status": "running",
+        "pid": os.getpid(),  # the lock holder: a `running` record whose process is gone was killed
         "settings": spec.settings.model_dump(mode="json"),
         "git_commit": git_commit(root),
         "packages": package_versions(),
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
+        "attempts": attempts,
     }
     write_json(run_dir / "run.json", record)
     started = time.perf_counter()
     error = ""
     try:
         papermill.execute_notebook(
-            str(root / "notebooks" / f"{spec.notebook}.ipynb"),
+            str(notebook),
             str(run_dir / "notebook.ipynb"),
             parameters={"settings": spec.settings.model_dump(mode="json"), "run_dir": str(run_dir)},
             cwd=str(root),
@@ -81,7 +171,7 @@ def execute_run(
         write_json(run_dir / "run.json", _finished(record, run_dir, "interrupted", "interrupted", started))
         raise
     except Exception as err:  # noqa: BLE001 - recorded in run.json and shown in the index
-        error = f"{type(err).__name__}: {err}".strip()[:4000]
+        error = failure_reason(err)
         (run_dir / "error.txt").write_text(traceback.format_exc())
     record = _finished(record, run_dir, "failed" if error else "completed", error, started)
     if (run_dir / "notebook.ipynb").exists():
@@ -93,10 +183,20 @@ def execute_run(
 def _finished(
     record: dict[str, Any], run_dir: Path, status: str, error: str, started: float
 ) -> dict[str, Any]:
-    """The run record with its outcome, duration and the ledger summary (also saved as parquet)."""
-    ledger = read_ledger(run_dir / "ledger.csv")
-    if not ledger.empty:
-        write_table(run_dir / "ledger.parquet", ledger)
+    """The run record with its outcome, duration and the ledger summary: this attempt's, and with
+    earlier attempts the total; `ledger.parquet` holds every attempt's rows, each marked with its
+    attempt's number and outcome.
+    """
+    ledger = read_ledger(run_dir / LEDGER_FILE)
+    attempts = record["attempts"]
+    marked = [
+        read_ledger(run_dir / a["ledger_file"]).assign(attempt=a["attempt"], attempt_status=a["status"])
+        for a in attempts
+    ] + [ledger.assign(attempt=len(attempts) + 1, attempt_status=status)]
+    every_attempt = pd.concat([m for m in marked if not m.empty] or marked[-1:], ignore_index=True)
+    if not every_attempt.empty:
+        write_table(run_dir / "ledger.parquet", every_attempt)
+    totals = {"ledger_all_attempts": summarize(every_attempt)} if attempts else {}
     return {
         **record,
         "status": status,
@@ -104,9 +204,24 @@ def _finished(
         "ended_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - started, 2),
         "ledger": summarize(ledger),
+        **totals,
         "prompts": sorted(p for p in ledger["prompt"].unique() if p) if not ledger.empty else [],
         "models": sorted(ledger["model"].unique()) if not ledger.empty else [],
     }
+
+
+def _selected(specs: list[RunSpec], only: list[str] | None, batch_path: str | Path) -> list[RunSpec]:
+    """The runs `--only` asks for; a name that matches no run of the batch is an error, not a no-op."""
+    if not only:
+        return specs
+    known = list(dict.fromkeys(s.notebook for s in specs))
+    unknown = [name for name in only if name not in known]
+    if unknown:
+        raise ParamsError(
+            f"--only {', '.join(unknown)}: no run of that notebook in {batch_path} (its notebooks: "
+            f"{', '.join(known)})"
+        )
+    return [s for s in specs if s.notebook in only]
 
 
 def run_batch(
@@ -123,11 +238,14 @@ def run_batch(
     """Validate every run of the batch first, names and paths included (no model call before
     that), then execute them.
     """
+    if workers is not None and workers < 1:
+        raise ParamsError(f"--workers {workers}: must be at least 1")
     root = Path(root).resolve()
     outputs = Path(outputs).resolve() if outputs else root / "outputs"
     specs, batch_workers = load_batch(batch_path, overrides, notebooks_dir=root / "notebooks")
-    if only:
-        specs = [s for s in specs if s.notebook in only]
+    specs = _selected(specs, only, batch_path)
+    for spec in specs:
+        run_folder(outputs, spec.run_id)
     preflight(specs, root)
     outputs.mkdir(parents=True, exist_ok=True)
     results: list[RunResult] = []
@@ -145,7 +263,8 @@ def run_batch(
         render_index(outputs)
         return result
 
-    numbered, n_workers = list(enumerate(specs, start=1)), workers or batch_workers
+    numbered = list(enumerate(specs, start=1))
+    n_workers = workers if workers is not None else batch_workers
     try:
         if n_workers == 1:  # in this thread, so an interrupt stops the running notebook at once
             results = [one(n) for n in numbered]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,10 @@ class RunContext:
 
     def save_table(self, frame: pd.DataFrame, name: str) -> Path:
         """Result table as Parquet (and CSV for quick reading) under `<run_dir>/tables/`."""
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name) or ".." in name:
+            raise ValueError(
+                f"table name {name!r}: a plain file name is needed (it is written under tables/)"
+            )
         self.tables.append(name)
         write_table(self.run_dir / "tables" / f"{name}.csv", frame)
         return write_table(self.run_dir / "tables" / f"{name}.parquet", frame)

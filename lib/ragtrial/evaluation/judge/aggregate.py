@@ -39,6 +39,10 @@ def alignment_summary(log: pd.DataFrame) -> pd.DataFrame:
     """Per method pair: how many pairs were aligned as they were, by regeneration, by forced
     append, discarded, or failed; the paper aligns about 85% of its pairs.
     """
+    if log.empty:  # no pair to align (every answer failed): the table's columns, no row
+        return pd.DataFrame(
+            columns=["pair", *ALIGNMENT_OUTCOMES, "pairs", "aligned_share", "mean_gap_before"]
+        )
     table = log.assign(
         pair=[pair_label(r) for r in log.itertuples(index=False)],
         outcome=np.select(
@@ -209,6 +213,21 @@ def all_pairs_matrix(
 # ---------------------------------------------------------------- aggregation: classic protocol and audits
 
 
+CLASSIC_COLUMNS = [
+    *METHOD_KEY,
+    "position",
+    "aspect",
+    "n",
+    "wins_a",
+    "wins_b",
+    "win_rate_a",
+    "relative_win_rate",
+    "rwr_ci_low",
+    "rwr_ci_high",
+    "first_slot_win_rate",
+]
+
+
 def classic_summary(run: Judgments, resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Per (pair, position, criterion): A's and B's wins, A's win rate, the relative win rate with
     an interval over questions, and how often the answer shown first won.
@@ -231,7 +250,6 @@ def classic_summary(run: Judgments, resamples: int = 2000, seed: int = 0) -> pd.
                 "first_slot_win_rate": float((group["winner_slot"] == 1).mean()),
             }
         )
-    table = pd.DataFrame(rows)
-    if not table.empty:
-        table.insert(0, "pair", [pair_label(r) for r in table.itertuples(index=False)])
+    table = pd.DataFrame(rows, columns=CLASSIC_COLUMNS)
+    table.insert(0, "pair", [pair_label(r) for r in table.itertuples(index=False)])
     return table

@@ -104,6 +104,20 @@ def _shorter_first(text: dict[str, str]) -> tuple[str, str]:
     return ("a", "b") if word_count(text["a"]) < word_count(text["b"]) else ("b", "a")
 
 
+ALIGNMENT_LOG_COLUMNS = [
+    "question_id",
+    *METHOD_KEY,
+    "words_a_before",
+    "words_b_before",
+    "gap_before",
+    "regenerations",
+    "forced",
+    "error",
+    "gap_after",
+    "status",
+]
+
+
 def _align_pair(
     pair: tuple, regenerate: Regenerate, append: Append, tolerance: int, max_attempts: int
 ) -> tuple[dict[str, str], dict]:
@@ -156,7 +170,8 @@ def align_lengths(
         log.append(row)
         if row["status"] == "aligned":
             aligned.append(pair._replace(text_a=text["a"], text_b=text["b"]))
-    return pd.DataFrame(aligned, columns=PAIR_COLUMNS), pd.DataFrame(log)
+    # The log keeps its columns with no pair (every answer failed): the report still tabulates it.
+    return pd.DataFrame(aligned, columns=PAIR_COLUMNS), pd.DataFrame(log, columns=ALIGNMENT_LOG_COLUMNS)
 
 
 def length_hint_prompt(prompt: Prompt, target_words: int) -> Prompt:

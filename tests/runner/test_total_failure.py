@@ -1,0 +1,60 @@
+"""Every notebook of the default batch renders a report saying what failed when every model call
+fails: the endpoint refuses every request, or answers every one with empty text.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import PROJECT_ROOT
+
+from ragtrial.runner.batch import run_batch
+
+pytestmark = pytest.mark.fault
+
+
+class EveryLLMCallFails:
+    """A scripted server's script that never runs out: each chat or completion request gets
+    `step`; embeddings are answered (the failure under test is the model's, not the embedder's).
+    """
+
+    def __init__(self, server, step: tuple):
+        self.server, self.step = server, step
+
+    def __bool__(self) -> bool:
+        return True
+
+    def popleft(self) -> tuple:
+        return ("default",) if self.server.requests[-1]["path"].endswith("/embeddings") else self.step
+
+
+@pytest.mark.parametrize(
+    ("step", "kinds"),
+    [(("status", 400), ("http_400",)), (("text", ""), ("parse", "empty_answer"))],
+    ids=["http_400", "empty_reply"],
+)
+def test_every_notebook_reports_what_failed_when_every_call_fails(scripted, tmp_path, step, kinds):
+    scripted.script = EveryLLMCallFails(scripted, step)
+    overrides = {
+        "llm": {
+            "backend": "openai_compatible",
+            "base_url": scripted.base_url,
+            "model": "scripted",
+            "fold_system": False,
+        },
+        "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
+        "cache_path": str(tmp_path / "cache.sqlite"),
+        "index": {"store_path": str(tmp_path / "indexes")},
+    }
+    results = run_batch(
+        PROJECT_ROOT / "params" / "default.yaml",
+        overrides,
+        root=PROJECT_ROOT,
+        outputs=tmp_path / "out",
+        log=lambda _: None,
+    )
+    assert len(results) == 9
+    for result in results:
+        assert result.status == "completed", f"{result.run_id}: {result.error}"
+        assert result.summary["llm_calls_live"] > 0
+        report = (result.run_dir / "report.html").read_text()
+        assert any(kind in report for kind in kinds), f"{result.run_id}'s report names no failure {kinds}"
