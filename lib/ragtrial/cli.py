@@ -42,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument("--only", action="append", metavar="NOTEBOOK", help="run only these notebooks")
     run.add_argument("--force", action="store_true", help="re-run completed runs (the cache still applies)")
+    run.add_argument(
+        "--retry-failures",
+        action="store_true",
+        help="ask the model again for the replies the cache recorded as validation failures "
+        "(otherwise they are replayed and counted, paying nothing); the run ids stay the same",
+    )
     run.add_argument("--workers", type=int, help="parallel notebook executions (default: the batch's)")
     run.add_argument("--outputs", help="outputs folder (default: ./outputs)")
     run.add_argument("--show-code", action="store_true", help="keep code cells in report.html")
@@ -61,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.retry_failures:
+        from ragtrial.llm.middleware import RETRY_FAILURES_ENV
+
+        # read by every model call, papermill's kernels included (inherited environment); the
+        # settings, and so the run ids, do not change
+        os.environ[RETRY_FAILURES_ENV] = "1"
     from ragtrial.runner.batch import run_batch
 
     signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop is handled like Ctrl-C

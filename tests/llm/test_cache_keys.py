@@ -1,6 +1,6 @@
 import pytest
 
-from ragtrial.llm.cache import ResponseCache, cache_key
+from ragtrial.llm.cache import CachedReply, ResponseCache, cache_key
 
 BASE = {
     "model": "m",
@@ -40,7 +40,8 @@ def test_key_is_stable_and_order_independent():
 
 def test_cache_roundtrip_keeps_token_counts(tmp_path):
     cache = ResponseCache(tmp_path / "c.sqlite")
-    cache.put_completion("k", "m", "text", 12, 3)
-    assert cache.get_completion("k") == ("text", 12, 3)
-    assert ResponseCache(tmp_path / "c.sqlite").get_completion("k") == ("text", 12, 3)  # persisted
+    cache.put_completion("k", "m", "text", 12, 3, served_model="m-v2")
+    stored = CachedReply("text", 12, 3, "ok", "m-v2")
+    assert cache.get_completion("k") == stored
+    assert ResponseCache(tmp_path / "c.sqlite").get_completion("k") == stored  # persisted
     assert cache.get_completion("missing") is None

@@ -1,11 +1,15 @@
 """The LLM layer against a scripted OpenAI-compatible server: retries, failures, cache, ledger."""
 
+import sqlite3
+
 import pytest
 from conftest import make_llm
 from pydantic import BaseModel
 
 from ragtrial.llm.client import fold_system_messages
 from ragtrial.llm.errors import LLMError, StructuredOutputError
+from ragtrial.llm.ledger import answered_by, summarize
+from ragtrial.llm.middleware import RETRY_FAILURES_ENV
 
 
 class Pair(BaseModel):
@@ -86,14 +90,14 @@ def test_a_raw_newline_inside_a_string_parses_without_a_repair_round(scripted, t
     assert answer == Pair(city="Tokyo\n", continent="Asia\tEast") and len(scripted.chat_requests()) == 1
 
 
-def test_malformed_twice_raises_records_and_caches_nothing(scripted, tmp_path):
+def test_invalid_twice_at_temperature_above_zero_raises_records_and_caches_nothing(scripted, tmp_path):
     scripted.script.extend([("text", "{not json"), ("text", '{"city": "Tokyo"}')])
-    llm = make_llm(scripted.base_url, tmp_path)
+    llm = make_llm(scripted.base_url, tmp_path, temperature=0.7)
     with pytest.raises(StructuredOutputError) as err:
         llm.structured("capital?", Pair, stage="t")
     assert "continent" in str(err.value) and err.value.raw_text == '{"city": "Tokyo"}'
     assert llm.ledger.frame()["failure"].tolist() == ["parse"]
-    assert llm.cache.counts()["completions"] == 0
+    assert llm.cache.counts()["completions"] == 0  # one sampled draw: a rerun draws again
 
 
 @pytest.mark.parametrize(
@@ -163,3 +167,188 @@ def test_auto_text_api_uses_completions_only_for_the_embedded_base_model(backend
 
     url = "http://127.0.0.1:1/v1"  # an openai_compatible backend requires one; the embedded ignores it
     assert LLMSettings(backend=backend, text_api=text_api, base_url=url).completions_api is expected
+
+
+# ---------------------------------------------------------------- issue 12: empty and malformed replies
+
+
+def cold_and_warm(llm_of, ask):
+    """`ask` on a fresh LLM, then on a second LLM over the same cache (a warm rerun)."""
+    first, second = llm_of(), llm_of()
+    return ask(first), ask(second), first, second
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("blank", ["", "  \n "])
+def test_an_empty_reply_is_a_retried_counted_uncached_failure(scripted, tmp_path, blank):
+    scripted.script.extend([("text", blank)] * 2)
+    llm = make_llm(scripted.base_url, tmp_path, max_retries=1)
+    with pytest.raises(LLMError) as err:
+        llm.complete("say nothing", stage="answer")
+    assert err.value.kind == "empty_reply" and err.value.attempts == 2 and len(scripted.chat_requests()) == 2
+    row = llm.ledger.frame().iloc[0]
+    assert (row["failure"], row["attempts"], row["cached"]) == ("empty_reply", 2, False)
+    assert row["prompt_tokens"] == 2 * 2  # both attempts' prompt tokens ("say nothing" twice)
+    assert summarize(llm.ledger.frame())["failures"] == 1 and llm.cache.counts()["completions"] == 0
+    done = llm.complete("say nothing", stage="answer")  # the server recovered: asked again, not replayed
+    assert done.text.startswith("echo:") and not done.cached
+
+
+@pytest.mark.fault
+def test_a_cached_empty_reply_from_an_older_cache_is_asked_again(scripted, tmp_path):
+    llm = make_llm(scripted.base_url, tmp_path)
+    llm.complete("hello", stage="t")
+    with sqlite3.connect(tmp_path / "cache.sqlite") as conn:  # what the cache kept before issue 12
+        conn.execute("UPDATE completions SET text = '', completion_tokens = 0")
+    again = llm.complete("hello", stage="t")
+    assert not again.cached and again.text.startswith("echo: hello") and len(scripted.chat_requests()) == 2
+
+
+@pytest.mark.fault
+def test_a_reply_that_is_only_its_stop_sequence_is_a_reply_and_is_cached(scripted, tmp_path):
+    # llama.cpp's reply when the model's first token is the stop sequence: no text, one token
+    body = {
+        "model": "scripted",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": ""}}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1},
+    }
+    scripted.script.append(("body", 200, body))
+    ask = lambda llm: llm.complete("short answer?", stage="answer", stop=["\n"])  # noqa: E731
+    first, second, _, warm = cold_and_warm(lambda: make_llm(scripted.base_url, tmp_path), ask)
+    assert (first.text, first.cached, second.text, second.cached) == ("", False, "", True)
+    assert len(scripted.chat_requests()) == 1 and warm.ledger.frame()["failure"].tolist() == [""]
+
+
+MALFORMED_BODIES = {
+    "empty choices": ("body", 200, {"model": "scripted", "choices": []}),
+    "no choices": ("body", 200, {"id": "x", "object": "chat.completion"}),
+    "choices not a list": ("body", 200, {"choices": {"0": "Paris"}}),
+    "no message": ("body", 200, {"choices": [{"index": 0, "finish_reason": "stop"}]}),
+    "content not a string": ("body", 200, {"choices": [{"message": {"content": ["Paris"]}}]}),
+    "null content": ("body", 200, {"choices": [{"message": {"content": None}, "finish_reason": "stop"}]}),
+    "not an object": ("body", 200, ["Paris"]),
+    "truncated JSON": ("raw", 200, b'{"choices": [{"message": {"cont'),
+    "not JSON": ("raw", 200, b"<html>bad gateway</html>"),
+}
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("case", MALFORMED_BODIES)
+def test_a_malformed_200_is_a_typed_recorded_uncached_failure(scripted, tmp_path, case):
+    scripted.script.extend([MALFORMED_BODIES[case]] * 2)
+    llm = make_llm(scripted.base_url, tmp_path, max_retries=1)
+    with pytest.raises(LLMError) as err:
+        llm.complete("capital of France?", stage="t")
+    expected = "empty_reply" if case == "null content" else "malformed_response"
+    assert err.value.kind == expected and scripted.base_url in str(err.value)
+    row = llm.ledger.frame().iloc[0]
+    assert (row["failure"], row["attempts"], row["cached"]) == (expected, 2, False)
+    assert llm.cache.counts()["completions"] == 0
+
+
+@pytest.mark.fault
+def test_a_malformed_200_then_a_reply_is_retried(scripted, tmp_path):
+    scripted.script.append(MALFORMED_BODIES["empty choices"])
+    done = make_llm(scripted.base_url, tmp_path).complete("hello", stage="t")
+    assert done.text.startswith("echo: hello") and done.attempts == 2 and len(scripted.chat_requests()) == 2
+
+
+@pytest.mark.fault
+def test_the_ledger_records_what_actually_answered(scripted, tmp_path):
+    body = {"model": "served-v2", "choices": [{"message": {"content": "Paris"}, "finish_reason": "stop"}]}
+    scripted.script.append(("body", 200, body))
+    llm = make_llm(scripted.base_url, tmp_path)
+    llm.complete("capital?", stage="t")
+    llm.complete("capital?", stage="t")  # replayed: the cache kept what served it
+    rows = llm.ledger.frame()
+    assert rows["model"].tolist() == ["scripted", "scripted"]
+    assert rows["served_model"].tolist() == ["served-v2", "served-v2"]
+    assert (
+        answered_by(rows)
+        == "`served-v2` (1 call live); 1 call replayed from the cache (answered by `served-v2`)"
+    )
+
+
+# ---------------------------------------------------------------- issue 12: the ledger's attempts
+
+
+@pytest.mark.fault
+def test_a_failed_call_records_its_true_attempt_count(scripted, tmp_path):
+    scripted.script.extend([("status", 503)] * 3)
+    llm = make_llm(scripted.base_url, tmp_path, max_retries=2)
+    with pytest.raises(LLMError):
+        llm.complete("burst", stage="t")
+    assert llm.ledger.frame()["attempts"].tolist() == [3] and len(scripted.chat_requests()) == 3
+
+
+@pytest.mark.fault
+def test_a_structured_call_that_fails_its_repair_round_records_both_requests_tokens(scripted, tmp_path):
+    scripted.script.extend([("text", "{not json"), ("text", '{"city": "Tokyo"}')])
+    llm = make_llm(scripted.base_url, tmp_path)
+    with pytest.raises(StructuredOutputError):
+        llm.structured("capital?", Pair, stage="t")
+    sent = scripted.chat_requests()
+    prompt_words = sum(len(m["content"].split()) for r in sent for m in r["body"]["messages"])
+    row = llm.ledger.frame().iloc[0]
+    assert (row["prompt_tokens"], row["completion_tokens"], row["attempts"]) == (prompt_words, 2 + 2, 2)
+
+
+# ---------------------------------------------------------------- issue 12: deterministic failures
+
+
+@pytest.mark.fault
+def test_a_validation_failure_at_temperature_zero_is_replayed_counted_and_paid_once(scripted, tmp_path):
+    scripted.script.extend([("text", "{not json"), ("text", '{"city": "Tokyo"}')])
+    ask = lambda llm: pytest.raises(StructuredOutputError, llm.structured, "capital?", Pair, stage="t")  # noqa: E731
+    cold, warm, cold_llm, warm_llm = cold_and_warm(lambda: make_llm(scripted.base_url, tmp_path), ask)
+    assert len(scripted.chat_requests()) == 2  # the warm run asked nothing
+    assert warm.value.raw_text == cold.value.raw_text == '{"city": "Tokyo"}' and warm.value.kind == "parse"
+    cold_row, warm_row = cold_llm.ledger.frame().iloc[0], warm_llm.ledger.frame().iloc[0]
+    assert (cold_row["cached"], warm_row["cached"]) == (False, True)
+    assert warm_row["failure"] == "parse" and warm_row["prompt_tokens"] == cold_row["prompt_tokens"]
+    warm_summary = summarize(warm_llm.ledger.frame())
+    assert warm_summary["failures"] == 1 and warm_summary["live_prompt_tokens"] == 0
+
+
+@pytest.mark.fault
+def test_retry_failures_asks_a_recorded_failure_again_and_keeps_the_new_reply(
+    scripted, tmp_path, monkeypatch
+):
+    scripted.script.extend([("text", "{not json"), ("text", '{"city": "Tokyo"}')])
+    with pytest.raises(StructuredOutputError):
+        make_llm(scripted.base_url, tmp_path).structured("capital?", Pair, stage="t")
+    scripted.script.append(("text", '{"city": "Tokyo", "continent": "Asia"}'))
+    monkeypatch.setenv(RETRY_FAILURES_ENV, "1")
+    retried = make_llm(scripted.base_url, tmp_path).structured("capital?", Pair, stage="t")
+    assert retried == Pair(city="Tokyo", continent="Asia") and len(scripted.chat_requests()) == 3
+    monkeypatch.delenv(RETRY_FAILURES_ENV)
+    replay = make_llm(scripted.base_url, tmp_path)
+    assert replay.structured("capital?", Pair, stage="t") == retried and len(scripted.chat_requests()) == 3
+    assert replay.ledger.frame()["failure"].tolist() == [""]
+
+
+@pytest.mark.fault
+def test_a_transient_failure_of_a_structured_call_is_not_kept(scripted, tmp_path):
+    scripted.script.append(("status", 400))
+    with pytest.raises(LLMError):
+        make_llm(scripted.base_url, tmp_path).structured("capital?", Pair, stage="t")
+    scripted.script.append(("text", '{"city": "Tokyo", "continent": "Asia"}'))
+    assert make_llm(scripted.base_url, tmp_path).structured("capital?", Pair, stage="t").city == "Tokyo"
+
+
+# ---------------------------------------------------------------- issue 12: no key in an error
+
+
+@pytest.mark.fault
+def test_a_key_echoed_in_an_error_body_is_redacted(scripted, tmp_path, monkeypatch):
+    key = "sk-echoed-0123456789abcdef"
+    monkeypatch.setenv("RAGTRIAL_TEST_KEY", key)
+    scripted.script.append(("body", 401, {"error": {"message": f"Incorrect API key provided: {key}"}}))
+    llm = make_llm(
+        scripted.base_url.replace("http://", "http://user:pw@"), tmp_path, api_key_env="RAGTRIAL_TEST_KEY"
+    )
+    with pytest.raises(LLMError) as err:
+        llm.complete("hello", stage="t")
+    assert key not in str(err.value) and "Incorrect API key provided: ***" in str(err.value)
+    assert "user:pw" not in str(err.value) and err.value.__cause__ is None and err.value.__suppress_context__
+    assert key not in (tmp_path / "ledger.csv").read_text()

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from ragtrial.config.llm import LLMSettings
 from ragtrial.llm import middleware as mw
 from ragtrial.llm.cache import ResponseCache
-from ragtrial.llm.errors import LLMError, StructuredOutputError
+from ragtrial.llm.errors import BadReply, LLMError, StructuredOutputError
 from ragtrial.llm.ledger import Ledger
 from ragtrial.llm.middleware import Call, Reply
 
@@ -127,12 +127,26 @@ def test_repair_asks_once_with_the_validation_error_and_adds_the_tokens():
     assert "not valid JSON for the required schema" in repair_turns[2]["content"]
 
 
-def test_repair_gives_up_after_one_round_and_reports_what_the_first_request_consumed():
-    inner, _ = scripted(Reply("bad", 10, 3, attempts=1), Reply("still bad", 20, 4, attempts=1))
+@pytest.mark.fault
+def test_repair_gives_up_after_one_round_and_reports_what_both_rounds_consumed():
+    inner, _ = scripted(
+        Reply("bad", 10, 3, attempts=1), Reply("still bad", 20, 4, attempts=2, served_model="m-v2")
+    )
     with pytest.raises(StructuredOutputError) as failed:
         mw.with_repair()(inner)(call(City))
     assert failed.value.kind == "parse" and failed.value.raw_text == "still bad"
-    assert (failed.value.prompt_tokens, failed.value.completion_tokens, failed.value.attempts) == (10, 3, 1)
+    assert (failed.value.prompt_tokens, failed.value.completion_tokens, failed.value.attempts) == (30, 7, 3)
+    assert failed.value.served_model == "m-v2"
+
+
+@pytest.mark.fault
+def test_a_repair_request_that_fails_reports_both_requests():
+    exhausted = LLMError("server_error", "boom")
+    exhausted.attempts, exhausted.prompt_tokens = 3, 5
+    inner, _ = scripted(Reply("bad", 10, 3, attempts=1), exhausted)
+    with pytest.raises(LLMError) as failed:
+        mw.with_repair()(inner)(call(City))
+    assert (failed.value.kind, failed.value.attempts, failed.value.prompt_tokens) == ("server_error", 4, 15)
 
 
 def test_repair_leaves_free_text_alone():
@@ -195,3 +209,56 @@ def test_metrics_records_one_row_per_call_success_or_failure():
     rows = ledger.frame()
     assert list(rows["failure"]) == ["", "timeout"] and list(rows["attempts"]) == [1, 2]
     assert list(rows["prompt"]) == ["p@v1", "p@v1"] and list(rows["latency_s"]) == [0.5, 1.5]
+
+
+@pytest.mark.fault
+def test_retries_that_give_up_report_every_attempt_and_the_tokens_of_bad_replies():
+    inner, seen = scripted(*[BadReply("empty_reply", "no text", 7, 1)] * 3)
+    settings = LLMSettings(max_retries=2, backoff_initial_s=0.001, backoff_max_s=0.002)
+    with pytest.raises(LLMError) as failed:
+        mw.with_retries(settings)(inner)(call())
+    assert (failed.value.kind, failed.value.attempts, len(seen)) == ("empty_reply", 3, 3)
+    assert (failed.value.prompt_tokens, failed.value.completion_tokens) == (21, 3)
+
+
+@pytest.mark.fault
+def test_a_reply_after_bad_replies_carries_their_tokens_too():
+    inner, _ = scripted(BadReply("malformed_response", "no choices", 7, 0), Reply("x", 7, 2))
+    settings = LLMSettings(max_retries=2, backoff_initial_s=0.001, backoff_max_s=0.002)
+    reply = mw.with_retries(settings)(inner)(call())
+    assert (reply.attempts, reply.prompt_tokens, reply.completion_tokens) == (2, 14, 2)
+
+
+@pytest.mark.fault
+def test_cache_keeps_a_validation_failure_at_temperature_zero_and_replays_it_as_a_failure(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    invalid = StructuredOutputError("reply does not match City", '{"town": "Paris"}')
+    invalid.prompt_tokens, invalid.completion_tokens, invalid.attempts = 30, 7, 2
+    inner, seen = scripted(invalid)
+    handler = mw.with_cache(cache, "m")(inner)
+    with pytest.raises(StructuredOutputError):
+        handler(call(City, temperature=0.0))
+    with pytest.raises(StructuredOutputError) as replayed:
+        handler(call(City, temperature=0.0))
+    assert len(seen) == 1 and replayed.value.cached and replayed.value.raw_text == '{"town": "Paris"}'
+    assert (replayed.value.prompt_tokens, replayed.value.completion_tokens, replayed.value.attempts) == (
+        30,
+        7,
+        0,
+    )
+    assert "retry-failures" in str(replayed.value)
+
+
+@pytest.mark.fault
+def test_metrics_records_a_replayed_failure_as_cached_and_the_served_model():
+    ledger = Ledger("run")
+    replayed = StructuredOutputError("no match", "{}")
+    replayed.cached, replayed.served_model = True, "m-v2"
+    inner, _ = scripted(replayed, Reply("x", 1, 1, attempts=1, served_model="m-v3"))
+    handler = mw.with_metrics(ledger, "m")(inner)
+    with pytest.raises(StructuredOutputError):
+        handler(call(City))
+    handler(call())
+    rows = ledger.frame()
+    assert rows["cached"].tolist() == [True, False] and rows["failure"].tolist() == ["parse", ""]
+    assert rows["served_model"].tolist() == ["m-v2", "m-v3"]

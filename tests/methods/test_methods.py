@@ -142,7 +142,10 @@ def test_every_method_shows_the_same_prompt_and_only_the_context_differs(llm, sc
 
 
 def test_a_short_answer_that_opens_with_a_line_break_is_asked_again_without_the_stop(scripted, tmp_path):
-    scripted.script.extend([("text", ""), ("text", "\nLondon\nQuestion: and on")])
+    # llama.cpp's reply when the first token is the stop sequence: no text, one completion token
+    stopped = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": ""}}
+    only_the_stop = {"choices": [stopped], "usage": {"prompt_tokens": 5, "completion_tokens": 1}}
+    scripted.script.extend([("body", 200, only_the_stop), ("text", "\nLondon\nQuestion: and on")])
     llm = make_llm(scripted.base_url, tmp_path, max_retries=0)
     answer = retrieval_method(llm, "naive_rag", RAG).answer(QUESTION)
     assert answer.text == "London" and answer.calls == 2 and answer.failure == ""
@@ -237,9 +240,9 @@ def test_a_failed_generation_is_a_recorded_failure_not_an_empty_answer(llm, scri
         {"stage": "answer", "kind": "http_400", "detail": answer.failures[0]["detail"]}
     ]
     assert answer.context_ready and answer.doc_ids == ["d1", "d2"]  # retrieval still counts
-    scripted.script.extend([("text", "   "), ("text", "   \n")])  # blank with the stop, and without it
+    scripted.script.append(("text", "   "))  # a blank reply is a failed call (issue 12), not an answer
     blank = retrieval_method(llm, "naive_rag", RAG).answer(QUESTION)
-    assert blank.failure == "empty_answer" and blank.text == "" and blank.calls == 2
+    assert blank.failure == "empty_reply" and blank.text == "" and blank.calls == 1
 
 
 def test_pack_context_stops_at_the_budget_and_truncates_an_oversized_first_item():

@@ -91,7 +91,10 @@ class LLMSettings(Section):
     max_tokens: int = Field(256, gt=0, description="reply token cap of a call that does not set its own")
     concurrency: int = Field(1, ge=1, description="requests in flight at most")
     max_retries: int = Field(
-        4, ge=0, description="retries after a rate limit, timeout, dropped connection or server error"
+        4,
+        ge=0,
+        description="retries after a rate limit, timeout, dropped connection, server error, or a reply "
+        "that is empty or malformed (LLM and embeddings endpoints)",
     )
     backoff_initial_s: float = Field(
         1.0, ge=0, description="seconds before the first retry; doubled for each next"
@@ -102,7 +105,9 @@ class LLMSettings(Section):
         description="longest wait before a retry, also when the server asks for a longer one; at least "
         "backoff_initial_s",
     )
-    timeout_s: float = Field(300.0, gt=0, description="seconds one request may take")
+    timeout_s: float = Field(
+        300.0, gt=0, description="seconds one request may take, to the LLM and to the embeddings endpoint"
+    )
     embedded: EmbeddedServerSettings = Field(
         EmbeddedServerSettings(), description="the embedded llama.cpp server (backend: embedded)"
     )

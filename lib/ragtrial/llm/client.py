@@ -18,10 +18,12 @@ from pydantic import BaseModel
 
 from ragtrial.config.llm import LLMSettings
 from ragtrial.llm.cache import ResponseCache, cache_key
+from ragtrial.llm.errors import BadReply
 from ragtrial.llm.ledger import Ledger
 from ragtrial.llm.middleware import (
     Call,
     Reply,
+    is_empty_reply,
     pipeline,
     with_cache,
     with_endpoint,
@@ -193,7 +195,8 @@ class LLM:
 
 def send(call: Call, settings: LLMSettings) -> Reply:
     """The one completion function: a single HTTP request, /completions for a plain-text request
-    (it has a `prompt`), /chat/completions otherwise.
+    (it has a `prompt`), /chat/completions otherwise. A 200 response that carries no usable reply
+    raises BadReply (`malformed_response` or `empty_reply`), which the retry policy retries.
     """
     client = openai.OpenAI(
         base_url=call.base_url,
@@ -202,15 +205,61 @@ def send(call: Call, settings: LLMSettings) -> Reply:
         api_key=os.environ.get(settings.api_key_env) or "not-needed",
     )
     request = call.request
-    if "prompt" in request:
-        response = client.completions.create(**request)
-        text = response.choices[0].text or ""
+    plain_text = "prompt" in request
+    api = client.completions if plain_text else client.chat.completions
+    body = response_body(api.with_raw_response.create(**request))
+    text, finish_reason = _choice_text(body, plain_text)
+    usage = body.get("usage")
+    if isinstance(usage, dict) and all(
+        _is_count(usage.get(k)) for k in ("prompt_tokens", "completion_tokens")
+    ):
+        prompt_tokens, completion_tokens = int(usage["prompt_tokens"]), int(usage["completion_tokens"])
     else:
-        response = client.chat.completions.create(**request)
-        text = response.choices[0].message.content or ""
-    usage = response.usage
-    if usage is not None:
-        return Reply(text, int(usage.prompt_tokens), int(usage.completion_tokens))
-    # Servers that omit usage: count with cl100k so cost is estimated rather than missing.
-    prompt_text = request.get("prompt") or "\n".join(m["content"] for m in request["messages"])
-    return Reply(text, count_tokens(prompt_text), count_tokens(text))
+        # Servers that omit usage: count with cl100k so cost is estimated rather than missing.
+        prompt_text = request.get("prompt") or "\n".join(m["content"] for m in request["messages"])
+        prompt_tokens, completion_tokens = count_tokens(prompt_text), count_tokens(text or "")
+    if is_empty_reply(request, text, completion_tokens, finish_reason):
+        raise BadReply(
+            "empty_reply",
+            f"the reply has no text ({completion_tokens} completion tokens, finish_reason {finish_reason!r})",
+            prompt_tokens,
+            completion_tokens,
+        )
+    served = body.get("model")
+    return Reply(
+        text or "", prompt_tokens, completion_tokens, served_model=served if isinstance(served, str) else ""
+    )
+
+
+def response_body(raw: Any) -> dict[str, Any]:
+    """The JSON object of a 200 response (an openai raw response); BadReply when it is not one."""
+    content = raw.http_response.content
+    try:
+        body = json.loads(content)
+    except ValueError:
+        raise BadReply("malformed_response", f"the body is not JSON: {content[:120]!r}") from None
+    if not isinstance(body, dict):
+        raise BadReply("malformed_response", f"the body is not a JSON object: {content[:120]!r}")
+    return body
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _choice_text(body: dict[str, Any], plain_text: bool) -> tuple[str | None, Any]:
+    """The first choice's text (None when the server sent none) and finish reason."""
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise BadReply("malformed_response", f"the body has no choices: {json.dumps(body)[:200]}")
+    choice = choices[0]
+    if plain_text:
+        text = choice.get("text")
+    else:
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise BadReply("malformed_response", f"the choice has no message: {json.dumps(choice)[:200]}")
+        text = message.get("content")
+    if text is not None and not isinstance(text, str):
+        raise BadReply("malformed_response", f"the reply text is not a string: {json.dumps(choice)[:200]}")
+    return text, choice.get("finish_reason")

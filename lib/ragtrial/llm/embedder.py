@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,8 @@ import openai
 
 from ragtrial.config.llm import EmbeddingSettings, LLMSettings
 from ragtrial.llm.cache import ResponseCache, cache_key
-from ragtrial.llm.errors import LLMError
+from ragtrial.llm.client import response_body
+from ragtrial.llm.errors import BadReply, LLMError
 from ragtrial.llm.ledger import CallRecord, Ledger
 from ragtrial.llm.middleware import call_with_retries
 
@@ -53,7 +55,7 @@ class Embedder:
             )
         return self._model
 
-    def _compute(self, texts: list[str]) -> tuple[np.ndarray, list[int], int]:
+    def _compute(self, texts: list[str]) -> Computed:
         if self.settings.backend == "local":
             model = self._local_model()
             vectors = model.encode(
@@ -64,45 +66,67 @@ class Embedder:
                 show_progress_bar=False,
             )
             n_tokens = [len(ids) for ids in model.tokenizer(texts, truncation=True)["input_ids"]]
-            return np.asarray(vectors, dtype=np.float32), n_tokens, 0
+            return Computed(np.asarray(vectors, dtype=np.float32), n_tokens, 0, self.settings.model)
 
-        def attempt() -> Any:
+        def attempt() -> Computed:
             client = openai.OpenAI(
                 base_url=self.settings.base_url,
                 max_retries=0,
+                timeout=self._retry.timeout_s,  # the client's own default is 600 s
                 api_key=os.environ.get(self.settings.api_key_env) or "not-needed",
             )
-            return client.embeddings.create(model=self.settings.model, input=texts)
+            raw = client.embeddings.with_raw_response.create(
+                model=self.settings.model, input=texts, encoding_format="float"
+            )
+            return endpoint_vectors(response_body(raw), len(texts))
 
-        response, attempts = call_with_retries(attempt, self._retry, f"{self.settings.base_url} embeddings")
-        vectors = np.asarray([d.embedding for d in response.data], dtype=np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
-        # The API reports one total; spread it evenly for the per-text cache rows.
-        per_text = response.usage.prompt_tokens // max(1, len(texts)) if response.usage else 0
-        return vectors, [per_text] * len(texts), attempts
+        done = call_with_retries(
+            attempt, self._retry, f"{self.settings.base_url} embeddings", [self.settings.api_key_env]
+        )
+        computed: Computed = done.result
+        computed.attempts = done.attempts
+        return computed
 
     def embed(self, texts: list[str], *, stage: str, method: str = "") -> np.ndarray:
+        """One L2-normalized float32 row per text; one ledger row for the call, failed or not."""
         started = time.perf_counter()
         keys = [cache_key({"embedding_model": self.settings.model, "text": t}) for t in texts]
-        found = self.cache.get_embeddings(list(dict.fromkeys(keys)))
+        # a zero or non-finite vector stored before replies were checked is computed again
+        found = {
+            k: hit
+            for k, hit in self.cache.get_embeddings(list(dict.fromkeys(keys))).items()
+            if usable(hit[0])
+        }
         missing = list(dict.fromkeys(k for k in keys if k not in found))
-        attempts = 0
+        attempts, live_tokens, served = 0, 0, set()
         if missing:
             text_of = dict(zip(keys, texts, strict=True))
             batch = self.settings.batch_size
             for start in range(0, len(missing), batch):
                 part = missing[start : start + batch]
                 try:
-                    vectors, n_tokens, tries = self._compute([text_of[k] for k in part])
+                    computed = self._compute([text_of[k] for k in part])
                 except LLMError as err:
-                    self._record(stage, method, False, 0, started, attempts, err.kind)
+                    failed_tokens = live_tokens + err.prompt_tokens
+                    self._record(
+                        stage,
+                        method,
+                        False,
+                        failed_tokens,
+                        started,
+                        attempts + err.attempts,
+                        err.kind,
+                        served,
+                    )
                     raise
-                attempts += tries
-                rows = list(zip(part, vectors, n_tokens, strict=True))
+                attempts += computed.attempts
+                live_tokens += sum(computed.n_tokens)
+                served.add(computed.served_model)
+                rows = list(zip(part, computed.vectors, computed.n_tokens, strict=True))
                 self.cache.put_embeddings(self.settings.model, rows)
                 found.update({k: (v, n) for k, v, n in rows})
         tokens = sum(found[k][1] for k in keys)
-        self._record(stage, method, not missing, tokens, started, attempts)
+        self._record(stage, method, not missing, tokens, started, attempts, "", served)
         return np.stack([found[k][0] for k in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
 
     def _record(
@@ -113,7 +137,8 @@ class Embedder:
         tokens: int,
         started: float,
         attempts: int,
-        failure: str = "",
+        failure: str,
+        served: set[str],
     ) -> None:
         self.ledger.record(
             CallRecord(
@@ -130,5 +155,66 @@ class Embedder:
                 latency_s=time.perf_counter() - started,
                 attempts=attempts,
                 failure=failure,
+                served_model=", ".join(sorted(served - {""})),
             )
         )
+
+
+@dataclass
+class Computed:
+    """Vectors computed for a batch of texts, with their token counts, the HTTP attempts made
+    (0 for the local model) and the model that served them.
+    """
+
+    vectors: np.ndarray
+    n_tokens: list[int]
+    attempts: int
+    served_model: str
+
+
+def usable(vector: np.ndarray) -> bool:
+    """Whether a vector is finite and not zero (so it has a direction to compare)."""
+    return bool(np.isfinite(vector).all()) and float(np.linalg.norm(vector)) > 0
+
+
+def endpoint_vectors(body: dict[str, Any], n_texts: int) -> Computed:
+    """The L2-normalized vectors of an embeddings response body for `n_texts` texts, in input
+    order; BadReply(`malformed_response`) for too few or too many, ragged, zero or non-finite
+    vectors, which are never cached.
+    """
+    usage = body.get("usage")
+    prompt_tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    total = prompt_tokens if isinstance(prompt_tokens, int) and prompt_tokens >= 0 else 0
+
+    def bad(problem: str) -> BadReply:
+        return BadReply("malformed_response", f"embeddings reply for {n_texts} text(s): {problem}", total)
+
+    data = body.get("data")
+    if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
+        raise bad("no list of embeddings in the body")
+    if len(data) != n_texts:
+        raise bad(f"{len(data)} vector(s)")
+    if all(isinstance(d.get("index"), int) for d in data) and {d["index"] for d in data} == set(
+        range(n_texts)
+    ):
+        data = sorted(data, key=lambda d: d["index"])
+    rows = [d.get("embedding") for d in data]
+    if not all(isinstance(r, list) and r and all(_is_number(x) for x in r) for r in rows):
+        raise bad("an embedding is not a non-empty list of numbers")
+    if len({len(r) for r in rows}) > 1:
+        raise bad(f"vectors of different dimensions {sorted({len(r) for r in rows})}")
+    vectors = np.asarray(rows, dtype=np.float64)
+    broken = [i for i, v in enumerate(vectors) if not usable(v)]
+    if broken:
+        raise bad(f"zero or non-finite vector(s) at position(s) {broken[:10]}")
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    served = body.get("model")
+    # The API reports one total; spread it evenly for the per-text cache rows.
+    per_text = total // max(1, n_texts)
+    return Computed(
+        vectors.astype(np.float32), [per_text] * n_texts, 0, served if isinstance(served, str) else ""
+    )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -35,6 +35,9 @@ class CallRecord:
     latency_s: float
     attempts: int  # live HTTP attempts, retries included; 0 for a cache hit
     failure: str  # "" on success, else the failure kind (rate_limit, server_error, timeout, parse, ...)
+    # the `model` the endpoint reported for the reply (what actually answered); on a cache hit, the
+    # one stored with the reply ("" for rows cached before it was recorded); "" when none answered
+    served_model: str = ""
 
 
 LEDGER_COLUMNS = [f.name for f in fields(CallRecord)]
@@ -98,7 +101,11 @@ class Ledger:
 def read_ledger(path: Path) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame(columns=LEDGER_COLUMNS)
-    return pd.read_csv(path, keep_default_na=False, dtype={"failure": str, "method": str, "prompt": str})
+    return pd.read_csv(
+        path,
+        keep_default_na=False,
+        dtype={"failure": str, "method": str, "prompt": str, "served_model": str},
+    )
 
 
 def summarize(ledger: pd.DataFrame) -> dict[str, int | float]:
@@ -116,6 +123,7 @@ def summarize(ledger: pd.DataFrame) -> dict[str, int | float]:
             "model_seconds": 0.0,
         }
     # Failed calls still consumed tokens, so they count in the totals (and in live_* when live).
+    # `failures` counts every failed call, embeddings included, cached (replayed) failures too.
     llm = ledger[ledger["kind"] != "embedding"]
     cached = llm["cached"].astype(bool)
     live = llm[~cached]
@@ -126,10 +134,51 @@ def summarize(ledger: pd.DataFrame) -> dict[str, int | float]:
         "completion_tokens": int(llm["completion_tokens"].sum()),
         "live_prompt_tokens": int(live["prompt_tokens"].sum()),
         "live_completion_tokens": int(live["completion_tokens"].sum()),
-        "failures": int((llm["failure"] != "").sum()),
+        "failures": int((ledger["failure"] != "").sum()),
         "embedding_calls": int((ledger["kind"] == "embedding").sum()),
         "model_seconds": float(live["latency_s"].sum()),
     }
+
+
+def answered_by(ledger: pd.DataFrame) -> str:
+    """What actually answered the LLM calls of `ledger` (the `model` the endpoint reported), the
+    calls replayed from the cache and the calls no model answered, as a provenance line.
+    """
+    llm = ledger[ledger["kind"] != "embedding"]
+    if llm.empty:
+        return "no model call yet in this run"
+    cached = llm["cached"].astype(bool)
+    named = llm["served_model"] != ""
+    failed = llm["failure"] != ""
+    live = llm[~cached & named]
+    unnamed = llm[~cached & ~named & ~failed]  # answered by an endpoint that reports no model name
+    replayed = llm[cached]
+    unanswered = llm[~cached & ~named & failed]
+
+    def models(rows: pd.DataFrame) -> str:
+        return ", ".join(f"`{m}`" for m in sorted(set(rows["served_model"]) - {""}))
+
+    parts = []
+    if not live.empty:
+        parts.append(f"{models(live)} ({_calls(len(live))} live)")
+    if not unnamed.empty:
+        parts.append(f"{_calls(len(unnamed))} live to an endpoint that named no model")
+    if not replayed.empty:
+        source = models(replayed)
+        parts.append(
+            f"{_calls(len(replayed))} replayed from the cache "
+            + (f"(answered by {source})" if source else "(the model that answered was not recorded)")
+        )
+    if not unanswered.empty:
+        kinds = ", ".join(sorted(set(unanswered["failure"])))
+        if not parts:
+            return f"no model answered ({_calls(len(unanswered))} failed: {kinds})"
+        parts.append(f"{_calls(len(unanswered))} answered by no model ({kinds})")
+    return "; ".join(parts)
+
+
+def _calls(n: int) -> str:
+    return f"{n} call" + ("" if n == 1 else "s")
 
 
 def by_stage(ledger: pd.DataFrame, keys: tuple[str, ...] = ("stage", "method")) -> pd.DataFrame:

@@ -7,25 +7,29 @@ comes back. The order, outermost first, is stated once, in `ragtrial.llm.client.
 
 - metrics: one ledger row per call, hit or live, success or failure (so it sees what the cache
   answered as well);
-- cache: a hit returns the stored reply; a live success is stored (failures never are);
+- cache: a hit returns the stored reply; a live success is stored; a structured reply that failed
+  validation at temperature 0 is stored as a failure and re-validated on replay (it is the same
+  reply every time); transient failures are never stored;
 - endpoint: resolves the base URL on a miss only (starting the embedded server lazily);
 - latency: the clock of a live call starts after the endpoint is resolved (server start-up is
   not model latency) and covers waiting, retries and the repair round;
 - structured: validates a structured reply against its schema and asks once for a repair;
 - limit: at most `llm.concurrency` requests in flight;
-- retries: exponential backoff on 429 / 5xx / timeouts / dropped connections.
+- retries: exponential backoff on 429 / 5xx / timeouts / dropped connections / 200 responses
+  without a usable reply (empty or malformed).
 
 Every wrapper is a function `Handler -> Handler`, testable alone with a scripted inner handler.
-An `LLMError` carries what the failed call consumed (tokens, attempts, latency), so the metrics
-layer can record it.
+An `LLMError` carries what the failed call consumed (every attempt's tokens, the true attempt
+count, latency), so the metrics layer can record it.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,8 +37,8 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from ragtrial.config.llm import LLMSettings
-from ragtrial.llm.cache import ResponseCache
-from ragtrial.llm.errors import LLMError, StructuredOutputError
+from ragtrial.llm.cache import STATUS_OK, STATUS_PARSE_FAILURE, CachedReply, ResponseCache
+from ragtrial.llm.errors import BadReply, LLMError, StructuredOutputError
 from ragtrial.llm.ledger import CallRecord, Ledger
 from ragtrial.llm.structured import parse_reply, short_error
 
@@ -62,11 +66,36 @@ class Call:
 @dataclass
 class Reply:
     text: str
-    prompt_tokens: int
+    prompt_tokens: int  # every attempt's, the repair round's included
     completion_tokens: int
     attempts: int = 0  # live HTTP attempts, retries included; 0 for a cache hit
     cached: bool = False
     latency_s: float = 0.0
+    served_model: str = ""  # the `model` the endpoint reported (stored with the cached reply)
+
+
+# Set (to anything but "0") by `ragtrial run --retry-failures`: recorded failures are asked again.
+# An environment variable, read at call time, so that it reaches papermill's kernels and changes
+# neither the settings nor the run id.
+RETRY_FAILURES_ENV = "RAGTRIAL_RETRY_FAILURES"
+
+
+def retry_recorded_failures() -> bool:
+    """Whether cached validation failures are asked again instead of replayed."""
+    return os.environ.get(RETRY_FAILURES_ENV, "") not in ("", "0")
+
+
+def is_empty_reply(
+    request: dict[str, Any], text: str | None, completion_tokens: int, finish_reason: Any = "stop"
+) -> bool:
+    """Whether a reply is empty (a failure): no text, or only whitespace. One blank reply is a
+    reply: the request's stop sequence was the first thing the model wrote (it generated tokens and
+    stopped on the stop sequence, which the server strips); the answer step asks again without it.
+    """
+    if text is not None and text.strip():
+        return False
+    stopped_first = bool(request.get("stop")) and completion_tokens > 0 and finish_reason == "stop"
+    return text is None or not stopped_first
 
 
 Handler = Callable[[Call], Reply]
@@ -79,7 +108,7 @@ def with_metrics(ledger: Ledger, model: str) -> Middleware:
     def wrap(inner: Handler) -> Handler:
         def handle(call: Call) -> Reply:
             def record(
-                cached: bool, p_tok: int, c_tok: int, latency: float, attempts: int, failure: str
+                cached: bool, p_tok: int, c_tok: int, latency: float, attempts: int, failure: str, served: str
             ) -> None:
                 ledger.record(
                     CallRecord(
@@ -96,13 +125,22 @@ def with_metrics(ledger: Ledger, model: str) -> Middleware:
                         latency_s=latency,
                         attempts=attempts,
                         failure=failure,
+                        served_model=served,
                     )
                 )
 
             try:
                 reply = inner(call)
             except LLMError as err:
-                record(False, err.prompt_tokens, err.completion_tokens, err.latency_s, err.attempts, err.kind)
+                record(
+                    err.cached,
+                    err.prompt_tokens,
+                    err.completion_tokens,
+                    err.latency_s,
+                    err.attempts,
+                    err.kind,
+                    err.served_model,
+                )
                 raise
             record(
                 reply.cached,
@@ -111,6 +149,7 @@ def with_metrics(ledger: Ledger, model: str) -> Middleware:
                 reply.latency_s,
                 reply.attempts,
                 "",
+                reply.served_model,
             )
             return reply
 
@@ -122,22 +161,81 @@ def with_metrics(ledger: Ledger, model: str) -> Middleware:
 def with_cache(cache: ResponseCache, model: str) -> Middleware:
     """Replay a stored reply; store a live success under the original request's key (so a replay
     skips a repair round too).
+
+    A structured reply that arrived well-formed and still failed validation after the repair round
+    is deterministic at temperature 0: it is stored as a failure, and a replay re-validates it and
+    raises the same StructuredOutputError (a cached failure in the ledger, paid for once) unless
+    `retry_recorded_failures()`. At temperature > 0 it is not stored: the reply was one draw, and
+    a rerun draws again (an endpoint need not honour the seed). Transient failures (HTTP errors,
+    timeouts, empty or malformed bodies) are never stored, and a stored blank reply that is not a
+    reply (`is_empty_reply`; older caches kept those) is asked again.
     """
 
     def wrap(inner: Handler) -> Handler:
         def handle(call: Call) -> Reply:
             started = time.perf_counter()
             hit = cache.get_completion(call.key)
-            if hit is not None:
-                text, p_tok, c_tok = hit
-                return Reply(text, p_tok, c_tok, cached=True, latency_s=time.perf_counter() - started)
-            reply = inner(call)
-            cache.put_completion(call.key, model, reply.text, reply.prompt_tokens, reply.completion_tokens)
+            if hit is not None and hit.status == STATUS_OK:
+                if not is_empty_reply(call.request, hit.text, hit.completion_tokens):
+                    return _replayed(hit, started)
+            elif hit is not None and call.schema is not None and not retry_recorded_failures():
+                return _replay_failure(call, hit, started)
+            try:
+                reply = inner(call)
+            except StructuredOutputError as err:
+                if call.request.get("temperature") == 0:
+                    cache.put_completion(
+                        call.key,
+                        model,
+                        err.raw_text,
+                        err.prompt_tokens,
+                        err.completion_tokens,
+                        STATUS_PARSE_FAILURE,
+                        err.served_model,
+                    )
+                raise
+            cache.put_completion(
+                call.key,
+                model,
+                reply.text,
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                served_model=reply.served_model,
+            )
             return reply
 
         return handle
 
     return wrap
+
+
+def _replayed(hit: CachedReply, started: float) -> Reply:
+    return Reply(
+        hit.text,
+        hit.prompt_tokens,
+        hit.completion_tokens,
+        cached=True,
+        latency_s=time.perf_counter() - started,
+        served_model=hit.served_model,
+    )
+
+
+def _replay_failure(call: Call, hit: CachedReply, started: float) -> Reply:
+    """A stored validation failure, validated again (the schema or the parser may have changed)."""
+    assert call.schema is not None  # only structured calls store failures
+    try:
+        parse_reply(call.schema, hit.text)
+    except ValidationError as err:
+        failure = StructuredOutputError(
+            f"reply does not match {call.schema.__name__} after one repair round: {short_error(err)} "
+            "(replayed from the cache; `ragtrial run --retry-failures` asks the model again)",
+            hit.text,
+        )
+        failure.prompt_tokens, failure.completion_tokens = hit.prompt_tokens, hit.completion_tokens
+        failure.cached, failure.served_model = True, hit.served_model
+        failure.latency_s = time.perf_counter() - started
+        raise failure from None
+    return _replayed(hit, started)
 
 
 def with_endpoint(resolve: Callable[[], str]) -> Middleware:
@@ -170,8 +268,8 @@ def with_latency() -> Middleware:
 
 def with_repair() -> Middleware:
     """A structured reply that does not validate against its schema is shown its validation error
-    and asked once more; a second invalid reply raises StructuredOutputError. The tokens of a
-    successful repair round are added to the reply's; a failed round reports the first request's.
+    and asked once more; a second invalid reply raises StructuredOutputError. The repair round's
+    tokens and attempts are added to the first request's, whether it succeeds or fails.
     """
 
     def wrap(inner: Handler) -> Handler:
@@ -195,23 +293,23 @@ def with_repair() -> Middleware:
             ]
             try:
                 repaired = inner(replace(call, request={**call.request, "messages": messages}))
-                parse_reply(call.schema, repaired.text)
             except LLMError as err:
                 raise _spent(err, reply) from None
+            try:
+                parse_reply(call.schema, repaired.text)
             except ValidationError as err:
-                raise _spent(
-                    StructuredOutputError(
-                        f"reply does not match {call.schema.__name__} after one repair round: "
-                        f"{short_error(err)}",
-                        repaired.text,
-                    ),
-                    reply,
-                ) from None
+                failure = StructuredOutputError(
+                    f"reply does not match {call.schema.__name__} after one repair round: {short_error(err)}",
+                    repaired.text,
+                )
+                failure.served_model = repaired.served_model
+                raise _spent(failure, reply, repaired) from None
             return Reply(
                 repaired.text,
                 reply.prompt_tokens + repaired.prompt_tokens,
                 reply.completion_tokens + repaired.completion_tokens,
                 reply.attempts + repaired.attempts,
+                served_model=repaired.served_model,
             )
 
         return handle
@@ -219,13 +317,11 @@ def with_repair() -> Middleware:
     return wrap
 
 
-def _spent(err: LLMError, reply: Reply) -> LLMError:
-    """`err` reporting what `reply`'s request consumed."""
-    err.prompt_tokens, err.completion_tokens, err.attempts = (
-        reply.prompt_tokens,
-        reply.completion_tokens,
-        reply.attempts,
-    )
+def _spent(err: LLMError, *replies: Reply) -> LLMError:
+    """`err` also reporting what the requests of `replies` consumed."""
+    err.prompt_tokens += sum(r.prompt_tokens for r in replies)
+    err.completion_tokens += sum(r.completion_tokens for r in replies)
+    err.attempts += sum(r.attempts for r in replies)
     return err
 
 
@@ -244,12 +340,17 @@ def with_limit(concurrency: int) -> Middleware:
 
 
 def with_retries(settings: LLMSettings) -> Middleware:
-    """Retry transient failures with exponential backoff (`call_with_retries`)."""
+    """Retry transient failures with exponential backoff (`call_with_retries`); the reply reports
+    every attempt: their count, and the tokens the failed ones consumed added to its own.
+    """
 
     def wrap(inner: Handler) -> Handler:
         def handle(call: Call) -> Reply:
-            reply, attempts = call_with_retries(lambda: inner(call), settings, call.what)
-            reply.attempts = attempts
+            done = call_with_retries(lambda: inner(call), settings, call.what, [settings.api_key_env])
+            reply = done.result
+            reply.attempts = done.attempts
+            reply.prompt_tokens += done.failed_prompt_tokens
+            reply.completion_tokens += done.failed_completion_tokens
             return reply
 
         return handle
@@ -274,6 +375,8 @@ _RETRYABLE = {
 
 
 def _failure_kind(err: Exception) -> tuple[str, bool]:
+    if isinstance(err, BadReply):
+        return err.kind, True
     for cls, kind in _RETRYABLE.items():
         if isinstance(err, cls):
             return kind, True
@@ -282,18 +385,45 @@ def _failure_kind(err: Exception) -> tuple[str, bool]:
     return type(err).__name__, False
 
 
-def call_with_retries(attempt: Callable[[], Any], settings: LLMSettings, what: str) -> tuple[Any, int]:
-    """Run `attempt` with exponential backoff on 429 / 5xx / timeouts / dropped connections.
-
-    Returns (result, attempts). Raises LLMError naming the endpoint once retries are exhausted.
+@dataclass
+class Attempted:
+    """What `call_with_retries` got: the result, the attempts it took, and what the failed
+    attempts consumed (a 200 response without a usable reply still reports its usage).
     """
+
+    result: Any
+    attempts: int
+    failed_prompt_tokens: int
+    failed_completion_tokens: int
+
+
+def call_with_retries(
+    attempt: Callable[[], Any], settings: LLMSettings, what: str, key_envs: Sequence[str] = ()
+) -> Attempted:
+    """Run `attempt` with exponential backoff on 429 / 5xx / timeouts / dropped connections /
+    200 responses without a usable reply (`BadReply`).
+
+    Raises LLMError naming the endpoint once retries are exhausted, carrying the attempts made and
+    the tokens they consumed; its message is redacted (`key_envs`: the API key's variable).
+    """
+    failed_prompt_tokens = failed_completion_tokens = 0
     for attempt_no in range(1, settings.max_retries + 2):
         try:
-            return attempt(), attempt_no
+            return Attempted(attempt(), attempt_no, failed_prompt_tokens, failed_completion_tokens)
         except Exception as err:  # noqa: BLE001 - classified below, never swallowed
             kind, retryable = _failure_kind(err)
+            if isinstance(err, BadReply):
+                failed_prompt_tokens += err.prompt_tokens
+                failed_completion_tokens += err.completion_tokens
             if not retryable or attempt_no > settings.max_retries:
-                raise LLMError(kind, f"{what}: {kind} after {attempt_no} attempt(s): {err}") from err
+                # `from None`: the cause's own message (an endpoint's error body) is not redacted
+                failure = LLMError(kind, f"{what}: {kind} after {attempt_no} attempt(s): {err}", key_envs)
+                failure.attempts = attempt_no
+                failure.prompt_tokens, failure.completion_tokens = (
+                    failed_prompt_tokens,
+                    failed_completion_tokens,
+                )
+                raise failure from None
             delay = min(settings.backoff_max_s, settings.backoff_initial_s * 2 ** (attempt_no - 1))
             retry_after = getattr(getattr(err, "response", None), "headers", {}).get("retry-after")
             if retry_after and retry_after.replace(".", "", 1).isdigit():

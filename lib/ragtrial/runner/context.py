@@ -21,7 +21,7 @@ from ragtrial.config.settings import Settings, validate_settings
 from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.client import LLM
 from ragtrial.llm.embedder import Embedder
-from ragtrial.llm.ledger import Ledger, by_stage
+from ragtrial.llm.ledger import Ledger, answered_by, by_stage
 from ragtrial.report.files import write_table
 from ragtrial.report.narrative import embedded_disclaimer
 from ragtrial.runner.preflight import check_settings
@@ -99,7 +99,8 @@ class RunContext:
         rows = [
             ("run id", self.run_id),
             ("notebook", self.notebook),
-            ("LLM", f"{s.llm.model} via {endpoint}"),
+            ("LLM requested", f"{s.llm.model} via {endpoint}"),
+            ("answered by", answered_by(self.ledger.frame())),
             ("sampling", f"temperature {s.llm.temperature}, top_p {s.llm.top_p}, seed {s.llm.seed}"),
             ("embeddings", f"{s.embeddings.model} ({s.embeddings.backend})"),
             ("data", f"{data}, seed {s.data.seed}"),
@@ -110,16 +111,26 @@ class RunContext:
     def is_embedded_default(self) -> bool:
         return self.settings.llm.backend == "embedded"
 
-    def banner(self) -> Any:
-        """Markdown shown at the top of every report: provenance, and the weak-model warning."""
-        from IPython.display import Markdown
+    def banner(self) -> None:
+        """Show the provenance and the weak-model warning at the top of the report. What answered
+        is only known once calls were made, so in a notebook the banner is refreshed after every
+        cell (an IPython display update), and the rendered report shows what answered the run.
+        """
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
 
-        lines = ["| what | value |", "|---|---|"]
-        lines += [f"| {w} | {v} |" for w, v in self.provenance().itertuples(index=False)]
-        text = "\n".join(lines)
-        if self.is_embedded_default():
-            text = f"> **Embedded default model.** {EMBEDDED_WARNING}\n\n{text}"
-        return Markdown(text)
+        def text() -> Markdown:
+            lines = ["| what | value |", "|---|---|"]
+            lines += [f"| {w} | {v} |" for w, v in self.provenance().itertuples(index=False)]
+            table = "\n".join(lines)
+            if self.is_embedded_default():
+                table = f"> **Embedded default model.** {EMBEDDED_WARNING}\n\n{table}"
+            return Markdown(table)
+
+        handle = display(text(), display_id=True)
+        shell = get_ipython()
+        if shell is not None and handle is not None:
+            shell.events.register("post_run_cell", lambda result: handle.update(text()))
 
     def prompt_versions(self) -> list[str]:
         ledger = self.ledger.frame()

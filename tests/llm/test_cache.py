@@ -1,0 +1,84 @@
+"""The SQLite response cache: schema migration, durability of committed rows, unusable files."""
+
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from conftest import make_llm
+
+from ragtrial.llm.cache import CachedReply, CacheError, ResponseCache
+
+OLD_SCHEMA = """
+CREATE TABLE completions (
+    key TEXT PRIMARY KEY, model TEXT, text TEXT, prompt_tokens INTEGER, completion_tokens INTEGER,
+    created_at REAL);
+CREATE TABLE embeddings (key TEXT PRIMARY KEY, model TEXT, vector BLOB, n_tokens INTEGER, created_at REAL);
+"""
+
+
+@pytest.mark.fault
+def test_a_cache_written_before_the_status_column_keeps_its_rows_and_keys(scripted, tmp_path):
+    llm = make_llm(scripted.base_url, tmp_path)
+    llm.complete("hello", stage="t")
+    llm.cache.close()
+    path = tmp_path / "cache.sqlite"
+    with sqlite3.connect(path) as conn:  # rebuild the file in the first release's schema, same rows
+        rows = conn.execute(
+            "SELECT key, model, text, prompt_tokens, completion_tokens, created_at FROM completions"
+        )
+        rows = rows.fetchall()
+        conn.executescript("DROP TABLE completions; DROP TABLE embeddings;" + OLD_SCHEMA)
+        conn.executemany("INSERT INTO completions VALUES (?,?,?,?,?,?)", rows)
+    replay = make_llm(scripted.base_url, tmp_path)
+    assert replay.complete("hello", stage="t").cached and len(scripted.chat_requests()) == 1
+    assert replay.cache.get_completion(rows[0][0]) == CachedReply(
+        rows[0][2], rows[0][3], rows[0][4], "ok", ""
+    )
+
+
+WRITER = """
+import os
+import sys
+from ragtrial.llm.cache import ResponseCache
+cache = ResponseCache(sys.argv[1])
+for i in range(7):
+    cache.put_completion(f"k{i}", "m", f"reply {i}", 1, 1)
+os._exit(0)  # as a killed kernel ends: no connection is closed, no exit handler runs
+"""
+
+
+@pytest.mark.fault
+def test_committed_rows_survive_the_loss_of_the_wal_file_after_a_killed_process(tmp_path):
+    path = tmp_path / "c.sqlite"
+    subprocess.run([sys.executable, "-c", WRITER, str(path)], check=True, timeout=60)
+    wal = path.with_name(path.name + "-wal")
+    wal.unlink(missing_ok=True)  # what a copy of the .sqlite file alone, or a cleanup, loses
+    assert ResponseCache(path).counts()["completions"] == 7
+
+
+@pytest.mark.fault
+def test_close_checkpoints_and_the_cache_reopens_on_use(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    cache.put_completion("k", "m", "text", 1, 1)
+    cache.close()
+    (tmp_path / "c.sqlite-wal").unlink(missing_ok=True)
+    assert cache.get_completion("k").text == "text"
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_an_unusable_cache_file_is_one_line_naming_the_file(tmp_path, damage):
+    path = tmp_path / "c.sqlite"
+    if damage == "garbage":
+        path.write_bytes(b"this is not a database, " * 200)
+    else:
+        cache = ResponseCache(path)
+        cache.put_embeddings("m", [(f"k{i}", [float(i)] * 384, 3) for i in range(200)])
+        cache.close()
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 3])
+    with pytest.raises(CacheError) as err:
+        ResponseCache(path).get_embeddings([f"k{i}" for i in range(200)])
+    message = str(err.value)
+    assert str(path) in message and "\n" not in message and err.value.__cause__ is None
