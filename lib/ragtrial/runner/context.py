@@ -22,6 +22,7 @@ from ragtrial.llm.client import LLM
 from ragtrial.llm.embedder import Embedder
 from ragtrial.llm.ledger import Ledger, by_stage
 from ragtrial.report.files import write_table
+from ragtrial.report.markdown import table_cell
 from ragtrial.report.narrative import embedded_disclaimer
 
 TRACKED_PACKAGES = [
@@ -109,7 +110,7 @@ class RunContext:
         from IPython.display import Markdown
 
         lines = ["| what | value |", "|---|---|"]
-        lines += [f"| {w} | {v} |" for w, v in self.provenance().itertuples(index=False)]
+        lines += [f"| {w} | {table_cell(v)} |" for w, v in self.provenance().itertuples(index=False)]
         text = "\n".join(lines)
         if self.is_embedded_default():
             text = f"> **Embedded default model.** {EMBEDDED_WARNING}\n\n{text}"
