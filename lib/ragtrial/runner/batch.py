@@ -18,9 +18,11 @@ from typing import Any
 
 from ragtrial.config.batch import RunSpec, load_batch
 from ragtrial.llm.ledger import read_ledger, summarize
+from ragtrial.redact import redact
 from ragtrial.report.files import write_json, write_table
 from ragtrial.report.html import render_index, render_report
-from ragtrial.runner.context import git_commit, package_versions
+from ragtrial.runner.context import git_commit, package_versions, secret_variables
+from ragtrial.runner.credentials import kernel_options, mask_credentials
 
 
 @dataclass
@@ -52,16 +54,18 @@ def execute_run(
     if run_dir.exists():
         shutil.rmtree(run_dir)  # a re-run starts clean; the cache keeps what was paid for
     run_dir.mkdir(parents=True)
+    settings, credentials = mask_credentials(spec.settings.model_dump(mode="json"))
+    secrets = secret_variables(spec.settings)
     record: dict[str, Any] = {
         "run_id": spec.run_id,
         "notebook": spec.notebook,
         "label": spec.label,
         "status": "running",
-        "settings": spec.settings.model_dump(mode="json"),
+        "settings": settings,
         "git_commit": git_commit(root),
         "packages": package_versions(),
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": " ".join(sys.argv),
+        "command": redact(" ".join(sys.argv), secrets),
     }
     write_json(run_dir / "run.json", record)
     started = time.perf_counter()
@@ -70,18 +74,19 @@ def execute_run(
         papermill.execute_notebook(
             str(root / "notebooks" / f"{spec.notebook}.ipynb"),
             str(run_dir / "notebook.ipynb"),
-            parameters={"settings": spec.settings.model_dump(mode="json"), "run_dir": str(run_dir)},
+            parameters={"settings": settings, "run_dir": str(run_dir)},
             cwd=str(root),
             progress_bar=False,
             kernel_name="python3",
+            **kernel_options(credentials),
         )
     except KeyboardInterrupt:
         # What was paid for is in the cache; the record says so and the next run resumes.
         write_json(run_dir / "run.json", _finished(record, run_dir, "interrupted", "interrupted", started))
         raise
     except Exception as err:  # noqa: BLE001 - recorded in run.json and shown in the index
-        error = f"{type(err).__name__}: {err}".strip()[:4000]
-        (run_dir / "error.txt").write_text(traceback.format_exc())
+        error = redact(f"{type(err).__name__}: {err}", secrets).strip()[:4000]
+        (run_dir / "error.txt").write_text(redact(traceback.format_exc(), secrets))
     record = _finished(record, run_dir, "failed" if error else "completed", error, started)
     if (run_dir / "notebook.ipynb").exists():
         render_report(run_dir / "notebook.ipynb", run_dir / "report.html", show_code=show_code)
