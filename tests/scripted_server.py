@@ -3,6 +3,7 @@
 Each request pops the next scripted step; when the script is empty the default reply echoes the
 last user message. Steps:
   ("status", code)            reply with that HTTP status and an OpenAI-style error body
+  ("echo_key", code)          that status, the error body echoing the request's Authorization header
   ("sleep", seconds)          hold the request longer than the client's timeout
   ("drop",)                   close the connection without replying
   ("text", content)           a successful chat completion with this content
@@ -70,6 +71,10 @@ class ScriptedServer:
                 if step[0] == "sleep":
                     time.sleep(step[1])
                     step = ("default",)
+                if step[0] == "echo_key":  # as endpoints do that quote the key they refused
+                    said = f"Incorrect API key provided: {self.headers.get('Authorization', '')}"
+                    self._send(step[1], {"error": {"message": said, "type": "invalid_request_error"}})
+                    return
                 if step[0] == "status":
                     self._send(step[1], {"error": {"message": f"scripted {step[1]}", "type": "scripted"}})
                     return

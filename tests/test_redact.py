@@ -19,3 +19,10 @@ def test_the_configured_key_value_is_masked(monkeypatch):
     assert redact(echoed, []) == echoed  # only configured variables count
     monkeypatch.setenv("RAGTRIAL_TEST_KEY", "ab")  # too short to be a key: words stay intact
     assert redact("a tab", ["RAGTRIAL_TEST_KEY"]) == "a tab"
+
+
+def test_an_echoed_authorization_credential_is_masked():
+    basic = "Incorrect API key provided: Basic dXNlcjpzM2NyZXRwYXNz"  # base64 of user:s3cretpass
+    assert redact(basic) == f"Incorrect API key provided: Basic {MASK}"
+    assert redact("header was 'Bearer sk-live-0123456789'") == f"header was 'Bearer {MASK}'"
+    assert redact("a bearer of somewhat bad news") == "a bearer of somewhat bad news"  # prose, no header

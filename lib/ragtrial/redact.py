@@ -14,6 +14,9 @@ from collections.abc import Iterable
 MASK = "***"
 # scheme://user:password@host -> scheme://***@host (also a bare user@ and userinfo inside text)
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s\"'<>]+)@")
+# an Authorization header's credential quoted back by an endpoint: "Bearer sk-..." or "Basic <base64
+# of user:password>" (the password in another form); the scheme word stays, the credential goes
+_AUTH_CREDENTIAL = re.compile(r"\b(?P<scheme>Basic|Bearer)\s+[A-Za-z0-9._~+/=-]{8,}")
 _MIN_SECRET_CHARS = 4  # a shorter value would mask ordinary words; no real key is that short
 
 
@@ -28,7 +31,9 @@ def secret_values(env_names: Iterable[str]) -> list[str]:
 
 
 def redact(text: str, env_names: Iterable[str] = ()) -> str:
-    """`text` with URL user-info and the values of the `env_names` variables masked."""
+    """`text` with URL user-info, quoted Authorization credentials and the values of the
+    `env_names` variables masked.
+    """
     for value in sorted(secret_values(env_names), key=len, reverse=True):
         text = text.replace(value, MASK)
-    return redact_url(text)
+    return _AUTH_CREDENTIAL.sub(rf"\g<scheme> {MASK}", redact_url(text))

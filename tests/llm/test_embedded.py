@@ -14,7 +14,7 @@ from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import StructuredOutputError
 from ragtrial.llm.ledger import Ledger
-from ragtrial.llm.server import EmbeddedServer
+from ragtrial.llm.server import EmbeddedServer, listening_addresses
 
 pytestmark = pytest.mark.embedded
 
@@ -45,6 +45,18 @@ def test_embedded_server_answers_and_stops(tmp_path):
     finally:
         server.stop()
     assert process.poll() is not None  # no orphan
+
+
+@pytest.mark.fault
+def test_host_in_the_environment_cannot_move_the_server_off_loopback(tmp_path, monkeypatch):
+    """llama.cpp's server lets HOST override --host; the kit's server must stay on 127.0.0.1."""
+    monkeypatch.setenv("HOST", "0.0.0.0")
+    server = EmbeddedServer(LLMSettings(), tmp_path / "server.log")
+    server.start()
+    try:
+        assert listening_addresses(server.process.pid) == {("127.0.0.1", server.port)}
+    finally:
+        server.stop()
 
 
 def test_server_dies_with_a_killed_parent():

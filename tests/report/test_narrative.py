@@ -6,9 +6,9 @@ import pandas as pd
 
 from ragtrial.report.index_narrative import index_findings
 from ragtrial.report.judge_narrative import EMBEDDED_NOTE, judge_failure_sentence
+from ragtrial.report.markdown import model_markdown
 from ragtrial.report.narrative import (
     answer_failure_sentence,
-    demote_headings,
     embedded_disclaimer,
     failure_sentence,
     paired_sentences,
@@ -73,7 +73,7 @@ def test_index_findings_state_the_recall_difference_with_the_interval_rule():
 
 
 def test_model_headings_sit_below_the_report_headings():
-    assert demote_headings("# Title\n## Part\ntext") == "#### Title\n##### Part\ntext"
+    assert model_markdown("# Title\n## Part\ntext") == "#### Title\n##### Part\ntext"
 
 
 def test_question_findings_use_the_shared_disclaimer_and_failure_sentence():

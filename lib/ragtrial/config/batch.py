@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ragtrial.config.base import ParamsError, params_error
 from ragtrial.config.settings import Settings, validate_settings
+from ragtrial.redact import redact_url
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +67,11 @@ def parse_set_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def settings_hash(settings: Settings) -> str:
-    canonical = json.dumps(settings.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    # hashed with URL credentials masked: they are not part of a run's identity, and the run id is
+    # published, so it must not be a hash an offline guess of the password could be checked against
+    canonical = redact_url(
+        json.dumps(settings.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()[:10]
 
 

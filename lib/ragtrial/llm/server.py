@@ -1,6 +1,8 @@
 """The embedded default model: Gemma 3 270M (GGUF from PyPI) behind llama-cpp-python's server.
 
 Started on demand on 127.0.0.1 at a free port, awaited until it answers, and stopped at exit.
+llama.cpp's server also reads its settings from environment variables (`HOST` overrides `--host`),
+so it runs without any of them, and the kit refuses a server that listens anywhere but 127.0.0.1.
 The server runs under a watchdog (this module's `__main__`) that exits as soon as the process
 that started it is gone, so even a killed kernel leaves no orphan server behind. (PR_SET_PDEATHSIG
 would fire when the starting *thread* ends, which kills servers started from worker threads.)
@@ -9,6 +11,7 @@ would fire when the starting *thread* ends, which kills servers started from wor
 from __future__ import annotations
 
 import atexit
+import ipaddress
 import os
 import runpy
 import socket
@@ -17,6 +20,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from ragtrial.config.llm import LLMSettings
@@ -31,15 +35,85 @@ def gguf_path() -> Path:
 
 def free_port() -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((LOOPBACK, 0))
         return sock.getsockname()[1]
+
+
+LOOPBACK = "127.0.0.1"
+_LISTEN = "0A"  # the TCP state LISTEN in /proc/net/tcp
+
+
+def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without every variable llama-cpp-python's server would take a setting from: the
+    fields of its pydantic settings classes (read case-insensitively, `HOST` and `PORT` among them)
+    and `CONFIG_FILE`, which its `__main__` reads. The kit's command line is then the only source.
+    """
+    from llama_cpp.server.settings import ConfigFileSettings, Settings
+
+    read = {"CONFIG_FILE"}
+    for settings_class in (Settings, ConfigFileSettings):
+        prefix = settings_class.model_config.get("env_prefix", "")
+        read |= {f"{prefix}{name}".upper() for name in settings_class.model_fields}
+    return {name: value for name, value in environ.items() if name.upper() not in read}
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed since the listing
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def _proc_address(hex_address: str) -> tuple[str, int]:
+    """An address of /proc/net/tcp{,6}: host bytes as 32-bit words in host order, then the port."""
+    host, port = hex_address.split(":")
+    words = [bytes.fromhex(host[i : i + 8]) for i in range(0, len(host), 8)]
+    if sys.byteorder == "little":
+        words = [word[::-1] for word in words]
+    ip = ipaddress.ip_address(b"".join(words))
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return str(ip), int(port, 16)
+
+
+def listening_addresses(pid: int) -> set[tuple[str, int]]:
+    """(address, port) of every TCP socket process `pid` listens on, read from /proc (Linux)."""
+    inodes = _socket_inodes(pid)
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not Path(table).is_file():
+            continue
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[3] == _LISTEN and fields[9] in inodes:
+                found.add(_proc_address(fields[1]))
+    return found
+
+
+def verify_loopback_only(pid: int, port: int) -> None:
+    """Raise unless process `pid` listens on `127.0.0.1:port` and on no other address."""
+    try:
+        bound = listening_addresses(pid)
+    except OSError as err:
+        raise RuntimeError(f"cannot verify where the embedded llama.cpp server listens: {err}") from err
+    if bound != {(LOOPBACK, port)}:
+        shown = ", ".join(f"{host}:{p}" for host, p in sorted(bound)) or "nothing"
+        raise RuntimeError(
+            f"the embedded llama.cpp server listens on {shown}, not on {LOOPBACK}:{port} only; "
+            "refusing to use a server reachable from elsewhere"
+        )
 
 
 class EmbeddedServer:
     def __init__(self, settings: LLMSettings, log_path: Path | None = None):
         self.settings = settings
         self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.base_url = f"http://{LOOPBACK}:{self.port}/v1"
         self.log_path = log_path
         self.process: subprocess.Popen | None = None
 
@@ -55,7 +129,7 @@ class EmbeddedServer:
             "--model_alias",
             s.model,
             "--host",
-            "127.0.0.1",
+            LOOPBACK,
             "--port",
             str(self.port),
             "--n_threads",
@@ -84,10 +158,17 @@ class EmbeddedServer:
                 )
             try:
                 with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as resp:
-                    if resp.status == 200:
-                        return self.base_url
+                    answered = resp.status == 200
             except OSError:
-                time.sleep(0.25)
+                answered = False
+            if answered:
+                try:
+                    verify_loopback_only(self.process.pid, self.port)
+                except RuntimeError:
+                    self.stop()
+                    raise
+                return self.base_url
+            time.sleep(0.25)
         self.stop()
         raise TimeoutError(f"embedded llama.cpp server did not answer within {s.embedded.start_timeout_s} s")
 
@@ -139,5 +220,8 @@ def _watch_parent(parent_pid: int) -> None:
 if __name__ == "__main__":
     # `python -m ragtrial.llm.server <parent pid> <llama_cpp.server arguments...>`
     threading.Thread(target=_watch_parent, args=(int(sys.argv[1]),), daemon=True).start()
+    server_env = server_environment(os.environ)
+    os.environ.clear()
+    os.environ.update(server_env)
     sys.argv = ["llama_cpp.server", *sys.argv[2:]]
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)

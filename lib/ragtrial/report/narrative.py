@@ -5,7 +5,6 @@ embedded-model disclaimer, and the findings of notebooks 04 and 05.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -69,11 +68,6 @@ def complementarity_sentences(comp: pd.DataFrame, metric: str = "accuracy") -> l
         f"both right on {r.both}, neither on {r.neither} ({metric})."
         for r in comp.itertuples(index=False)
     ]
-
-
-def demote_headings(markdown: str, levels: int = 3) -> str:
-    """Model-written Markdown shown inside a report: its headings pushed below the report's own."""
-    return re.sub(r"^(#+) ", "#" * levels + r"\1 ", markdown, flags=re.M)
 
 
 EMBEDDED_MODEL = (

@@ -7,15 +7,17 @@ from __future__ import annotations
 import pandas as pd
 
 from ragtrial.config.questions import RelevanceSettings
+from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative import embedded_disclaimer, failure_sentence
 
 
 def _distribution_line(row: pd.Series, community_level: int) -> str:
     if row["mentions"] == 0:
         return f"- **{row['generator']}** ({row['linker']}): no entity found in {row['questions']} questions."
+    top_entity = escape_markdown(row["top_entity"])  # a name the model may have written
     return (
         f"- **{row['generator']}** ({row['linker']}): {row['questions']} questions, "
-        f"{row['distinct_entities']} distinct entities; the most frequent, *{row['top_entity']}*, is named "
+        f"{row['distinct_entities']} distinct entities; the most frequent, *{top_entity}*, is named "
         f"in {row['top_question_share']:.0%} of the questions ({row['top_share']:.0%} of mentions); entropy "
         f"{row['entropy_bits']:.2f} bits; reaches {row['entity_coverage']:.1%} of the graph's entities and "
         f"{row['community_coverage']:.0%} of its level-{community_level} communities."

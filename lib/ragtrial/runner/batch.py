@@ -31,9 +31,11 @@ from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec, load_batch, notebook_file
 from ragtrial.llm.ledger import read_ledger, summarize
 from ragtrial.locks import FolderLock, LockHeld
+from ragtrial.redact import redact
 from ragtrial.report.files import write_json, write_table
 from ragtrial.report.html import render_index, render_report
-from ragtrial.runner.context import git_commit, package_versions
+from ragtrial.runner.context import git_commit, package_versions, secret_variables
+from ragtrial.runner.credentials import kernel_options, mask_credentials
 from ragtrial.runner.preflight import preflight
 
 LOCK_FILE = "run.lock"
@@ -141,17 +143,19 @@ def _execute_locked(spec: RunSpec, root: Path, run_dir: Path, force: bool, show_
         return RunResult(spec.run_id, spec.notebook, "skipped", run_dir, previous.get("ledger", {}))
     attempts = _earlier_attempts(run_dir, previous)
     _clear_run_folder(run_dir, keep={LOCK_FILE} | {a["ledger_file"] for a in attempts})
+    settings, credentials = mask_credentials(spec.settings.model_dump(mode="json"))
+    secrets = secret_variables(spec.settings)
     record: dict[str, Any] = {
         "run_id": spec.run_id,
         "notebook": spec.notebook,
         "label": spec.label,
         "status": "running",
         "pid": os.getpid(),  # the lock holder: a `running` record whose process is gone was killed
-        "settings": spec.settings.model_dump(mode="json"),
+        "settings": settings,
         "git_commit": git_commit(root),
         "packages": package_versions(),
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": " ".join(sys.argv),
+        "command": redact(" ".join(sys.argv), secrets),
         "attempts": attempts,
     }
     write_json(run_dir / "run.json", record)
@@ -161,18 +165,19 @@ def _execute_locked(spec: RunSpec, root: Path, run_dir: Path, force: bool, show_
         papermill.execute_notebook(
             str(notebook),
             str(run_dir / "notebook.ipynb"),
-            parameters={"settings": spec.settings.model_dump(mode="json"), "run_dir": str(run_dir)},
+            parameters={"settings": settings, "run_dir": str(run_dir)},
             cwd=str(root),
             progress_bar=False,
             kernel_name="python3",
+            **kernel_options(credentials),
         )
     except KeyboardInterrupt:
         # What was paid for is in the cache; the record says so and the next run resumes.
         write_json(run_dir / "run.json", _finished(record, run_dir, "interrupted", "interrupted", started))
         raise
     except Exception as err:  # noqa: BLE001 - recorded in run.json and shown in the index
-        error = failure_reason(err)
-        (run_dir / "error.txt").write_text(traceback.format_exc())
+        error = redact(failure_reason(err), secrets)
+        (run_dir / "error.txt").write_text(redact(traceback.format_exc(), secrets))
     record = _finished(record, run_dir, "failed" if error else "completed", error, started)
     if (run_dir / "notebook.ipynb").exists():
         render_report(run_dir / "notebook.ipynb", run_dir / "report.html", show_code=show_code)
@@ -207,6 +212,8 @@ def _finished(
         **totals,
         "prompts": sorted(p for p in ledger["prompt"].unique() if p) if not ledger.empty else [],
         "models": sorted(ledger["model"].unique()) if not ledger.empty else [],
+        # what the endpoint said answered (the requested name above need not be it)
+        "served_models": sorted(m for m in ledger["served_model"].unique() if m) if not ledger.empty else [],
     }
 
 

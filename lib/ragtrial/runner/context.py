@@ -22,8 +22,11 @@ from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.client import LLM
 from ragtrial.llm.embedder import Embedder
 from ragtrial.llm.ledger import Ledger, answered_by, by_stage
+from ragtrial.redact import redact_url
 from ragtrial.report.files import write_table
+from ragtrial.report.markdown import table_cell
 from ragtrial.report.narrative import embedded_disclaimer
+from ragtrial.runner.credentials import restore_credentials
 from ragtrial.runner.preflight import check_settings
 
 TRACKED_PACKAGES = [
@@ -94,7 +97,11 @@ class RunContext:
     def provenance(self) -> pd.DataFrame:
         """The facts a reader needs to trace every number in the report."""
         s = self.settings
-        endpoint = "embedded llama.cpp server (127.0.0.1)" if s.llm.backend == "embedded" else s.llm.base_url
+        endpoint = (
+            "embedded llama.cpp server (127.0.0.1)"
+            if s.llm.backend == "embedded"
+            else redact_url(s.llm.base_url)
+        )
         data = s.data.dataset + (f" ({s.data.path})" if s.data.path else f" (size {s.data.size})")
         rows = [
             ("run id", self.run_id),
@@ -121,7 +128,7 @@ class RunContext:
 
         def text() -> Markdown:
             lines = ["| what | value |", "|---|---|"]
-            lines += [f"| {w} | {v} |" for w, v in self.provenance().itertuples(index=False)]
+            lines += [f"| {w} | {table_cell(v)} |" for w, v in self.provenance().itertuples(index=False)]
             table = "\n".join(lines)
             if self.is_embedded_default():
                 table = f"> **Embedded default model.** {EMBEDDED_WARNING}\n\n{table}"
@@ -150,7 +157,8 @@ def open_run(
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if not isinstance(settings, Settings):
-        settings = validate_settings(settings or {}, f"settings of notebook {notebook}")
+        where = f"settings of notebook {notebook}"
+        settings = validate_settings(restore_credentials(settings or {}, where), where)
     check_settings(settings, f"settings of notebook {notebook}", Path.cwd())  # papermill's cwd: the root
     run_id = RunSpec(notebook=notebook, settings=settings).run_id
     run_dir = Path(run_dir) if run_dir else Path(outputs) / "interactive" / run_id
@@ -160,6 +168,11 @@ def open_run(
     llm = LLM(settings.llm, cache, ledger, _endpoint_resolver(settings, run_dir))
     embedder = Embedder(settings.embeddings, cache, ledger, settings.llm)
     return RunContext(settings, run_dir, run_id, notebook, ledger, cache, llm, embedder)
+
+
+def secret_variables(settings: Settings) -> list[str]:
+    """The environment variables holding the run's API keys, whose values no output may show."""
+    return [settings.llm.api_key_env, settings.embeddings.api_key_env]
 
 
 def package_versions() -> dict[str, str]:
