@@ -14,6 +14,7 @@ from pathlib import Path
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import parse_set_overrides
 from ragtrial.config.settings import describe_settings
+from ragtrial.redact import redact_url
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             show_code=args.show_code,
         )
     except ParamsError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {redact_url(str(err))}", file=sys.stderr)  # a bad value may quote a URL's user-info
         return 2
     except KeyboardInterrupt:
         print(

@@ -166,3 +166,13 @@ def test_a_corrupt_cache_fails_the_run_in_one_line(capsys, tmp_path, in_project)
     assert code == 1 and len(err) == 1 and err[0].startswith("FAILED 00_backend_check-"), err
     reason = err[0].split(": ", 1)[1]
     assert not reason.startswith("PapermillExecutionError") and "Error" in reason.split(":")[0], reason
+    assert reason.startswith("CacheError") and str(cache) in reason, reason
+
+
+@pytest.mark.fault
+def test_a_settings_error_never_prints_url_credentials(capsys, tmp_path, in_project):
+    batch = write_batch(tmp_path, [{"notebook": "00_backend_check"}])
+    bad_url = "llm.base_url=ftp://alice:s3cretpw@example.org/v1"  # refused by the URL pattern
+    code, err = run_cli(capsys, batch, "--set", bad_url, "--set", "llm.backend=openai_compatible")
+    assert code == 2 and len(err) == 1 and "llm.base_url" in err[0], err
+    assert "s3cretpw" not in err[0] and "alice" not in err[0], err

@@ -355,9 +355,6 @@ def summarize_descriptions(
         except LLMError as err:
             failures.append(("", "summarize_descriptions", err.kind, f"{element_id}: {err}"[:500]))
             continue
-        if not reply.text.strip():
-            failures.append(("", "summarize_descriptions", "empty_reply", f"{element_id}: empty summary"))
-            continue
         frame = tables[table]
         id_col = "entity_id" if table == "entities" else "relation_id"
         frame.loc[frame[id_col] == element_id, "description"] = reply.text.strip()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ragtrial.report.markdown import escape_markdown
 from ragtrial.stats import interval_claim
 
 if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
@@ -91,6 +92,16 @@ def failure_sentence(counts: dict[str, str], nothing_failed: str, what_failed: s
         return nothing_failed
     listed = ", ".join(f"{label} {count}" for label, count in counts.items())
     return f"{what_failed} ({listed}): {handling}; each is listed in the failures table, none is scored."
+
+
+def data_warnings_note(dataset_name: str, warnings: Sequence[str], shown: int = 5) -> str:
+    """The flaws of a published data set that the loader kept as published, counted and named."""
+    listed = "; ".join(escape_markdown(w) for w in warnings[:shown])
+    more = f"; and {len(warnings) - shown} more" if len(warnings) > shown else ""
+    return (
+        f"**Data warnings.** The data set {escape_markdown(dataset_name)} has {len(warnings)} flaw(s) "
+        f"kept as published (listed in the data_warnings table): {listed}{more}."
+    )
 
 
 def answer_failure_sentence(summary: pd.DataFrame) -> str:

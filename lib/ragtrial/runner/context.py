@@ -18,14 +18,16 @@ import pandas as pd
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec
 from ragtrial.config.settings import Settings, validate_settings
+from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.client import LLM
 from ragtrial.llm.embedder import Embedder
 from ragtrial.llm.ledger import Ledger, answered_by, by_stage
+from ragtrial.records import Dataset
 from ragtrial.redact import redact_url
 from ragtrial.report.files import write_table
 from ragtrial.report.markdown import table_cell
-from ragtrial.report.narrative import embedded_disclaimer
+from ragtrial.report.narrative import data_warnings_note, embedded_disclaimer
 from ragtrial.runner.credentials import restore_credentials
 from ragtrial.runner.preflight import check_settings
 
@@ -87,6 +89,18 @@ class RunContext:
         self.tables.append(name)
         write_table(self.run_dir / "tables" / f"{name}.csv", frame)
         return write_table(self.run_dir / "tables" / f"{name}.parquet", frame)
+
+    def load_dataset(self) -> Dataset:
+        """The run's data set. Flaws the loader kept as published (`Dataset.warnings`) are shown in
+        the report and saved as the `data_warnings` table, so no number hides them.
+        """
+        from IPython.display import Markdown, display
+
+        dataset = load_experiment_dataset(self.settings.data)
+        if dataset.warnings:
+            self.save_table(pd.DataFrame({"warning": dataset.warnings}), "data_warnings")
+            display(Markdown(data_warnings_note(dataset.name, dataset.warnings)))
+        return dataset
 
     def ledger_frame(self) -> pd.DataFrame:
         return self.ledger.frame()
