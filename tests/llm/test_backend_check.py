@@ -17,6 +17,7 @@ from ragtrial.llm.backend_check import (
 from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.embedder import Embedder
 from ragtrial.llm.ledger import answered_by
+from ragtrial.report.markdown import escape_markdown, table_cell
 from ragtrial.runner.batch import run_batch
 
 GOOD_PAIR = '{"city": "Tokyo", "continent": "Asia"}'
@@ -97,12 +98,12 @@ def test_notebook_00_says_what_answered_and_a_warm_rerun_replays_the_invalid_rep
     assert cold.status == "completed", cold.error
     assert cold_run["ledger"]["failures"] == 1 and cold_run["ledger"]["llm_calls_live"] == 2
     banner = markdown_outputs(cold.run_dir)
-    assert "| answered by | `served-by-test` (2 calls live) |" in banner
-    assert "| LLM requested | asked-for via" in banner
+    assert f"| answered by | {table_cell('served-by-test (2 calls live)')} |" in banner
+    assert f"| LLM requested | {table_cell('asked-for via')}" in banner
     asked = len(scripted.chat_requests())
     warm, warm_run = notebook_00(tmp_path, {"base_url": scripted.base_url, "model": "asked-for"}, force=True)
     assert warm.status == "completed" and len(scripted.chat_requests()) == asked  # paid nothing
     assert warm_run["ledger"]["failures"] == 1 and warm_run["ledger"]["llm_calls_cached"] == 2
     shown = markdown_outputs(warm.run_dir)
     assert "Every call was replayed from the cache" in shown
-    assert "2 calls replayed from the cache (answered by `served-by-test`)" in shown
+    assert escape_markdown("2 calls replayed from the cache (answered by served-by-test)") in shown

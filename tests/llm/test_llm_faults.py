@@ -264,8 +264,7 @@ def test_the_ledger_records_what_actually_answered(scripted, tmp_path):
     assert rows["model"].tolist() == ["scripted", "scripted"]
     assert rows["served_model"].tolist() == ["served-v2", "served-v2"]
     assert (
-        answered_by(rows)
-        == "`served-v2` (1 call live); 1 call replayed from the cache (answered by `served-v2`)"
+        answered_by(rows) == "served-v2 (1 call live); 1 call replayed from the cache (answered by served-v2)"
     )
 
 

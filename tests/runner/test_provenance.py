@@ -24,7 +24,7 @@ def test_provenance_names_the_model_that_answered_not_only_the_one_asked_for(scr
     assert rows()["answered by"] == "no model call yet in this run"
     ctx.llm.complete("capital of France?", stage="t")
     assert rows()["LLM requested"].startswith("asked-for via http://127.0.0.1")
-    assert rows()["answered by"] == "`served-v2` (1 call live)"
+    assert rows()["answered by"] == "served-v2 (1 call live)"
 
 
 @pytest.mark.fault

@@ -58,7 +58,9 @@ def test_every_notebook_reports_what_failed_when_every_call_fails(scripted, tmp_
     )
     assert len(results) == 9
     for result in results:
-        assert result.status == "completed", f"{result.run_id}: {result.error}"
+        # the backend check fails when no model answered (its report still says what failed)
+        expected = "failed" if result.notebook == "00_backend_check" else "completed"
+        assert result.status == expected, f"{result.run_id}: {result.error}"
         assert result.summary["llm_calls_live"] > 0
         report = (result.run_dir / "report.html").read_text()
         assert any(kind in report for kind in kinds), f"{result.run_id}'s report names no failure {kinds}"

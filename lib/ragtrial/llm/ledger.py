@@ -156,7 +156,7 @@ def answered_by(ledger: pd.DataFrame) -> str:
     unanswered = llm[~cached & ~named & failed]
 
     def models(rows: pd.DataFrame) -> str:
-        return ", ".join(f"`{m}`" for m in sorted(set(rows["served_model"]) - {""}))
+        return ", ".join(sorted(set(rows["served_model"]) - {""}))  # plain text: reports escape it
 
     parts = []
     if not live.empty:
