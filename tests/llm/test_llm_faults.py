@@ -90,14 +90,18 @@ def test_a_raw_newline_inside_a_string_parses_without_a_repair_round(scripted, t
     assert answer == Pair(city="Tokyo\n", continent="Asia\tEast") and len(scripted.chat_requests()) == 1
 
 
-def test_invalid_twice_at_temperature_above_zero_raises_records_and_caches_nothing(scripted, tmp_path):
+@pytest.mark.fault
+def test_invalid_twice_at_temperature_above_zero_is_kept_as_the_seeded_draw(scripted, tmp_path):
     scripted.script.extend([("text", "{not json"), ("text", '{"city": "Tokyo"}')])
     llm = make_llm(scripted.base_url, tmp_path, temperature=0.7)
     with pytest.raises(StructuredOutputError) as err:
         llm.structured("capital?", Pair, stage="t")
     assert "continent" in str(err.value) and err.value.raw_text == '{"city": "Tokyo"}'
     assert llm.ledger.frame()["failure"].tolist() == ["parse"]
-    assert llm.cache.counts()["completions"] == 0  # one sampled draw: a rerun draws again
+    # the seeded draw is replayed as it came, like a valid one: redrawing only failures would bias
+    with pytest.raises(StructuredOutputError):
+        llm.structured("capital?", Pair, stage="t")
+    assert len(scripted.chat_requests()) == 2 and llm.ledger.frame()["cached"].tolist() == [False, True]
 
 
 @pytest.mark.parametrize(

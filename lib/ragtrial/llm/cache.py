@@ -2,8 +2,8 @@
 
 Rows keep the token counts of the call that produced them, so a replay still reports what the
 work cost, and the model that served them. A row's `status` is `ok` (a usable reply) or `parse`
-(a well-formed structured reply that failed validation at temperature 0, kept so that a rerun
-re-validates it instead of paying for the same reply again; see `middleware.with_cache`).
+(a well-formed structured reply that failed validation, kept so that a rerun re-validates it
+instead of paying for the same reply again; see `middleware.with_cache`).
 Transient failures (HTTP errors, timeouts, empty or malformed bodies) are never stored.
 
 Committed rows must not live in the `-wal` file alone (a kernel that is killed never closes its

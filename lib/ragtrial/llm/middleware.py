@@ -7,9 +7,9 @@ comes back. The order, outermost first, is stated once, in `ragtrial.llm.client.
 
 - metrics: one ledger row per call, hit or live, success or failure (so it sees what the cache
   answered as well);
-- cache: a hit returns the stored reply; a live success is stored; a structured reply that failed
-  validation at temperature 0 is stored as a failure and re-validated on replay (it is the same
-  reply every time); transient failures are never stored;
+- cache: a hit returns the stored reply; a live success is stored; a well-formed structured reply
+  that failed validation is stored as a failure and re-validated on replay (the request, seed
+  included, is its key, as for a success); transient failures are never stored;
 - endpoint: resolves the base URL on a miss only (starting the embedded server lazily);
 - latency: the clock of a live call starts after the endpoint is resolved (server start-up is
   not model latency) and covers waiting, retries and the repair round;
@@ -163,10 +163,11 @@ def with_cache(cache: ResponseCache, model: str) -> Middleware:
     skips a repair round too).
 
     A structured reply that arrived well-formed and still failed validation after the repair round
-    is deterministic at temperature 0: it is stored as a failure, and a replay re-validates it and
-    raises the same StructuredOutputError (a cached failure in the ledger, paid for once) unless
-    `retry_recorded_failures()`. At temperature > 0 it is not stored: the reply was one draw, and
-    a rerun draws again (an endpoint need not honour the seed). Transient failures (HTTP errors,
+    is stored as a failure, and a replay re-validates it and raises the same StructuredOutputError
+    (a cached failure in the ledger, paid for once) unless `retry_recorded_failures()`. At
+    temperature 0 it is the same reply every time; above 0 the request carries its seed, and the
+    cache replays a seeded draw whether it validated or not: redrawing only the failures would
+    keep the draws that happened to validate, a silent bias toward success. Transient failures (HTTP errors,
     timeouts, empty or malformed bodies) are never stored, and a stored blank reply that is not a
     reply (`is_empty_reply`; older caches kept those) is asked again.
     """
@@ -183,16 +184,15 @@ def with_cache(cache: ResponseCache, model: str) -> Middleware:
             try:
                 reply = inner(call)
             except StructuredOutputError as err:
-                if call.request.get("temperature") == 0:
-                    cache.put_completion(
-                        call.key,
-                        model,
-                        err.raw_text,
-                        err.prompt_tokens,
-                        err.completion_tokens,
-                        STATUS_PARSE_FAILURE,
-                        err.served_model,
-                    )
+                cache.put_completion(
+                    call.key,
+                    model,
+                    err.raw_text,
+                    err.prompt_tokens,
+                    err.completion_tokens,
+                    STATUS_PARSE_FAILURE,
+                    err.served_model,
+                )
                 raise
             cache.put_completion(
                 call.key,
