@@ -211,7 +211,7 @@ def send(call: Call, settings: LLMSettings) -> Reply:
     text, finish_reason = _choice_text(body, plain_text)
     usage = body.get("usage")
     if isinstance(usage, dict) and all(
-        _is_count(usage.get(k)) for k in ("prompt_tokens", "completion_tokens")
+        is_token_count(usage.get(k)) for k in ("prompt_tokens", "completion_tokens")
     ):
         prompt_tokens, completion_tokens = int(usage["prompt_tokens"]), int(usage["completion_tokens"])
     else:
@@ -243,7 +243,8 @@ def response_body(raw: Any) -> dict[str, Any]:
     return body
 
 
-def _is_count(value: Any) -> bool:
+def is_token_count(value: Any) -> bool:
+    """Whether a usage field is a token count (a non-negative int; JSON `true` is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

@@ -14,7 +14,7 @@ import openai
 
 from ragtrial.config.llm import EmbeddingSettings, LLMSettings
 from ragtrial.llm.cache import ResponseCache, cache_key
-from ragtrial.llm.client import response_body
+from ragtrial.llm.client import is_token_count, response_body
 from ragtrial.llm.errors import BadReply, LLMError
 from ragtrial.llm.ledger import CallRecord, Ledger
 from ragtrial.llm.middleware import call_with_retries
@@ -184,7 +184,7 @@ def endpoint_vectors(body: dict[str, Any], n_texts: int) -> Computed:
     """
     usage = body.get("usage")
     prompt_tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-    total = prompt_tokens if isinstance(prompt_tokens, int) and prompt_tokens >= 0 else 0
+    total = prompt_tokens if is_token_count(prompt_tokens) else 0
 
     def bad(problem: str) -> BadReply:
         return BadReply("malformed_response", f"embeddings reply for {n_texts} text(s): {problem}", total)
