@@ -18,6 +18,9 @@ from ragtrial.llm.ledger import Ledger  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = PROJECT_ROOT.parent / "shared" / "datasets"
+# The params files name data-set folders under the data root; on this machine kind they sit beside
+# the project (a run's notebook kernels inherit the variable).
+os.environ.setdefault("RAGTRIAL_DATA_ROOT", str(SHARED_DATASETS))
 
 
 @pytest.fixture

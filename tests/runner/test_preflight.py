@@ -13,6 +13,7 @@ import re
 import types
 import typing
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import annotated_types
@@ -227,3 +228,47 @@ def test_invalid_batch_makes_no_request(scripted, tmp_path, settings, key) -> No
         run_batch(batch, root=PROJECT_ROOT, outputs=tmp_path / "out", log=lambda _: None)
     assert scripted.requests == []
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+# ---------------------------------------------------------------- the data root
+
+
+def test_params_files_name_data_folders_under_the_data_root_only() -> None:
+    """No params file names a machine's folder: data paths are relative, without a way out of the root."""
+    endpoint = {"llm": {"base_url": "http://127.0.0.1:1/v1"}}
+    seen = 0
+    for path in sorted((PROJECT_ROOT / "params").glob("*.yaml")):
+        for spec in load_batch(path, endpoint, notebooks_dir=PROJECT_ROOT / "notebooks")[0]:
+            for value in (spec.settings.data.path, spec.settings.index.import_path):
+                if value is None:
+                    continue
+                seen += 1
+                assert not Path(value).is_absolute() and ".." not in Path(value).parts, (spec.source, value)
+    assert seen >= 8  # the paper batches and the real-data check name their data sets
+
+
+@pytest.mark.fault
+def test_relative_data_paths_resolve_under_the_data_root(tmp_path, monkeypatch) -> None:
+    (tmp_path / "datasets" / "my_copy").mkdir(parents=True)
+    monkeypatch.setenv("RAGTRIAL_DATA_ROOT", str(tmp_path / "datasets"))
+    settings = {"data": {"dataset": "multihop_rag", "path": "my_copy"}}
+    check_settings(validate_settings(settings, "batch.yaml"), "batch.yaml", PROJECT_ROOT)
+    # A relative root is relative to the project root; unset means the project's data/ folder.
+    monkeypatch.setenv("RAGTRIAL_DATA_ROOT", "relative/root")
+    message = rejects(settings, "data.path")
+    assert str(PROJECT_ROOT / "relative" / "root" / "my_copy") in message
+    monkeypatch.delenv("RAGTRIAL_DATA_ROOT")
+    message = rejects(settings, "data.path")
+    assert str(PROJECT_ROOT / "data" / "my_copy") in message and "RAGTRIAL_DATA_ROOT unset" in message
+
+
+@pytest.mark.fault
+def test_missing_data_set_names_it_and_where_it_is_published(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RAGTRIAL_DATA_ROOT", str(tmp_path))
+    message = rejects({"data": {"dataset": "musique", "path": "musique_sample_hipporag"}}, "data.path")
+    assert str(tmp_path / "musique_sample_hipporag") in message
+    assert f"RAGTRIAL_DATA_ROOT={tmp_path}" in message
+    assert "data set 'musique' is published at" in message and "StonyBrookNLP/musique" in message
+    imported = {"index": {"graph_source": "import", "import_path": "graphrag_examples/an_index"}}
+    message = rejects(imported, "index.import_path")
+    assert str(tmp_path / "graphrag_examples" / "an_index") in message

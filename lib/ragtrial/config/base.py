@@ -3,7 +3,8 @@
 `Section` forbids unknown keys, rejects NaN and infinity in every float and validates assignments;
 `conflict` is the error of a cross-field check, reported at the key it names. `Names` and
 `ExistingPath` mark settings whose values `ragtrial.runner.preflight` checks before any model
-call: the registries they name sit above config, and paths resolve against the project root.
+call: the registries they name sit above config; paths resolve against the project root, or, for
+data (`under="data"`), against the data root (`ragtrial.config.data.data_root`).
 `ParamsError` names the file and the dotted key, and `params_error` turns a pydantic
 ValidationError into one, saying where a key that moved is set now.
 """
@@ -37,9 +38,12 @@ class Names:
 
 @dataclass(frozen=True)
 class ExistingPath:
-    """Marks a path setting: when set, it must exist (relative to the project root) and be a `kind`."""
+    """Marks a path setting: when set, it must exist and be a `kind`. A relative value is relative to
+    the project root, or to the data root when `under` is "data" (data sets and imported indexes).
+    """
 
     kind: Literal["file", "folder", "file or folder"]
+    under: Literal["project", "data"] = "project"
 
 
 def conflict(field: str, problem: str) -> PydanticCustomError:

@@ -1,7 +1,16 @@
-"""Settings of the data set a run reads (`ragtrial.data`)."""
+"""Settings of the data set a run reads (`ragtrial.data`), and the data root its paths are relative to.
+
+Data locations come from one place: a relative `data.path` (or `index.import_path`) is a folder
+under the data root, the environment variable RAGTRIAL_DATA_ROOT, or the project's `data/` folder
+when it is unset. Params files name a data set's folder only, so they run on any machine; the root
+is read when a path is resolved, never stored in settings (so settings hashes and caches do not
+depend on where a machine keeps its data).
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, model_validator
@@ -15,8 +24,10 @@ class DataSettings(Section):
     dataset: Annotated[str, Names("data set", also=("generated",))] = Field(
         "generated", description='a name in ragtrial.data.LOADERS, or "generated"'
     )
-    path: Annotated[str | None, ExistingPath("folder")] = Field(
-        None, description="the data set's folder; required unless dataset is generated"
+    path: Annotated[str | None, ExistingPath("folder", under="data")] = Field(
+        None,
+        description="the data set's folder, relative to the data root ($RAGTRIAL_DATA_ROOT, default data/) "
+        "unless absolute; required unless dataset is generated",
     )
     size: Annotated[str, Names("corpus size")] = Field(
         "small", description="generated corpus preset: tiny, small, medium or large"
@@ -45,3 +56,32 @@ class DataSettings(Section):
         if self.dataset != "generated" and not self.path:
             raise conflict("path", f"required for data set {self.dataset!r}")
         return self
+
+
+DATA_ROOT_ENV = "RAGTRIAL_DATA_ROOT"
+DEFAULT_DATA_ROOT = "data"
+
+
+def data_root(project_root: Path | None = None) -> Path:
+    """The folder relative data paths live in: $RAGTRIAL_DATA_ROOT (itself relative to the project
+    root when relative), else `data/` in the project root (default: the working directory, which is
+    the project root for papermill runs and the CLI).
+    """
+    root = Path.cwd() if project_root is None else Path(project_root)
+    value = os.environ.get(DATA_ROOT_ENV, "").strip()
+    base = Path(value).expanduser() if value else Path(DEFAULT_DATA_ROOT)
+    return base if base.is_absolute() else root / base
+
+
+def data_path(value: str | Path, project_root: Path | None = None) -> Path:
+    """A data setting's path as a location: absolute as given, relative under `data_root`."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else data_root(project_root) / path
+
+
+def data_root_origin() -> str:
+    """Where the data root came from, for error messages."""
+    value = os.environ.get(DATA_ROOT_ENV, "").strip()
+    if value:
+        return f"{DATA_ROOT_ENV}={value}"
+    return f"{DATA_ROOT_ENV} unset, so the project's {DEFAULT_DATA_ROOT}/"

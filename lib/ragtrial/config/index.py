@@ -30,9 +30,10 @@ class IndexSettings(Section):
         '"both": the NLP and the LLM graph side by side in one index, kept apart by entity origin; '
         '"import": read from import_path',
     )
-    import_path: Annotated[str | None, ExistingPath("file or folder")] = Field(
+    import_path: Annotated[str | None, ExistingPath("file or folder", under="data")] = Field(
         None,
-        description="graph_source import: a GraphRAG output folder or a HippoRAG OpenIE file; required then",
+        description="graph_source import: a GraphRAG output folder or a HippoRAG OpenIE file, relative to "
+        "the data root ($RAGTRIAL_DATA_ROOT, default data/) unless absolute; required then",
     )
     nlp_cooccurrence: Literal["chunk", "sentence"] = Field(
         "sentence",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ragtrial.config.data import DataSettings
+from ragtrial.config.data import DataSettings, data_path
 from ragtrial.data.registry import load_dataset
 from ragtrial.data.synthetic import generate_corpus, world_tables
 from ragtrial.records import Dataset
@@ -19,7 +19,7 @@ def load_experiment_dataset(data: DataSettings) -> Dataset:
         return generate_corpus(data.size, data.seed)[0]
     return load_dataset(
         data.dataset,
-        data.path,
+        data_path(data.path),
         limit_questions=data.limit_questions,
         limit_documents=data.limit_documents,
         seed=data.seed,

@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from ragtrial.config.base import ParamsError
+from ragtrial.config.data import data_path, data_root_origin
 from ragtrial.config.index import IndexSettings
 from ragtrial.index.chunk_documents import chunk_documents, documents_as_chunks
 from ragtrial.index.create_communities import create_communities
@@ -47,8 +48,14 @@ from ragtrial.records import Dataset
 # ---------------------------------------------------------------- identity of an index
 
 
+def _import_location(settings: IndexSettings) -> Path | None:
+    """Where import_path points (relative paths are under the data root)."""
+    return data_path(settings.import_path) if settings.import_path else None
+
+
 def _imports_graphrag(settings: IndexSettings) -> bool:
-    return settings.graph_source == "import" and Path(settings.import_path or "").is_dir()
+    location = _import_location(settings)
+    return settings.graph_source == "import" and location is not None and location.is_dir()
 
 
 def _files_fingerprint(path: Path) -> str:
@@ -61,12 +68,12 @@ def _files_fingerprint(path: Path) -> str:
 
 def index_identity(ctx: ModelContext, dataset: Dataset, settings: IndexSettings) -> dict[str, Any]:
     """Everything the index tables depend on; its hash names the index folder."""
-    if settings.graph_source == "import" and not (
-        settings.import_path and Path(settings.import_path).exists()
-    ):
+    location = _import_location(settings)
+    if settings.graph_source == "import" and not (location and location.exists()):
         raise ParamsError(
             f"key 'index.import_path': graph_source 'import' needs an existing GraphRAG output "
-            f"folder or OpenIE file, got {settings.import_path!r}"
+            f"folder or OpenIE file, got {settings.import_path!r} (looked in {location}; data root: "
+            f"{data_root_origin()})"
         )
     prompts = list(EXTRACTION_PROMPTS) if settings.graph_source in ("llm", "both") else []
     if settings.reports == "llm" and not _imports_graphrag(settings):
@@ -76,7 +83,7 @@ def index_identity(ctx: ModelContext, dataset: Dataset, settings: IndexSettings)
         "index": settings.model_dump(mode="json", exclude={"store_path"}),
         "dataset": dataset.name,
         "documents": fingerprint_documents(dataset.documents_frame()),
-        "imported_files": _files_fingerprint(Path(settings.import_path)) if settings.import_path else None,
+        "imported_files": _files_fingerprint(location) if location else None,
         "llm": {
             "model": llm.model,
             "temperature": llm.temperature,
@@ -167,7 +174,7 @@ class _Build:
 
 
 def _import_graphrag(b: _Build) -> None:
-    b.index = import_graphrag_output(b.settings.import_path)
+    b.index = import_graphrag_output(_import_location(b.settings))
     b.notes["imported_from"] = b.settings.import_path
 
 
@@ -193,7 +200,7 @@ def _extract_llm(b: _Build) -> None:
 
 
 def _import_openie(b: _Build) -> None:
-    entities, relations, failed = import_openie(b.settings.import_path, b.documents, b.chunks)
+    entities, relations, failed = import_openie(_import_location(b.settings), b.documents, b.chunks)
     b.graphs["import"] = {"entities": entities, "relations": relations, "claims": empty_tables()["claims"]}
     b.failures.append(failed)
 

@@ -2,7 +2,8 @@
 
 Settings validation (`ragtrial.config`) checks types, bounds and cross-field rules; what it cannot
 check is what needs a registry, which sits above config (data sets, methods, retrievers, corpus
-presets), or the project root (paths). The settings that hold such a value are marked with
+presets), or the file system (paths: the project root, or the data root for data sets and imported
+indexes). The settings that hold such a value are marked with
 `config.base.Names` / `ExistingPath`; this module checks each marked value, and the data set's
 loader options against the loader's signature. An error names the batch file, the run and the
 dotted key.
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from ragtrial.config.base import ExistingPath, Names, ParamsError
 from ragtrial.config.batch import RunSpec
+from ragtrial.config.data import data_path, data_root_origin
 from ragtrial.config.settings import MarkedValue, Settings, marked_values
 from ragtrial.data.registry import LOADERS
 from ragtrial.data.synthetic import PRESETS
@@ -41,26 +43,39 @@ def preflight(specs: Iterable[RunSpec], root: Path) -> None:
 
 
 def check_settings(settings: Settings, source: str, root: Path) -> None:
-    """Every marked name and path of `settings`, and the loader options; paths are relative to `root`."""
-    problems = [p for marked in marked_values(settings) if (p := _problem(marked, root))]
+    """Every marked name and path of `settings`, and the loader options; paths are relative to `root`
+    (the project root) or, for data, to the data root under it.
+    """
+    problems = [p for marked in marked_values(settings) if (p := _problem(marked, root, settings))]
     problems += _loader_option_problems(settings)
     if problems:
         raise ParamsError(f"{source}: " + "; ".join(problems))
 
 
-def _problem(marked: MarkedValue, root: Path) -> str:
+def _problem(marked: MarkedValue, root: Path, settings: Settings) -> str:
     key, marker, value = marked
     if isinstance(marker, Names):
         known = KNOWN[marker.kind]
         if value in known or value in marker.also:
             return ""
         return f"key '{key}': unknown {marker.kind} {value!r}; known: {', '.join([*known, *marker.also])}"
+    if marker.under == "data":
+        return _path_problem(key, marker, data_path(value, root), _missing_data_hint(key, settings))
     return _path_problem(key, marker, Path(value) if Path(value).is_absolute() else root / value)
 
 
-def _path_problem(key: str, marker: ExistingPath, path: Path) -> str:
+def _missing_data_hint(key: str, settings: Settings) -> str:
+    """What a reader needs when a data folder is absent: the data root's origin and the publication."""
+    hint = f" (data root: {data_root_origin()})"
+    dataset = settings.data.dataset
+    if key == "data.path" and dataset in LOADERS:
+        hint += f"; data set {dataset!r} is published at: {LOADERS.entry(dataset).metadata['published_at']}"
+    return hint
+
+
+def _path_problem(key: str, marker: ExistingPath, path: Path, missing_hint: str = "") -> str:
     if not path.exists():
-        return f"key '{key}': no {marker.kind} {path}"
+        return f"key '{key}': no {marker.kind} {path}{missing_hint}"
     if (marker.kind == "file" and not path.is_file()) or (marker.kind == "folder" and not path.is_dir()):
         return f"key '{key}': {path} is not a {marker.kind}"
     return ""
