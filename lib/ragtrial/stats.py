@@ -209,7 +209,8 @@ def paired_comparison_table(
     """Each method against `baseline` on the same questions (long frame: question_id, method, score).
 
     mean_diff = mean(method - baseline) with a paired bootstrap interval; McNemar when scores are
-    binary, Wilcoxon otherwise; p_holm adjusts across methods; supported = interval excludes 0.
+    binary, Wilcoxon otherwise; p_holm adjusts across methods; supported = `claim_supported` (the
+    interval excludes 0 and the Holm-adjusted test rejects at `alpha`).
     """
     wide = _score_matrix(scores)
     if baseline not in wide.columns:
@@ -229,7 +230,8 @@ def paired_comparison_table(
         return table
     table["p_holm"] = holm_correction(table["p_value"].tolist(), alpha)["p_holm"].to_numpy()
     table["supported"] = [
-        excludes_zero(lo, hi) for lo, hi in zip(table["ci_low"], table["ci_high"], strict=True)
+        claim_supported(lo, hi, p, alpha)
+        for lo, hi, p in zip(table["ci_low"], table["ci_high"], table["p_holm"], strict=True)
     ]
     return table
 
@@ -312,18 +314,38 @@ def bootstrap_relative_win_rate(
 
 
 def excludes_zero(low: float, high: float) -> bool:
-    """Whether an interval supports a difference (NaN bounds do not)."""
+    """Whether an interval lies on one side of zero (NaN bounds do not)."""
     return bool(low > 0 or high < 0)
 
 
+# The one rule for a finding, applied by every narrative through `claim_supported` / `claim_text`:
+# the paired interval excludes zero AND the multiplicity-adjusted test rejects at CLAIM_ALPHA. Either
+# alone misleads on the small samples these notebooks often have: a percentile bootstrap interval of
+# 8 questions is too narrow (it ignores that the 8 are a sample), and a test says nothing of the size
+# or direction a reader takes from the interval. Requiring both is conservative by design.
+CLAIM_ALPHA = 0.05
 NO_CLAIM = "the interval includes zero, so **no claim** either way"
 
 
-def interval_claim(low: float, high: float, claim: str) -> str:
-    """The one rule every narrative applies to an interval, in words: `claim` when the interval
-    excludes zero, otherwise NO_CLAIM (a difference whose interval includes zero is not a trend).
+def claim_supported(low: float, high: float, p_adjusted: float, alpha: float = CLAIM_ALPHA) -> bool:
+    """The claim rule: the interval excludes zero and the adjusted p-value is below `alpha` (a NaN
+    p-value, from a test that could not run, never supports a claim).
     """
-    return claim if excludes_zero(low, high) else NO_CLAIM
+    return excludes_zero(low, high) and bool(p_adjusted < alpha)
+
+
+def claim_text(low: float, high: float, p_adjusted: float, claim: str, alpha: float = CLAIM_ALPHA) -> str:
+    """The claim rule in words: `claim` when `claim_supported`, otherwise why there is no claim."""
+    if claim_supported(low, high, p_adjusted, alpha):
+        return claim
+    if not excludes_zero(low, high):
+        return NO_CLAIM
+    if np.isnan(p_adjusted):
+        return "the interval excludes zero but no test could be run, so **no claim** either way"
+    return (
+        f"the interval excludes zero but the adjusted test does not reject (p = {p_adjusted:.3g}, "
+        f"not below {alpha:g}), so **no claim** either way"
+    )
 
 
 def pareto_front(df: pd.DataFrame, cost_col: str, quality_col: str) -> pd.Series:

@@ -319,8 +319,9 @@ def test_gold_scores_count_only_what_each_origin_read() -> None:
     )
     recall, _ = gold_hits(index, gold_e, gold_r)
     # both read both gold relations; NLP found t1, the LLM graph has no relation
-    difference = relation_recall_difference(index, gold_e, gold_r)
+    difference, test = relation_recall_difference(index, gold_e, gold_r)
     assert (difference.n, difference.mean) == (2, -0.5)
+    assert (test.b01, test.b10, test.p_value) == (1, 0, 1.0)  # one discordant pair: the NLP graph's
     nlp_only = dataclasses.replace(
         select_origin(index, "nlp"), extraction_failures=failures.iloc[:0], manifest={}
     )

@@ -1,4 +1,4 @@
-"""The narrative rules every report shares: one interval rule, one failure sentence, one disclaimer."""
+"""The narrative rules every report shares: one claim rule, one failure sentence, one disclaimer."""
 
 from __future__ import annotations
 
@@ -14,17 +14,20 @@ from ragtrial.report.narrative import (
     paired_sentences,
 )
 from ragtrial.runner.context import EMBEDDED_WARNING
-from ragtrial.stats import NO_CLAIM, Interval, interval_claim
+from ragtrial.stats import NO_CLAIM, Interval, McNemarResult, claim_supported, claim_text
 
 
-def test_an_interval_that_includes_zero_or_is_undefined_supports_no_claim():
-    assert interval_claim(0.1, 0.3, "better") == "better"
-    assert interval_claim(-0.3, -0.1, "worse") == "worse"
-    assert interval_claim(-0.1, 0.3, "better") == NO_CLAIM
-    assert interval_claim(float("nan"), float("nan"), "better") == NO_CLAIM
+def test_a_claim_needs_an_interval_off_zero_and_an_adjusted_test_that_rejects():
+    assert claim_text(0.1, 0.3, 0.01, "better") == "better"
+    assert claim_text(-0.3, -0.1, 0.049, "worse") == "worse"
+    assert claim_text(-0.1, 0.3, 0.001, "better") == NO_CLAIM
+    assert claim_text(float("nan"), float("nan"), 0.001, "better") == NO_CLAIM
+    assert "adjusted test does not reject (p = 0.05" in claim_text(0.1, 0.3, 0.05, "better")
+    assert "no test could be run" in claim_text(0.1, 0.3, float("nan"), "better")
+    assert not claim_supported(0.1, 0.3, float("nan")) and claim_supported(0.1, 0.3, 0.2, alpha=0.25)
 
 
-def test_paired_sentences_apply_the_interval_rule():
+def test_paired_sentences_apply_the_claim_rule():
     row = dict(method="graph", baseline="rag", metric="f1", mean_diff=0.2, n=9, wins=5, losses=1)
     row |= dict(test="Wilcoxon", p_value=0.04, p_holm=0.04)
     supported, unsupported = paired_sentences(
@@ -63,12 +66,15 @@ def test_every_embedded_note_carries_the_one_disclaimer():
     assert disclaimer in EMBEDDED_WARNING and disclaimer in EMBEDDED_NOTE
 
 
-def test_index_findings_state_the_recall_difference_with_the_interval_rule():
+def test_index_findings_state_the_recall_difference_with_the_claim_rule():
     manifest = {"llm_extraction": None, "stages": [{"model_s": 3.0}], "build_wall_s": 10.0}
-    text = index_findings(manifest, pd.DataFrame(), None, Interval(mean=-0.5, low=-1.0, high=0.0, n=2))
-    assert "LLM minus NLP relation recall is -50% [-100%, +0%]" in text and NO_CLAIM in text
+    test = McNemarResult(2, 0, 0.0, 0.5, "exact binomial")
+    text = index_findings(manifest, pd.DataFrame(), None, (Interval(-0.5, -1.0, 0.0, 2), test))
+    assert "LLM minus NLP relation recall is -50% [-100%, +0%] (McNemar exact binomial, p=0.5)" in text
+    assert NO_CLAIM in text
     assert "No LLM graph was built." in text and "3 s of it waiting for the model" in text
-    claimed = index_findings(manifest, pd.DataFrame(), None, Interval(mean=-0.5, low=-0.8, high=-0.2, n=9))
+    significant = McNemarResult(9, 0, 0.0, 0.004, "exact binomial")
+    claimed = index_findings(manifest, pd.DataFrame(), None, (Interval(-0.5, -0.8, -0.2, 9), significant))
     assert "the NLP graph recalls more" in claimed
 
 

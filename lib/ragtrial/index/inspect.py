@@ -11,7 +11,7 @@ import pandas as pd
 
 from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.tables import ORIGINS, GraphIndex, select_origin
-from ragtrial.stats import Interval, bootstrap_mean_ci, paired_bootstrap_diff
+from ragtrial.stats import Interval, McNemarResult, bootstrap_mean_ci, mcnemar_test, paired_bootstrap_diff
 
 if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
     from ragtrial.index.tables import GraphIndex
@@ -206,9 +206,10 @@ def gold_graph_scores(
 
 def relation_recall_difference(
     index: GraphIndex, gold_entities: pd.DataFrame, gold_relations: pd.DataFrame
-) -> Interval | None:
+) -> tuple[Interval, McNemarResult] | None:
     """LLM minus NLP relation recall, paired on the gold relations both extractors read (the LLM's
-    sample of documents), with a paired bootstrap interval; None unless the index holds both graphs.
+    sample of documents): a paired bootstrap interval and McNemar's test on the same pairs (the one
+    comparison, so no adjustment); None unless the index holds both graphs.
     """
     recall, _ = gold_hits(index, gold_entities, gold_relations)
     if not {"nlp", "llm"} <= set(recall["origin"]):
@@ -217,9 +218,8 @@ def relation_recall_difference(
         index="item_id", columns="origin", values=["read", "found"]
     )
     both_read = wide["read"].all(axis=1)
-    return paired_bootstrap_diff(
-        wide["found"]["llm"][both_read].astype(float), wide["found"]["nlp"][both_read].astype(float)
-    )
+    llm, nlp = wide["found"]["llm"][both_read].astype(bool), wide["found"]["nlp"][both_read].astype(bool)
+    return paired_bootstrap_diff(llm.astype(float), nlp.astype(float)), mcnemar_test(llm, nlp)
 
 
 def with_origin(frame: pd.DataFrame, index: GraphIndex) -> pd.DataFrame:

@@ -28,7 +28,7 @@ from ragtrial.records import records_frame
 from ragtrial.retrieval.base import ChunkTable, Retriever, RetrieverParts
 from ragtrial.retrieval.entity_graph import EntityGraph, EntityLinker
 from ragtrial.retrieval.packing import format_context, pack_context
-from ragtrial.stats import NO_CLAIM, bootstrap_mean_ci, paired_comparison_table
+from ragtrial.stats import bootstrap_mean_ci, claim_text, paired_comparison_table
 
 MENTION_COLUMNS = [
     "question_id",
@@ -253,10 +253,12 @@ def compare_generators(
                 )
                 t = paired_comparison_table(long, baseline=b, binary=False, seed=seed).iloc[0]
                 evidence = f"{t['test']} p={t['p_value']:.3g}"
+                direction = "more" if t["mean_diff"] > 0 else "less"
+                claim = f"{a}'s questions got {direction} relevant retrievals than {b}'s"
+                supported = claim_text(t["ci_low"], t["ci_high"], t["p_holm"], claim)
                 verdict = (
                     f"{a} minus {b}: {t['mean_diff']:+.2f} [{t['ci_low']:+.2f}, {t['ci_high']:+.2f}] "
-                    f"(paired on {len(shared)} anchors; {evidence})"
-                    + ("." if t["supported"] else f"; {NO_CLAIM}.")
+                    f"(paired on {len(shared)} anchors; {evidence}): {supported}."
                 )
                 rows.append(
                     _comparison(

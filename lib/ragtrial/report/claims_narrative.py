@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib import colormaps, colors
 
 from ragtrial.report.narrative import embedded_disclaimer
-from ragtrial.stats import excludes_zero, interval_claim
+from ragtrial.stats import claim_text
 
 # ---------------------------------------------------------------- presentation
 
@@ -52,15 +52,9 @@ def comparison_sentences(tests: pd.DataFrame) -> list[str]:
             f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}] per answer over {r.n_shared} shared questions "
             f"(Wilcoxon p={r.p_value:.3g}, Holm {r.p_holm:.3g})"
         )
-        if excludes_zero(r.ci_low, r.ci_high) and not r.reject:
-            lines.append(
-                f"{head}: the interval excludes zero but the Holm-adjusted test does not reject, so "
-                "**no claim** at the corrected level."
-            )
-            continue
         more = "more" if r.mean_diff > 0 else "fewer"
         claim = f"{r.method_a} gave {more} than {r.method_b} on these questions"
-        lines.append(f"{head}: {interval_claim(r.ci_low, r.ci_high, claim)}.")
+        lines.append(f"{head}: {claim_text(r.ci_low, r.ci_high, r.p_holm, claim)}.")
     return lines
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from ragtrial.index.tables import GraphIndex
-from ragtrial.stats import Interval, interval_claim
+from ragtrial.stats import Interval, McNemarResult, claim_text
 
 
 def index_note(index: GraphIndex, path: Path, reused: bool) -> str:
@@ -80,7 +80,7 @@ def index_findings(
     manifest: dict[str, Any],
     coverage: pd.DataFrame,
     quality: pd.DataFrame | None,
-    recall_difference: Interval | None,
+    recall_difference: tuple[Interval, McNemarResult] | None,
 ) -> str:
     """The closing paragraph: extraction failures, recovery of the gold graph per origin, the
     paired LLM-vs-NLP recall difference, and how much of the build was model time.
@@ -107,11 +107,12 @@ def index_findings(
                 f"{share(origin, 'relation precision')} of its relations are in the gold graph."
             )
     if recall_difference is not None:
-        d = recall_difference
+        d, test = recall_difference
         more = f"the {'LLM' if d.mean > 0 else 'NLP'} graph recalls more"
         parts.append(
             f"On the {d.n} gold relations both extractors read, LLM minus NLP relation recall is "
-            f"{d.mean:+.0%} [{d.low:+.0%}, {d.high:+.0%}]: {interval_claim(d.low, d.high, more)}."
+            f"{d.mean:+.0%} [{d.low:+.0%}, {d.high:+.0%}] (McNemar {test.method}, p={test.p_value:.3g}): "
+            f"{claim_text(d.low, d.high, test.p_value, more)}."
         )
     model_s = sum(row["model_s"] for row in manifest["stages"])
     parts.append(

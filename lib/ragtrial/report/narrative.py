@@ -1,5 +1,6 @@
 """Narrative sentences generated from the tables, so a report says only what the numbers support:
-one rule for intervals (an interval that includes zero is "no claim"), one failure sentence, one
+the one claim rule (`ragtrial.stats.claim_text`: the interval excludes zero and the adjusted test
+rejects, otherwise "no claim"), one failure sentence, one
 embedded-model disclaimer, and the findings of notebooks 04 and 05.
 """
 
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ragtrial.report.markdown import escape_markdown
-from ragtrial.stats import interval_claim
+from ragtrial.stats import claim_text
 
 if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
     from ragtrial.config.methods import AnswerSettings
@@ -46,7 +47,7 @@ def _interval(mean: float, low: float, high: float, digits: int = 2) -> str:
 
 
 def paired_sentences(paired: pd.DataFrame) -> list[str]:
-    """One sentence per comparison, saying what the interval supports (includes zero: no claim)."""
+    """One sentence per comparison, saying what the claim rule supports (interval and Holm test)."""
     lines = []
     for r in paired.itertuples(index=False):
         head = (
@@ -58,7 +59,7 @@ def paired_sentences(paired: pd.DataFrame) -> list[str]:
         claim = (
             f"the interval excludes zero, so {r.method} did {direction} than {r.baseline} on these questions"
         )
-        lines.append(f"{head}: {interval_claim(r.ci_low, r.ci_high, claim)}.")
+        lines.append(f"{head}: {claim_text(r.ci_low, r.ci_high, r.p_holm, claim)}.")
     return lines
 
 
@@ -155,8 +156,9 @@ def findings(
             lines += paired_sentences(paired[paired["metric"] == recall])
     n = int(summary["questions"].max()) if not summary.empty else 0
     lines.append(
-        f"Every method saw the same {n} questions; with so few, intervals are wide, and a difference "
-        "whose interval includes zero is reported as no claim rather than as a trend."
+        f"Every method saw the same {n} questions; a difference is a finding only when its paired interval "
+        "excludes zero and the Holm-adjusted test rejects at 0.05; anything else is reported as no claim "
+        "rather than as a trend."
     )
     if embedded:
         lines.append(
