@@ -82,3 +82,12 @@ def test_notebook_03_claims_a_generator_difference_only_when_the_test_rejects() 
     assert "adjusted test does not reject" in five["verdict"] and "more relevant" not in five["verdict"]
     six = compare_generators(ratings(6)).iloc[0]  # p = 0.03125
     assert six["supported"] and "graph's questions got more relevant retrievals" in six["verdict"]
+
+
+def test_notebook_03_adjusts_its_paired_comparisons_together() -> None:
+    # three generators, each pair paired on 6 anchors with the same one-point gap: p = 0.03125 each,
+    # which Holm over the three pairs lifts above 0.05
+    rows = [(f"a{i}", g, s) for i in range(6) for g, s in (("graph", 3.0), ("summary", 2.0), ("persona", 1.0))]
+    table = compare_generators(pd.DataFrame(rows, columns=["anchor_id", "generator", "score"]))
+    assert len(table) == 3 and not table["supported"].any()
+    assert table["verdict"].str.contains("Holm over 3 paired comparison").all()

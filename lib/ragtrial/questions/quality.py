@@ -28,7 +28,13 @@ from ragtrial.records import records_frame
 from ragtrial.retrieval.base import ChunkTable, Retriever, RetrieverParts
 from ragtrial.retrieval.entity_graph import EntityGraph, EntityLinker
 from ragtrial.retrieval.packing import format_context, pack_context
-from ragtrial.stats import bootstrap_mean_ci, claim_text, paired_comparison_table
+from ragtrial.stats import (
+    bootstrap_mean_ci,
+    claim_supported,
+    claim_text,
+    holm_correction,
+    paired_comparison_table,
+)
 
 MENTION_COLUMNS = [
     "question_id",
@@ -236,12 +242,13 @@ def relevance_summary(ratings: pd.DataFrame, by: list[str], seed: int = 0) -> pd
 def compare_generators(
     ratings: pd.DataFrame, min_pairs: int = 5, min_n: int = 5, seed: int = 0
 ) -> pd.DataFrame:
-    """Each pair of generators, with a `verdict` sentence. Paired (stats.paired_comparison_table on
-    the mean score per shared anchor) when at least `min_pairs` anchors were rated for both;
-    otherwise unpaired and labelled so: the two bootstrap intervals side by side, a difference
-    claimed only when they are disjoint and both generators have at least `min_n` ratings.
+    """Each pair of generators, with a `verdict` sentence. Paired (paired bootstrap and Wilcoxon on
+    the mean score per shared anchor, Holm across the paired comparisons, the claim rule of
+    `stats.claim_text`) when at least `min_pairs` anchors were rated for both; otherwise unpaired and
+    labelled so: the two bootstrap intervals side by side, a difference claimed only when they are
+    disjoint and both generators have at least `min_n` ratings (no paired test exists there).
     """
-    generators, rows = list(pd.unique(ratings["generator"])), []
+    generators, rows, paired = list(pd.unique(ratings["generator"])), [], []
     for i, a in enumerate(generators):
         for b in generators[i + 1 :]:
             pair = ratings[ratings["generator"].isin([a, b]) & (ratings["anchor_id"] != "")]
@@ -251,28 +258,10 @@ def compare_generators(
                 long = per_anchor[per_anchor["anchor_id"].isin(shared)].rename(
                     columns={"anchor_id": "question_id", "generator": "method"}
                 )
-                t = paired_comparison_table(long, baseline=b, binary=False, seed=seed).iloc[0]
-                evidence = f"{t['test']} p={t['p_value']:.3g}"
-                direction = "more" if t["mean_diff"] > 0 else "less"
-                claim = f"{a}'s questions got {direction} relevant retrievals than {b}'s"
-                supported = claim_text(t["ci_low"], t["ci_high"], t["p_holm"], claim)
-                verdict = (
-                    f"{a} minus {b}: {t['mean_diff']:+.2f} [{t['ci_low']:+.2f}, {t['ci_high']:+.2f}] "
-                    f"(paired on {len(shared)} anchors; {evidence}): {supported}."
+                paired.append(
+                    (len(rows), a, b, len(shared), paired_comparison_table(long, b, False, seed=seed))
                 )
-                rows.append(
-                    _comparison(
-                        a,
-                        b,
-                        f"paired on {len(shared)} shared anchors",
-                        t["mean_diff"],
-                        t["ci_low"],
-                        t["ci_high"],
-                        evidence,
-                        bool(t["supported"]),
-                        verdict,
-                    )
-                )
+                rows.append({})  # filled below, once the paired p-values are adjusted together
                 continue
             ia, ib = (
                 bootstrap_mean_ci(ratings.loc[ratings["generator"] == g, "score"], seed=seed) for g in (a, b)
@@ -299,6 +288,24 @@ def compare_generators(
                     f"{a} vs {b}, unpaired (different questions): {evidence}; {outcome}",
                 )
             )
+    adjusted = holm_correction([t["p_value"].iloc[0] for *_, t in paired])["p_holm"] if paired else []
+    for (at, a, b, n_shared, table), p_holm in zip(paired, adjusted, strict=True):
+        t = table.iloc[0]
+        evidence = (
+            f"{t['test']} p={t['p_value']:.3g}, Holm over {len(paired)} paired comparison(s) {p_holm:.3g}"
+        )
+        direction = "more" if t["mean_diff"] > 0 else "less"
+        claim = f"{a}'s questions got {direction} relevant retrievals than {b}'s"
+        said = claim_text(t["ci_low"], t["ci_high"], p_holm, claim)
+        verdict = (
+            f"{a} minus {b}: {t['mean_diff']:+.2f} [{t['ci_low']:+.2f}, {t['ci_high']:+.2f}] "
+            f"(paired on {n_shared} anchors; {evidence}): {said}."
+        )
+        supported = claim_supported(t["ci_low"], t["ci_high"], p_holm)
+        design = f"paired on {n_shared} shared anchors"
+        rows[at] = _comparison(
+            a, b, design, t["mean_diff"], t["ci_low"], t["ci_high"], evidence, supported, verdict
+        )
     return pd.DataFrame(
         rows,
         columns=[
