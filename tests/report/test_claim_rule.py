@@ -87,7 +87,9 @@ def test_notebook_03_claims_a_generator_difference_only_when_the_test_rejects() 
 def test_notebook_03_adjusts_its_paired_comparisons_together() -> None:
     # three generators, each pair paired on 6 anchors with the same one-point gap: p = 0.03125 each,
     # which Holm over the three pairs lifts above 0.05
-    rows = [(f"a{i}", g, s) for i in range(6) for g, s in (("graph", 3.0), ("summary", 2.0), ("persona", 1.0))]
+    rows = [
+        (f"a{i}", g, s) for i in range(6) for g, s in (("graph", 3.0), ("summary", 2.0), ("persona", 1.0))
+    ]
     table = compare_generators(pd.DataFrame(rows, columns=["anchor_id", "generator", "score"]))
     assert len(table) == 3 and not table["supported"].any()
     assert table["verdict"].str.contains("Holm over 3 paired comparison").all()
