@@ -20,7 +20,14 @@ from ragtrial.config.batch import RunSpec, load_batch
 
 TABLE = PROJECT_ROOT / "docs" / "paper_conditions.md"
 SEEDS = ("000", "001", "002", "003")
-COLUMNS = ["condition (as the paper states it)", "params file", "runs", "setting", "value", "deviation and why"]
+COLUMNS = [
+    "condition (as the paper states it)",
+    "params file",
+    "runs",
+    "setting",
+    "value",
+    "deviation and why",
+]
 NO_SETTING = "—"
 ENDPOINT = {"llm": {"base_url": "http://127.0.0.1:1/v1"}}  # the paper batches take it from --set
 
@@ -62,7 +69,9 @@ def rows() -> tuple[Row, ...]:
             elif not set("".join(cells)) <= set("-: "):
                 assert len(cells) == len(COLUMNS), f"{TABLE.name}:{number}: {len(cells)} cells"
                 condition, params, runs, setting, value, deviation = cells
-                found.append(Row(seed, number, condition, _code(params), runs, _code(setting), _code(value), deviation))
+                found.append(
+                    Row(seed, number, condition, _code(params), runs, _code(setting), _code(value), deviation)
+                )
         else:
             header = None  # a table ends at its first line that is not a row
     return tuple(found)
@@ -105,4 +114,6 @@ def test_each_condition_is_realized_or_a_stated_deviation(row: Row) -> None:
     expected = yaml.safe_load(row.value)
     for spec in _selected(row):
         actual = _setting(spec, row.setting)
-        assert actual == expected, f"{row}: {row.params} run {spec.label or spec.notebook}: {row.setting} = {actual!r}"
+        assert actual == expected, (
+            f"{row}: {row.params} run {spec.label or spec.notebook}: {row.setting} = {actual!r}"
+        )
