@@ -17,7 +17,7 @@ from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.evaluation.claim_verdicts import judge_agreement, judge_verdicts
 from ragtrial.evaluation.judge.aggregate import aggregate_unbiased, classic_summary
-from ragtrial.evaluation.judge.audits import order_flip_table, sanity_table
+from ragtrial.evaluation.judge.audits import length_bias, order_flip_table, sanity_table
 from ragtrial.evaluation.judge.estimate import estimate_cost
 from ragtrial.evaluation.judge.protocols import (
     CALL_KEY,
@@ -155,3 +155,25 @@ def test_without_the_unbiased_protocol_07_reports_the_classic_one_alone():
         sanity, table, order_flip_table(table), unbiased.summary, unbiased.aspects, "", "", "note", False
     )
     assert "c0 vs ss, classic overall**: A shown first, A's win rate 75%" in text
+
+
+def test_length_bias_leaves_out_ties_which_have_no_winner():
+    pairs = self_pairs([(60, 20), (15, 45)])
+    judgments = pd.DataFrame(
+        {
+            "trial": 0,
+            "repeat": 0,
+            "position": "AB",
+            "question_id": ["q0", "q1"],
+            "question_type": "global",
+            "method_a": "rag",
+            "replicate_a": 0,
+            "method_b": "rag",
+            "replicate_b": 1,
+            "aspect": "overall",
+            "winner": ["a", "tie"],
+            "winner_slot": [1, 0],
+        }
+    )
+    verdicts, binned = length_bias(pairs, Judgments(judgments, pd.DataFrame(columns=FAILURE_COLUMNS)))
+    assert list(verdicts["question_id"]) == ["q0"] and list(binned["longer_win_rate"]) == [1.0]

@@ -21,14 +21,17 @@ def length_bias(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Did the longer answer win, as a function of the word gap (the paper's Fig. 6)? Judged on
     unaligned pairs in both orders, so position bias averages out. Returns one row per verdict
-    (pairs of equal length have no longer answer and are left out) and the win rate per gap bin.
+    (pairs of equal length have no longer answer, and ties no winner: both are left out) and the
+    win rate per gap bin.
     """
     words = pairs.assign(words_a=pairs["text_a"].map(word_count), words_b=pairs["text_b"].map(word_count))
     verdicts = run.judgments[run.judgments["aspect"] == aspect].merge(
         words[[*METHOD_KEY, "question_id", "words_a", "words_b"]], on=[*METHOD_KEY, "question_id"]
     )
     gap = verdicts["words_a"] - verdicts["words_b"]
-    verdicts = verdicts.assign(gap=gap.abs(), longer=np.where(gap > 0, "a", "b"))[gap != 0]
+    verdicts = verdicts.assign(gap=gap.abs(), longer=np.where(gap > 0, "a", "b"))[
+        (gap != 0) & (verdicts["winner"] != "tie")
+    ]
     verdicts["longer_won"] = verdicts["winner"] == verdicts["longer"]
     verdicts["gap_bin"] = pd.cut(verdicts["gap"], list(bins), right=False).astype(str)
     binned = (
