@@ -332,7 +332,9 @@ def test_two_sampled_runs_and_regeneration_go_through_the_method(scripted, tmp_p
     assert answered.regenerate("q0", "closed_book", 1, 30) == words(30)
     hinted = scripted.chat_requests()[-1]["body"]
     assert hinted["seed"] == 1 and "Write the answer in about 30 words." in hinted["messages"][0]["content"]
-    assert "summarize_query@v1+align_regenerate@v1" in set(llm.ledger.frame()["prompt"])
+    # The answer prompt's own cap is removed, so the request states one length, not two.
+    assert "at most about 80 words" not in hinted["messages"][0]["content"]
+    assert "summarize_query@v1-length_rule+align_regenerate@v1" in set(llm.ledger.frame()["prompt"])
 
 
 @pytest.mark.embedded

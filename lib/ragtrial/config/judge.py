@@ -65,6 +65,30 @@ class JudgeSettings(AnswerSettings):
     classic_max_tokens: int = Field(
         48, gt=0, description="reply token cap of the classic judge: a winner per criterion and overall"
     )
+    classic_positions: list[Literal["AB", "BA"]] = Field(
+        ["AB"],
+        min_length=1,
+        description="07: the fixed orders the classic judge is run in, each a condition of its own: "
+        '"AB" shows method_a (the method under test, listed first) first, as the published protocol does; '
+        '["AB", "BA"] also runs B first, so the order flip of seed 000\'s Fig. 2 is measured (06 always '
+        "runs both; 08 has claims.judge_positions)",
+    )
+    classic_repeats: int = Field(
+        1,
+        ge=1,
+        description="the classic judge asks each (order, pair) this many times (the GraphRAG paper: 5, "
+        "averaged for the win rate, majority for the claims agreement)",
+    )
+    classic_ties: bool = Field(
+        False,
+        description="the classic judge may call a tie (prompt judge_classic_ties, as in the GraphRAG paper); "
+        "False: a winner is forced (the protocol as LightRAG and seed 000 ran it)",
+    )
+    unbiased: bool = Field(
+        True,
+        description="07: run length alignment and the unbiased protocol beside the classic one; False: the "
+        "classic protocol alone (the GraphRAG paper's Experiment 1)",
+    )
 
     @model_validator(mode="after")
     def _pairs_of_methods(self) -> JudgeSettings:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from ragtrial.config.claims import ClaimsSettings
@@ -44,10 +43,14 @@ def judge_verdicts(
             max_tokens=judge_cfg.classic_max_tokens,
             temperature=judge_cfg.judge_temperature,
             positions=cfg.judge_positions,
+            repeats=judge_cfg.classic_repeats,
+            ties=judge_cfg.classic_ties,
         )
         source = (
-            f"the classic protocol run here, one vote per shown order ({', '.join(cfg.judge_positions)}), "
-            f"{len(pairs)} question pairs, {len(run.failures)} failed judge call(s)"
+            f"the classic protocol run here, {judge_cfg.classic_repeats} vote(s) per shown order "
+            f"({', '.join(cfg.judge_positions)}), "
+            + ("ties allowed" if judge_cfg.classic_ties else "no ties (a tie only from votes that disagree)")
+            + f", {len(pairs)} question pairs, {len(run.failures)} failed judge call(s)"
         )
         return verdicts_from_classic(run.judgments), run.failures, source
     no_failures = pd.DataFrame(columns=FAILURE_COLUMNS)
@@ -67,17 +70,17 @@ def read_verdicts(path: str | Path) -> pd.DataFrame:
 
 
 def verdicts_from_classic(judgments: pd.DataFrame) -> pd.DataFrame:
-    """ragtrial.judge's classic judgments (winner "a"/"b" per aspect) as verdicts, one vote per
-    (trial, shown order): the protocol has no ties, so ties come only from votes that disagree.
+    """ragtrial.judge's classic judgments (winner "a"/"b"/"tie" per aspect) as verdicts, one vote
+    per (repeat, shown order); without the judge's ties, ties come only from votes that disagree.
     """
     return pd.DataFrame(
         {
-            "trial": judgments["trial"].astype(str) + "/" + judgments["position"],
+            "trial": judgments["repeat"].astype(str) + "/" + judgments["position"],
             "question_id": judgments["question_id"],
             "method_a": judgments["method_a"],
             "method_b": judgments["method_b"],
             "aspect": judgments["aspect"],
-            "outcome": np.where(judgments["winner"] == "a", "win", "loss"),
+            "outcome": judgments["winner"].map({"a": "win", "tie": "tie", "b": "loss"}),
         }
     )
 

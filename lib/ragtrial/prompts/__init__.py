@@ -3,9 +3,11 @@
 `prompts/<stage>/<name>.txt` (stages: index, query, questions, judge, claims, llm); a prompt is
 loaded by its name alone, which is unique across the stages, so its tag (`name@vN`, part of every
 cache key) does not depend on the folder it sits in. Format: header lines `key: value` (at least
-`version:`; optional `system:`), a line `---`, then the user-turn template with `$name` placeholders
-(string.Template, so JSON braces in few-shot examples need no escaping). The version enters
-the cache key: editing a prompt without bumping it would replay stale answers.
+`version:`; optional `system:`, and `length_rule:`, the words of the system line that state an
+answer's length, which length alignment removes when it asks for a target length), a line `---`,
+then the user-turn template with `$name` placeholders (string.Template, so JSON braces in few-shot
+examples need no escaping). The version enters the cache key: editing a prompt without bumping it
+would replay stale answers.
 
 A prompt setting (e.g. `qa.answer_prompt`) is such a name, never a path: there is no user prompts
 folder, so a new prompt is a new file here (with its `version:`), reviewed like code.
@@ -26,6 +28,7 @@ class Prompt:
     version: str
     template: str
     system: str = ""
+    length_rule: str = ""  # the words of `system` stating the answer's length ("" when it states none)
 
     @property
     def tag(self) -> str:
@@ -79,6 +82,13 @@ def load_prompt(name: str) -> Prompt:
     fields = {k.strip(): v.strip() for k, v in fields.items()}
     if "version" not in fields:
         raise ValueError(f"{where}: header has no 'version:'")
+    system, length_rule = fields.get("system", ""), fields.get("length_rule", "")
+    if length_rule and f" {length_rule}" not in system:
+        raise ValueError(f"{where}: length_rule {length_rule!r} is not words of its system line")
     return Prompt(
-        name=name, version=fields["version"], template=body.strip("\n"), system=fields.get("system", "")
+        name=name,
+        version=fields["version"],
+        template=body.strip("\n"),
+        system=system,
+        length_rule=length_rule,
     )

@@ -58,6 +58,26 @@ def comparison_sentences(tests: pd.DataFrame) -> list[str]:
     return lines
 
 
+def tie_share_sentence(judge_ties: bool | None) -> str:
+    """What the judge's non-tie share means: the paper's 33% / 39% are the share of pairs whose
+    majority over five repeats of a judge that may call a tie was not a tie.
+    """
+    if judge_ties is None:
+        return (
+            "Verdicts were read from a file, which does not record whether their judge could call a tie; "
+            "compare the non-tie share with the paper's only if it could."
+        )
+    if judge_ties:
+        return (
+            "The judge could call a tie and its votes were collapsed by strict majority, as in the paper, "
+            "so the non-tie share means what the paper's 33% / 39% mean."
+        )
+    return (
+        "The judge could not call a tie (`judge.classic_ties` false): a tie here is only votes that "
+        "disagree, so the non-tie share is not comparable with the paper's 33% / 39%."
+    )
+
+
 def agreement_sentences(agreement: pd.DataFrame) -> list[str]:
     lines = []
     for r in agreement.itertuples(index=False):
@@ -113,16 +133,20 @@ def claims_findings(
     agreement: pd.DataFrame,
     counts: pd.DataFrame,
     max_claims: int | None,
+    answer_note: str,
+    judge_ties: bool | None,
     embedded: bool,
 ) -> str:
-    """The closing list of notebook 08, generated from its tables."""
-    lines = [
+    """The closing list of notebook 08, generated from its tables; `judge_ties` says whether the
+    verdicts' judge could call a tie (None: not known, verdicts read from a file).
+    """
+    lines = [f"- {answer_note}"] + [
         f"- {r.method}: {r.mean:.2f} claims per answer [{r.ci_low:.2f}, {r.ci_high:.2f}] over {r.n} answers."
         for r in summary[summary["measure"] == "comprehensiveness"].itertuples(index=False)
     ]
     lines += [f"- {s}" for s in comparison_sentences(tests)] if not tests.empty else []
     lines += (
-        [f"- {s}" for s in agreement_sentences(agreement)]
+        [f"- {s}" for s in agreement_sentences(agreement)] + [f"- {tie_share_sentence(judge_ties)}"]
         if not agreement.empty
         else ["- No judge verdicts for these conditions, so no agreement is reported."]
     )

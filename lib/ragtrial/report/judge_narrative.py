@@ -7,10 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ragtrial.config.methods import AnswerSettings
 from ragtrial.evaluation.judge.aggregate import ALIGNMENT_OUTCOMES, alignment_summary
 from ragtrial.evaluation.judge.pairs import METHOD_KEY
+from ragtrial.prompts import load_prompt
 from ragtrial.report.narrative import embedded_disclaimer, failure_sentence
-from ragtrial.stats import box_stats
+from ragtrial.stats import box_stats, interval_claim
 
 
 def estimate_sentence(estimate: pd.DataFrame) -> str:
@@ -25,6 +27,60 @@ def estimate_sentence(estimate: pd.DataFrame) -> str:
             "(less where the response cache already holds a call)"
         )
     return text + "."
+
+
+def answer_length_sentence(settings: AnswerSettings) -> str:
+    """How long the judged answers may be: the answer prompt's own length rule, if any, and the
+    reply token cap (seed 000's methods answered without a length limit, about 200 tokens).
+    """
+    prompts = dict.fromkeys([settings.answer_prompt, settings.reduce_prompt])
+    rules = [
+        f"`{load_prompt(n).tag}` asks for {load_prompt(n).length_rule.strip('()')}"
+        if load_prompt(n).length_rule
+        else f"`{load_prompt(n).tag}` sets no length limit"
+        for n in prompts
+    ]
+    capped = any(load_prompt(n).length_rule for n in prompts)
+    return (
+        "**Answer length**: the answer prompt "
+        + "; the reduce prompt ".join(rules)
+        + f"; replies stop at {settings.answer_max_tokens} tokens."
+        + (
+            " Seed 000's methods answered without a length limit (about 200 tokens); this cap narrows the "
+            "length differences its headline rests on."
+            if capped
+            else ""
+        )
+    )
+
+
+ORDER_NAMES = {"AB": "A shown first", "BA": "B shown first"}
+
+
+def classic_order_sentences(classic: pd.DataFrame, flips: pd.DataFrame) -> list[str]:
+    """Per pair, the classic protocol's overall verdict in each fixed order it ran (never pooled),
+    and the order flip where both ran.
+    """
+    lines = []
+    overall = classic[classic["aspect"] == "overall"]
+    for pair, g in overall.groupby("pair", sort=False):
+        parts = [
+            f"{ORDER_NAMES[r.position]}, A's win rate {_pct(r.score_a)} (win/tie/loss {r.wins_a}/{r.ties}/"
+            f"{r.wins_b} of {r.n} votes on {r.questions} questions; relative win rate "
+            f"{r.relative_win_rate:+.2f} [{r.rwr_ci_low:+.2f}, {r.rwr_ci_high:+.2f}], {r.test} "
+            f"p={r.p_value:.3g}, Holm {r.p_holm:.3g}): "
+            + interval_claim(r.rwr_ci_low, r.rwr_ci_high, f"{'A' if r.relative_win_rate > 0 else 'B'} better")
+            for r in g.itertuples(index=False)
+        ]
+        line = f"**{pair}, classic overall**: " + "; ".join(parts) + "."
+        flip = flips[(flips["pair"] == pair) & (flips["aspect"] == "overall")]
+        if not flip.empty:
+            line += (
+                f" Order flip (A-first minus B-first win rate): {flip['flip'].iloc[0]:+.0%}; without "
+                "position bias it is about zero."
+            )
+        lines.append(line)
+    return lines
 
 
 def _pct(x: float) -> str:
@@ -79,10 +135,11 @@ def audit_findings(
     trials: pd.DataFrame,
     alignment: str,
     failures: str,
+    answer_note: str,
     embedded: bool,
 ) -> str:
     """The narrative of notebook 06, generated from its tables."""
-    lines = []
+    lines = [answer_note]
     for r in sanity.itertuples(index=False):
         lines.append(
             f"**Sanity check, {r.protocol}** ({r.pair}, {r.questions} questions): relative win rate of run A "
@@ -130,14 +187,19 @@ def audit_findings(
 
 def comparison_findings(
     sanity: pd.DataFrame,
+    classic: pd.DataFrame,
+    flips: pd.DataFrame,
     summary: pd.DataFrame,
     aspects: pd.DataFrame,
     alignment: str,
     failures: str,
+    answer_note: str,
     embedded: bool,
 ) -> str:
-    """The narrative of notebook 07: per pair, what each protocol supports and whether they agree."""
-    lines = []
+    """The narrative of notebook 07: per pair, what each protocol supports and whether they agree,
+    and the classic protocol in each fixed order it ran, with the order flip.
+    """
+    lines = [answer_note, *classic_order_sentences(classic, flips)]
     for pair, g in sanity.groupby("pair", sort=False):
         by = g.set_index("protocol")
         parts = [

@@ -17,13 +17,13 @@ from ragtrial.evaluation.judge.protocols import Judgments
 from ragtrial.stats import (
     OUTCOME_CODES,
     bootstrap_mean_ci,
-    bootstrap_relative_win_rate,
     box_stats,
     holm_correction,
     paired_bootstrap_diff,
     paired_test,
     relative_win_rate,
     trial_win_rates,
+    wilcoxon_signed_rank,
 )
 
 ALIGNMENT_OUTCOMES = (
@@ -217,39 +217,68 @@ CLASSIC_COLUMNS = [
     *METHOD_KEY,
     "position",
     "aspect",
+    "questions",
     "n",
     "wins_a",
+    "ties",
     "wins_b",
     "win_rate_a",
+    "tie_rate",
+    "loss_rate",
+    "score_a",
     "relative_win_rate",
     "rwr_ci_low",
     "rwr_ci_high",
     "first_slot_win_rate",
+    "test",
+    "p_value",
+    "p_holm",
 ]
+# The GraphRAG paper's win rate: a win counts 1, a tie 1/2, a loss 0, averaged over the repeats.
+CLASSIC_SCORE = {"win": 1.0, "tie": 0.5, "loss": 0.0}
 
 
-def classic_summary(run: Judgments, resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """Per (pair, position, criterion): A's and B's wins, A's win rate, the relative win rate with
-    an interval over questions, and how often the answer shown first won.
+def classic_summary(
+    run: Judgments, resamples: int = 2000, seed: int = 0, alpha: float = 0.05
+) -> pd.DataFrame:
+    """Per (pair, fixed order, criterion), over its votes (questions x repeats): A's wins, ties
+    and B's wins with their rates; score_a, the GraphRAG paper's win rate (win 1, tie 1/2);
+    the relative win rate with an interval over questions (each question's vote codes averaged
+    over its repeats); how often the answer shown first won; and the GraphRAG paper's test, a
+    Wilcoxon signed-rank test of the per-question scores of A against B's (1 - A's), with Holm's
+    correction across the pairs of each (order, criterion). The orders are never pooled.
     """
     rows = []
     for key, group in run.judgments.groupby([*METHOD_KEY, "position", "aspect"], sort=False):
-        outcomes = np.where(group["winner"] == "a", "win", "loss")
-        ci = bootstrap_relative_win_rate(list(outcomes), n_resamples=resamples, seed=seed)
-        wins_a = int((outcomes == "win").sum())
+        outcomes = group["winner"].map({"a": "win", "tie": "tie", "b": "loss"})
+        wins_a, ties = int((outcomes == "win").sum()), int((outcomes == "tie").sum())
+        codes = outcomes.map(OUTCOME_CODES).groupby(group["question_id"].to_numpy(), sort=False).mean()
+        ci = bootstrap_mean_ci(codes, resamples, seed=seed)
+        score = outcomes.map(CLASSIC_SCORE).groupby(group["question_id"].to_numpy(), sort=False).mean()
+        test = wilcoxon_signed_rank(score, 1 - score)
         rows.append(
             dict(zip([*METHOD_KEY, "position", "aspect"], key, strict=True))
             | {
+                "questions": len(codes),
                 "n": len(group),
                 "wins_a": wins_a,
-                "wins_b": len(group) - wins_a,
+                "ties": ties,
+                "wins_b": len(group) - wins_a - ties,
                 "win_rate_a": wins_a / len(group),
-                "relative_win_rate": relative_win_rate(wins_a, 0, len(group) - wins_a),
+                "tie_rate": ties / len(group),
+                "loss_rate": (len(group) - wins_a - ties) / len(group),
+                "score_a": float(score.mean()),
+                "relative_win_rate": relative_win_rate(wins_a, ties, len(group) - wins_a - ties),
                 "rwr_ci_low": ci.low,
                 "rwr_ci_high": ci.high,
                 "first_slot_win_rate": float((group["winner_slot"] == 1).mean()),
+                "test": test.method,
+                "p_value": test.p_value,
             }
         )
     table = pd.DataFrame(rows, columns=CLASSIC_COLUMNS)
+    for _, family in table.groupby(["position", "aspect"], sort=False):
+        holm = holm_correction(family["p_value"].tolist(), alpha)
+        table.loc[family.index, "p_holm"] = holm["p_holm"].to_numpy()
     table.insert(0, "pair", [pair_label(r) for r in table.itertuples(index=False)])
     return table

@@ -21,14 +21,17 @@ def length_bias(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Did the longer answer win, as a function of the word gap (the paper's Fig. 6)? Judged on
     unaligned pairs in both orders, so position bias averages out. Returns one row per verdict
-    (pairs of equal length have no longer answer and are left out) and the win rate per gap bin.
+    (pairs of equal length have no longer answer, and ties no winner: both are left out) and the
+    win rate per gap bin.
     """
     words = pairs.assign(words_a=pairs["text_a"].map(word_count), words_b=pairs["text_b"].map(word_count))
     verdicts = run.judgments[run.judgments["aspect"] == aspect].merge(
         words[[*METHOD_KEY, "question_id", "words_a", "words_b"]], on=[*METHOD_KEY, "question_id"]
     )
     gap = verdicts["words_a"] - verdicts["words_b"]
-    verdicts = verdicts.assign(gap=gap.abs(), longer=np.where(gap > 0, "a", "b"))[gap != 0]
+    verdicts = verdicts.assign(gap=gap.abs(), longer=np.where(gap > 0, "a", "b"))[
+        (gap != 0) & (verdicts["winner"] != "tie")
+    ]
     verdicts["longer_won"] = verdicts["winner"] == verdicts["longer"]
     verdicts["gap_bin"] = pd.cut(verdicts["gap"], list(bins), right=False).astype(str)
     binned = (
@@ -55,7 +58,8 @@ def _supports(low: float, high: float) -> str:
 
 def sanity_table(classic: pd.DataFrame, unbiased: pd.DataFrame) -> pd.DataFrame:
     """Per pair and protocol: relative win rate of A with its 95% interval over questions (classic:
-    overall verdicts with A shown first; unbiased: mean over trials) and win/tie/loss rates.
+    overall verdicts with A shown first, ties when the judge may call them; unbiased: mean over
+    trials) and win/tie/loss rates.
     """
     shown_first = classic[(classic["aspect"] == "overall") & (classic["position"] == "AB")]
     rows = [
@@ -67,8 +71,8 @@ def sanity_table(classic: pd.DataFrame, unbiased: pd.DataFrame) -> pd.DataFrame:
             "ci_low": r.rwr_ci_low,
             "ci_high": r.rwr_ci_high,
             "win_rate": r.win_rate_a,
-            "tie_rate": 0.0,
-            "loss_rate": 1 - r.win_rate_a,
+            "tie_rate": r.tie_rate,
+            "loss_rate": r.loss_rate,
         }
         for r in shown_first.itertuples(index=False)
     ]
@@ -118,7 +122,7 @@ def position_table(classic: pd.DataFrame, positions: pd.DataFrame) -> pd.DataFra
             "order": r.position,
             "a_win_rate": r.win_rate_a,
             "first_shown_win_rate": r.first_slot_win_rate,
-            "tie_rate": 0.0,
+            "tie_rate": r.tie_rate,
         }
         for r in overall.itertuples(index=False)
     ]
@@ -136,3 +140,30 @@ def position_table(classic: pd.DataFrame, positions: pd.DataFrame) -> pd.DataFra
     return pd.DataFrame(
         rows, columns=["pair", "protocol", "order", "a_win_rate", "first_shown_win_rate", "tie_rate"]
     )
+
+
+ORDER_FLIP_COLUMNS = ["pair", "aspect", "questions", "a_first_score", "b_first_score", "flip"]
+
+
+def order_flip_table(classic: pd.DataFrame) -> pd.DataFrame:
+    """Per pair and criterion judged in both fixed orders (seed 000's Fig. 2): A's win rate
+    (classic_summary's score_a: win 1, tie 1/2) with A shown first and with B shown first, and the
+    flip between them (A-first minus B-first; about zero without position bias).
+    """
+    rows = []
+    for (pair, aspect), g in classic.groupby(["pair", "aspect"], sort=False):
+        by_order = g.set_index("position")
+        if not {"AB", "BA"} <= set(by_order.index):
+            continue
+        first, second = by_order.loc["AB"], by_order.loc["BA"]
+        rows.append(
+            {
+                "pair": pair,
+                "aspect": aspect,
+                "questions": int(min(first["questions"], second["questions"])),
+                "a_first_score": float(first["score_a"]),
+                "b_first_score": float(second["score_a"]),
+                "flip": float(first["score_a"] - second["score_a"]),
+            }
+        )
+    return pd.DataFrame(rows, columns=ORDER_FLIP_COLUMNS)

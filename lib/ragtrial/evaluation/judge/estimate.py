@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ragtrial.evaluation.judge.protocols import POSITIONS, scoring_prompt
+from ragtrial.evaluation.judge.protocols import POSITIONS, classic_prompt, scoring_prompt
 from ragtrial.llm.tokens import count_tokens
-from ragtrial.prompts import load_prompt
 
 if TYPE_CHECKING:
     from ragtrial.config.judge import JudgeSettings
@@ -20,11 +19,14 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- cost before paying
 
 
-def judge_prompt_tokens(aspects: Sequence[str] | None, question_tokens: int, answer_tokens: int) -> int:
+def judge_prompt_tokens(
+    aspects: Sequence[str] | None, question_tokens: int, answer_tokens: int, ties: bool = False
+) -> int:
     """Prompt tokens of one judge call (cl100k): the unbiased scoring prompt for `aspects`, or the
-    classic prompt when `aspects` is None, with a question and two answers of the given sizes.
+    classic prompt (the one allowing ties when `ties`) when `aspects` is None, with a question and
+    two answers of the given sizes.
     """
-    prompt = load_prompt("judge_classic") if aspects is None else scoring_prompt(tuple(aspects))
+    prompt = classic_prompt(ties) if aspects is None else scoring_prompt(tuple(aspects))
     frame = "\n".join(m["content"] for m in prompt.render(question="", answer_1="", answer_2=""))
     return count_tokens(frame) + question_tokens + 2 * answer_tokens
 
@@ -43,36 +45,40 @@ def estimate_cost(
     answer_tokens: int,
     answer_prompt_tokens: int,
     classic_positions: int = 1,
+    unbiased: bool = True,
     throughput: dict[str, float] | None = None,
 ) -> pd.DataFrame:
     """Dry-run estimate of calls and tokens, completion tokens at their maximum. Unbiased judge
     calls = M trials x N repeats x 2 positions x questions x pairs (all aspects in one call); length
     alignment is bounded by R regenerations plus one append per pair; answers count one generation
-    each (a map-reduce method's map calls come on top). With a `throughput` (keys prompt, text,
-    json in tokens/s), also the seconds those tokens take.
+    each (a map-reduce method's map calls come on top). Classic judge calls = orders x
+    `classic_repeats` x questions x pairs; without `unbiased` neither alignment nor the unbiased
+    judge runs. With a `throughput` (keys prompt, text, json in tokens/s), also the seconds those
+    tokens take.
     """
     s = settings
     pairs = n_questions * n_pairs
+    unbiased_pairs = pairs if unbiased else 0
     plan = [
         ("answers", "text", n_answers, answer_prompt_tokens, s.answer_max_tokens),
         (
             "length alignment (at most)",
             "text",
-            pairs * (s.max_regenerations + 1),
+            unbiased_pairs * (s.max_regenerations + 1),
             answer_prompt_tokens,
             s.answer_max_tokens,
         ),
         (
             "classic judge",
             "json",
-            pairs * classic_positions,
-            judge_prompt_tokens(None, question_tokens, answer_tokens),
+            pairs * classic_positions * s.classic_repeats,
+            judge_prompt_tokens(None, question_tokens, answer_tokens, s.classic_ties),
             s.classic_max_tokens,
         ),
         (
             "unbiased judge",
             "json",
-            s.trials * s.repeats * len(POSITIONS) * pairs,
+            s.trials * s.repeats * len(POSITIONS) * unbiased_pairs,
             judge_prompt_tokens(s.aspects, question_tokens, answer_tokens),
             s.judge_max_tokens,
         ),

@@ -175,11 +175,18 @@ def align_lengths(
 
 
 def length_hint_prompt(prompt: Prompt, target_words: int) -> Prompt:
-    """`prompt` with the target length added to its instructions (the generate-adjust step)."""
+    """`prompt` with the target length added to its instructions (the generate-adjust step). The
+    prompt's own length rule (e.g. summarize_query's "at most about 80 words") is removed first,
+    so the request never states two lengths; the tag says so ("-length_rule").
+    """
     hint = load_prompt("align_regenerate")
     sentence = hint.render(target_words=target_words)[-1]["content"]
-    system = f"{prompt.system} {sentence}".strip()
-    return dataclasses.replace(prompt, system=system, version=f"{prompt.version}+{hint.tag}")
+    system, version = prompt.system, prompt.version
+    if prompt.length_rule:
+        system, version = system.replace(f" {prompt.length_rule}", ""), f"{version}-length_rule"
+    return dataclasses.replace(
+        prompt, system=f"{system} {sentence}".strip(), version=f"{version}+{hint.tag}", length_rule=""
+    )
 
 
 def llm_appender(llm: LLM, temperature: float) -> Append:

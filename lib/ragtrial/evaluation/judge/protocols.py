@@ -2,7 +2,9 @@
 
 Classic (Edge et al. 2024, as LightRAG and later papers ran it): the two answers are shown in one
 order, A then B; the judge names the better answer per criterion (comprehensiveness, diversity,
-empowerment, directness) and overall; no ties, one trial.
+empowerment, directness) and overall; no ties, one trial. Its variants are settings: the
+swapped order as a condition of its own (never merged with A-first), repeats of every call, and
+the GraphRAG paper's judge that may call a tie (Experiment 1: five repeats, ties allowed).
 
 Unbiased (the seed paper, Section IV): each pair is scored 0-5 per aspect against a written rubric
 in both orders (AB and BA, separate prompts), N times per order, and the whole evaluation is re-run
@@ -71,9 +73,16 @@ def score_schema(aspects: tuple[str, ...]) -> type[BaseModel]:
 
 
 @cache
-def classic_schema() -> type[BaseModel]:
-    fields = {a: (Literal[1, 2], ...) for a in (*CLASSIC_ASPECTS, "overall")}
+def classic_schema(ties: bool = False) -> type[BaseModel]:
+    """A winner slot per criterion and overall: 1 or 2, or also 0 (a tie) when `ties`."""
+    slot = Literal[0, 1, 2] if ties else Literal[1, 2]
+    fields = {a: (slot, ...) for a in (*CLASSIC_ASPECTS, "overall")}
     return create_model("ClassicVerdict", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def classic_prompt(ties: bool = False) -> Prompt:
+    """The classic judge's prompt: judge_classic, or judge_classic_ties where 0 names a tie."""
+    return load_prompt("judge_classic_ties" if ties else "judge_classic")
 
 
 def _ordered(pair: tuple, position: str) -> tuple[str, str]:
@@ -172,30 +181,40 @@ def judge_unbiased(
 
 
 def judge_classic(
-    llm: LLM, pairs: pd.DataFrame, *, max_tokens: int, temperature: float, positions: Sequence[str] = ("AB",)
+    llm: LLM,
+    pairs: pd.DataFrame,
+    *,
+    max_tokens: int,
+    temperature: float,
+    positions: Sequence[str] = ("AB",),
+    repeats: int = 1,
+    ties: bool = False,
 ) -> Judgments:
-    """The classic protocol: a winner per criterion and overall, no ties, one trial. The protocol
-    shows A first ("AB"); ("AB", "BA") adds the swapped order for the position-bias audit.
-    winner is 'a' or 'b' (the method), winner_slot 1 or 2 (where its answer was shown).
+    """The classic protocol: a winner per criterion and overall, one trial. The protocol shows A
+    first ("AB"); "BA" shows B first, a condition of its own (the judgments keep `position`, so
+    the two fixed orders are never merged). Each (order, pair) is asked `repeats` times (replicate
+    = repeat, so repeat 0 is the single call of the one-repeat protocol). With `ties` the judge may
+    answer 0 for "equally good". winner is 'a', 'b' (the method) or 'tie'; winner_slot 1 or 2
+    (where the winning answer was shown), 0 for a tie.
     """
 
     def rows(reply: BaseModel, position: str) -> list[dict]:
         out = []
         for aspect in (*CLASSIC_ASPECTS, "overall"):
             slot = getattr(reply, aspect)
-            winner = "a" if (slot == 1) == (position == "AB") else "b"
+            winner = "tie" if slot == 0 else "a" if (slot == 1) == (position == "AB") else "b"
             out.append({"aspect": aspect, "winner": winner, "winner_slot": slot})
         return out
 
-    prompt = load_prompt("judge_classic")
+    prompt = classic_prompt(ties)
     return _judge(
         llm,
         pairs,
         prompt,
-        classic_schema(),
+        classic_schema(ties),
         "judge_classic",
-        [(0, 0, p) for p in positions],
-        lambda t, r: 0,
+        [(0, r, p) for r in range(repeats) for p in positions],
+        lambda t, r: r,
         max_tokens,
         temperature,
         rows,
