@@ -10,9 +10,11 @@ from collections.abc import Callable
 import pandas as pd
 import pytest
 
+from ragtrial.evaluation.judge.audits import sanity_table
 from ragtrial.questions.quality import compare_generators
 from ragtrial.report.claims_narrative import comparison_sentences
 from ragtrial.report.index_narrative import index_findings
+from ragtrial.report.judge_narrative import audit_findings, classic_order_sentences, comparison_findings
 from ragtrial.report.narrative import paired_sentences
 from ragtrial.stats import Interval, McNemarResult, paired_comparison_table
 
@@ -46,12 +48,42 @@ def _index(low: float, high: float, p: float) -> str:  # notebook 01
     return index_findings(manifest, pd.DataFrame(), None, (Interval((low + high) / 2, low, high, 8), test))
 
 
+def _classic(low: float, high: float, p: float) -> pd.DataFrame:
+    row = dict(pair="a vs b", aspect="overall", position="AB", score_a=0.6, wins_a=5, ties=1, wins_b=2,
+               n=8, questions=8, relative_win_rate=(low + high) / 2, rwr_ci_low=low, rwr_ci_high=high,
+               win_rate_a=0.6, tie_rate=0.1, loss_rate=0.3, test="Wilcoxon", p_value=p / 2,
+               p_holm=p)  # fmt: skip
+    return pd.DataFrame([row])
+
+
+UNBIASED_COLUMNS = ["pair", "questions_judged", "relative_win_rate", "rwr_ci_low", "rwr_ci_high", "win_rate",
+                    "tie_rate", "loss_rate", "p_holm"]  # fmt: skip
+NO_FLIPS = pd.DataFrame(columns=["pair", "aspect", "flip"])
+
+
+def _judge_audit(low: float, high: float, p: float) -> str:  # notebook 06's sanity check
+    sanity = sanity_table(_classic(low, high, p), pd.DataFrame(columns=UNBIASED_COLUMNS))
+    positions = pd.DataFrame(columns=["pair", "protocol", "order", "first_shown_win_rate", "a_win_rate"])
+    return audit_findings(sanity, positions, pd.DataFrame(), pd.DataFrame(), "", "", "", False)
+
+
+def _judge_comparison(low: float, high: float, p: float) -> str:  # notebook 07
+    classic = _classic(low, high, p)
+    sanity = sanity_table(classic, pd.DataFrame(columns=UNBIASED_COLUMNS))
+    return comparison_findings(sanity, classic, NO_FLIPS, pd.DataFrame(), pd.DataFrame(), "", "", "", False)
+
+
 NARRATIVES: dict[str, Callable[[float, float, float], str]] = {
     "04/05 paired comparisons": _qa,
     "08 claim counts": _claims,
     "01 LLM vs NLP recall": _index,
+    "06 judge sanity check": _judge_audit,
+    "07 judge comparison": _judge_comparison,
+    "07 classic fixed order": lambda low, high, p: classic_order_sentences(_classic(low, high, p), NO_FLIPS)[
+        0
+    ],
 }
-CLAIM_WORDS = ("did better", "gave more", "recalls more")
+CLAIM_WORDS = ("did better", "gave more", "recalls more", "A better", "B better")
 
 
 @pytest.mark.parametrize("narrative", NARRATIVES)

@@ -12,7 +12,7 @@ from ragtrial.evaluation.judge.aggregate import ALIGNMENT_OUTCOMES, alignment_su
 from ragtrial.evaluation.judge.pairs import METHOD_KEY
 from ragtrial.prompts import load_prompt
 from ragtrial.report.narrative import embedded_disclaimer, failure_sentence
-from ragtrial.stats import box_stats, interval_claim
+from ragtrial.stats import box_stats, claim_text
 
 
 def estimate_sentence(estimate: pd.DataFrame) -> str:
@@ -69,7 +69,9 @@ def classic_order_sentences(classic: pd.DataFrame, flips: pd.DataFrame) -> list[
             f"{r.wins_b} of {r.n} votes on {r.questions} questions; relative win rate "
             f"{r.relative_win_rate:+.2f} [{r.rwr_ci_low:+.2f}, {r.rwr_ci_high:+.2f}], {r.test} "
             f"p={r.p_value:.3g}, Holm {r.p_holm:.3g}): "
-            + interval_claim(r.rwr_ci_low, r.rwr_ci_high, f"{'A' if r.relative_win_rate > 0 else 'B'} better")
+            + claim_text(
+                r.rwr_ci_low, r.rwr_ci_high, r.p_holm, f"{'A' if r.relative_win_rate > 0 else 'B'} better"
+            )
             for r in g.itertuples(index=False)
         ]
         line = f"**{pair}, classic overall**: " + "; ".join(parts) + "."
@@ -143,12 +145,12 @@ def audit_findings(
     for r in sanity.itertuples(index=False):
         lines.append(
             f"**Sanity check, {r.protocol}** ({r.pair}, {r.questions} questions): relative win rate of run A "
-            f"{_rwr(r)}, win/tie/loss {_pct(r.win_rate)}/{_pct(r.tie_rate)}/{_pct(r.loss_rate)}: "
-            f"{r.verdict}."
+            f"{_rwr(r)}, win/tie/loss {_pct(r.win_rate)}/{_pct(r.tie_rate)}/{_pct(r.loss_rate)}, Holm "
+            f"p={r.p_holm:.3g}: {r.verdict}."
             + (
-                ""
-                if r.ci_low <= 0 <= r.ci_high
-                else " Both runs are the same method, so this difference is a false finding."
+                " Both runs are the same method, so this difference is a false finding."
+                if r.supported
+                else ""
             )
         )
     for (pair, protocol), g in positions.groupby(["pair", "protocol"], sort=False):
@@ -206,9 +208,9 @@ def comparison_findings(
             f"{p} {_rwr(r)}: {r.verdict}" for p, r in zip(by.index, by.itertuples(index=False), strict=True)
         ]
         line = f"**{pair}**: relative win rate " + "; ".join(parts) + "."
-        if {"classic", "unbiased"} <= set(by.index) and by.loc["classic", "verdict"] != by.loc[
-            "unbiased", "verdict"
-        ]:
+        # A conclusion is the claim rule's outcome and its direction, not the wording of its reason.
+        said = {p: (r.supported, r.supported and r.relative_win_rate > 0) for p, r in by.iterrows()}
+        if {"classic", "unbiased"} <= said.keys() and said["classic"] != said["unbiased"]:
             line += " The two protocols support different conclusions on the same answers."
         lines.append(line)
     for r in summary.itertuples(index=False):

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ragtrial.evaluation.judge.pairs import METHOD_KEY, pair_label, word_count
 from ragtrial.evaluation.judge.protocols import Judgments
+from ragtrial.stats import claim_supported, claim_text
 
 LENGTH_GAP_BINS = (0, 5, 10, 25, 50, math.inf)
 
@@ -48,18 +49,15 @@ def length_bias(
 # ---------------------------------------------------------------- audits and what they support
 
 
-def _supports(low: float, high: float) -> str:
-    return (
-        "consistent with a tie (interval includes zero)"
-        if low <= 0 <= high
-        else ("A better (interval above zero)" if low > 0 else "B better (interval below zero)")
-    )
+def _supports(low: float, high: float, p_holm: float) -> str:
+    """The claim rule on a pair: the relative win rate's interval and the Holm-adjusted test."""
+    return claim_text(low, high, p_holm, "A better" if low > 0 else "B better")
 
 
 def sanity_table(classic: pd.DataFrame, unbiased: pd.DataFrame) -> pd.DataFrame:
     """Per pair and protocol: relative win rate of A with its 95% interval over questions (classic:
     overall verdicts with A shown first, ties when the judge may call them; unbiased: mean over
-    trials) and win/tie/loss rates.
+    trials), win/tie/loss rates, the protocol's Holm-adjusted p-value and the claim rule's verdict.
     """
     shown_first = classic[(classic["aspect"] == "overall") & (classic["position"] == "AB")]
     rows = [
@@ -73,6 +71,7 @@ def sanity_table(classic: pd.DataFrame, unbiased: pd.DataFrame) -> pd.DataFrame:
             "win_rate": r.win_rate_a,
             "tie_rate": r.tie_rate,
             "loss_rate": r.loss_rate,
+            "p_holm": r.p_holm,
         }
         for r in shown_first.itertuples(index=False)
     ]
@@ -87,6 +86,7 @@ def sanity_table(classic: pd.DataFrame, unbiased: pd.DataFrame) -> pd.DataFrame:
             "win_rate": r.win_rate,
             "tie_rate": r.tie_rate,
             "loss_rate": r.loss_rate,
+            "p_holm": r.p_holm,
         }
         for r in unbiased.itertuples(index=False)
     ]
@@ -102,10 +102,18 @@ def sanity_table(classic: pd.DataFrame, unbiased: pd.DataFrame) -> pd.DataFrame:
             "win_rate",
             "tie_rate",
             "loss_rate",
+            "p_holm",
         ],
     )
     return table.assign(
-        verdict=[_supports(lo, hi) for lo, hi in zip(table["ci_low"], table["ci_high"], strict=True)]
+        verdict=[
+            _supports(lo, hi, p)
+            for lo, hi, p in zip(table["ci_low"], table["ci_high"], table["p_holm"], strict=True)
+        ],
+        supported=[
+            claim_supported(lo, hi, p)
+            for lo, hi, p in zip(table["ci_low"], table["ci_high"], table["p_holm"], strict=True)
+        ],
     )
 
 
