@@ -121,7 +121,7 @@ METHODS.add(
     "closed_book", lambda name, kit: kit.retrieval(name, None), "no context: the model alone", family="none"
 )
 METHODS.add("naive_rag", _retrieval("vector"), "vector retrieval of chunks (NaiveRAG)", family="passages")
-for _retriever in ("bm25", "hybrid"):
+for _retriever in ("bm25", "ts_rank", "hybrid"):
     METHODS.add(
         _retriever, _retrieval(_retriever), RETRIEVERS.entry(_retriever).description, family="passages"
     )
