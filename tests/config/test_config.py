@@ -155,12 +155,14 @@ def test_linking_and_method_building_keys_live_in_one_section():
 
 
 # Names that mean another thing in each section they appear in: another endpoint, another model
-# call, another sample, or a caller's count beside retrieval's default.
+# call, another sample, a caller's count beside retrieval's default, or another use of the index's
+# graphs (questions are sampled from one graph; retrievers walk one or every graph).
 PER_SECTION_NAMES = {
     "api_key_env",
     "backend",
     "base_url",
     "extraction_max_tokens",
+    "graph_origin",
     "k",
     "max_tokens",
     "model",

@@ -8,12 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragtrial.evaluation.run_methods import failures_table
+from ragtrial.evaluation.run_methods import failures_table, fallback_table
 from ragtrial.evaluation.scoring import (
     by_question_type,
     complementarity_table,
     cost_table,
     method_summary,
+    paired_by_fallback,
     paired_table,
     pareto_table,
     score_qa,
@@ -255,3 +256,51 @@ def test_score_summaries_rouge_and_bertscore_skip_failures():
     assert scores.loc[0, "rouge2_f"] > 0.4 and scores.loc[0, "bertscore_f1"] > 0.5
     assert scores.loc[1, ["rouge2_f", "rougeL_f", "bertscore_f1"]].isna().all()
     assert info["num_layers"] == info["model_num_layers"] and "MiniLM" in info["model_name"]
+
+
+def fallback_answers() -> pd.DataFrame:
+    """Six questions; graph_walk falls back on q1 and q2 (where it is wrong), is right elsewhere;
+    hybrid is right on q1, q2 and q3 only; q6's graph_walk context failed to build.
+    """
+    rows = []
+    for i in range(1, 7):
+        qid = f"q{i}"
+        rows.append(dict(question_id=qid, method="hybrid", em=float(i <= 3), fallback="", context_ready=True))
+        rows.append(
+            dict(
+                question_id=qid,
+                method="graph_walk",
+                em=float(i > 2),
+                fallback="no usable entity -> vector" if i <= 2 else "",
+                context_ready=i != 6,
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def test_fallbacks_are_counted_and_pairs_are_also_tested_without_them():
+    scores = fallback_answers()
+    fallbacks = fallback_table(scores).set_index("method")
+    assert fallbacks.loc["graph_walk", ["retrieved", "fallbacks"]].tolist() == [5, 2]
+    assert fallbacks.loc["graph_walk", "fallback_rate"] == pytest.approx(2 / 5)
+    assert fallbacks.loc["graph_walk", "most_common"] == "no usable entity -> vector"
+    assert fallbacks.loc["hybrid", "fallback_rate"] == 0
+    paired = paired_by_fallback(scores, ["em"], "hybrid", fallbacks.reset_index(), n_resamples=200)
+    by_subset = paired.set_index("subset")
+    assert by_subset.loc["all", ["n", "wins", "losses"]].tolist() == [6, 3, 2]
+    # Without q1 and q2 (graph_walk fell back there): the questions neither method fell back on.
+    assert by_subset.loc["no fallback", ["n", "wins", "losses"]].tolist() == [4, 3, 0]
+    assert paired["method_fallback_rate"].tolist() == pytest.approx([2 / 5, 2 / 5])
+    assert (paired["baseline_fallback_rate"] == 0).all() and set(paired["metric"]) == {"em"}
+    text = findings(
+        method_summary(scores.assign(failure=""), ["em"], 200),
+        paired,
+        pd.DataFrame(),
+        scores.assign(calls=1),
+        quality="em",
+        recall=None,
+        embedded=False,
+    )
+    assert "**graph_walk** 2 of 5 (40%; most often `no usable entity -> vector`)" in text
+    tail = text.split("On the questions where neither method fell back:")[1]
+    assert "over 4 questions both answered (3 better, 0 worse" in tail

@@ -5,16 +5,22 @@ failures recorded instead of scored.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import pandas as pd
 import pytest
 from conftest import make_llm
 
+from ragtrial.config import Settings
+from ragtrial.index.embed_index import embed_index
+from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
+from ragtrial.llm.hashing_embedder import HashingEmbedder
 from ragtrial.llm.tokens import count_tokens
 from ragtrial.methods.base import NO_DATA_ANSWER, Generator
 from ragtrial.methods.integration import IntegrationMethod
 from ragtrial.methods.map_reduce import MapReduceMethod
+from ragtrial.methods.registry import make_methods
 from ragtrial.methods.retrieval_method import RetrievalMethod
 from ragtrial.methods.selection import SelectionMethod
 from ragtrial.prompts import load_prompt
@@ -258,3 +264,46 @@ def test_pack_context_stops_at_the_budget_and_truncates_an_oversized_first_item(
     assert [i.text for i in kept] == ["one two three"] and tokens == {"chunk": 3}
     kept, _ = pack_context(items, 100)
     assert len(kept) == 3  # the repeated chunk is shown once
+
+
+@dataclass
+class Run:
+    """A ModelContext: what building methods needs of a run."""
+
+    settings: Settings
+    llm: LLM
+    embedder: HashingEmbedder = field(default_factory=HashingEmbedder)
+    run_id: str = "test-run"
+
+    @property
+    def ledger(self):
+        return self.llm.ledger
+
+
+def passages_index(n: int) -> GraphIndex:
+    texts = [f"Passage {i} says that Ada Lovelace was born in London." for i in range(n)]
+    chunks = pd.DataFrame(
+        {
+            "chunk_id": [f"c{i}" for i in range(n)],
+            "doc_id": [f"d{i}" for i in range(n)],
+            "position": 0,
+            "text": texts,
+            "n_tokens": [count_tokens(t) for t in texts],
+        }
+    )
+    return embed_index(GraphIndex(chunks=chunks), lambda texts: HashingEmbedder().embed(texts))
+
+
+def test_naive_rag_can_fill_the_context_budget_instead_of_showing_top_k(llm):
+    index = passages_index(8)
+    per_chunk = count_tokens(index.chunks["text"][0])
+    budget = 5 * per_chunk  # room for 5 chunks; k = 2
+    shown = {}
+    for fills in (False, True):
+        settings = Settings(retrieval={"k": 2, "naive_rag_fills_budget": fills})
+        answer_settings = settings.qa.model_copy(update={"context_budget": budget})
+        methods, _ = make_methods(["naive_rag", "hybrid"], index, Run(settings, llm), answer_settings)
+        shown[fills] = {m.name: len(m.answer(QUESTION).context) for m in methods}
+    assert shown[False] == {"naive_rag": 2, "hybrid": 2}
+    # The GraphRAG paper's SS: chunks in rank order until the budget is full; other methods keep k.
+    assert shown[True] == {"naive_rag": 5, "hybrid": 2}

@@ -303,9 +303,9 @@ QUESTIONS = pd.DataFrame(
 
 
 def test_ngram_linker_takes_the_longest_exact_match_and_embedding_matches():
-    retrieval = RetrievalSettings(
-        entity_source="llm", link_threshold=0.7, ngram_max=3
-    )  # the linker picks the source
+    # The linker picks the source; the index is already the questions' graph, so the graph that
+    # retrieval walks (here one the index does not hold) does not narrow it.
+    retrieval = RetrievalSettings(entity_source="llm", link_threshold=0.7, ngram_max=3, graph_origin="llm")
     linker = make_entity_linker(entity_index(), RetrieverParts(HashingEmbedder()), retrieval, "ngram")
     mentions, failures = entity_mentions(QUESTIONS, linker, "ngram")
     assert failures.empty

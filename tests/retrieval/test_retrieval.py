@@ -149,11 +149,14 @@ def test_top_k_is_the_head_of_a_full_sort():
                 assert list(top_k(scores, k, positive_only)) == ranked[:k], (n, positive_only, k)
 
 
-def test_hybrid_and_graph_hybrid_are_the_rrf_of_their_parts():
+@pytest.mark.parametrize("keyword", ["bm25", "ts_rank"])
+def test_hybrid_and_graph_hybrid_are_the_rrf_of_their_parts(keyword):
     index = graph_index(CHAIN, CHAIN_MENTIONS)
-    for name, parts in (("hybrid", ("vector", "bm25")), ("graph_hybrid", ("graph_walk", "hybrid"))):
-        fused = retriever(name, index, rrf_depth=6).retrieve("Who works with Alvor?", 3)
-        lists = [retriever(p, index).retrieve("Who works with Alvor?", 6).chunk_ids for p in parts]
+    for name, parts in (("hybrid", ("vector", keyword)), ("graph_hybrid", ("graph_walk", "hybrid"))):
+        fused = retriever(name, index, rrf_depth=6, keyword=keyword).retrieve("Who works with Alvor?", 3)
+        lists = [
+            retriever(p, index, keyword=keyword).retrieve("Who works with Alvor?", 6).chunk_ids for p in parts
+        ]
         expected = reciprocal_rank_fusion(lists, 60)[:3]
         assert [(item.chunk_ids[0], item.score) for item in fused.items] == [
             (c, pytest.approx(s)) for c, s in expected
@@ -184,6 +187,40 @@ def test_bm25_matches_hand_computed_okapi_scores():
     assert (
         bm25.retrieve("zebra", 5).items == []
     )  # no shared token: nothing retrieved, not 3 zero-score chunks
+
+
+def test_ts_rank_matches_postgres_default_ts_rank_by_hand():
+    chunks = pd.DataFrame(
+        {
+            "chunk_id": ["d1", "d2", "d3", "d4"],
+            "doc_id": ["d1", "d2", "d3", "d4"],
+            "position": 0,
+            "text": [
+                "apple banana apple",
+                "banana cherry",
+                "cherry date elderberry fig",
+                "apple apple apple",
+            ],
+            "n_tokens": 4,
+        }
+    )
+    ts_rank = retriever("ts_rank", GraphIndex(chunks=chunks))
+    # ts_rank(to_tsvector(text), 'apple | cherry'), weights D=0.1, normalization 0: per matched term
+    # 0.1 * sum_{i<=tf} 1/i^2 / (pi^2/6), summed, divided by the 2 distinct query terms (the repeat
+    # of "apple" does not count again). No idf, no length normalization: d2 and d3 tie.
+    zeta2 = np.pi**2 / 6
+    expected = [
+        0.1 * (1 + 1 / 4) / zeta2 / 2,
+        0.1 / zeta2 / 2,
+        0.1 / zeta2 / 2,
+        0.1 * (1 + 1 / 4 + 1 / 9) / zeta2 / 2,
+    ]
+    assert ts_rank.scores("Apple cherry, apple?") == pytest.approx(expected, rel=1e-12)
+    assert ts_rank.retrieve("apple cherry", 5).chunk_ids == ["d4", "d1", "d2", "d3"]
+    assert ts_rank.retrieve("zebra", 5).items == []
+    # BM25 on the same chunks normalizes by length: the shorter d2 outscores d3.
+    bm25 = retriever("bm25", GraphIndex(chunks=chunks)).scores("apple cherry")
+    assert bm25[1] > bm25[2]
 
 
 def test_bm25_tokenizer_folds_case_splits_punctuation_and_drops_stop_words():
@@ -231,6 +268,69 @@ def test_no_usable_entity_falls_back_to_vector_and_says_so():
     assert [bool(r.fallback) for r in results] == [True, False, True]
     assert results[0].fallback == "no usable entity -> vector" and results[0].notes["seeds"] == []
     assert results[0].chunk_ids == retriever("vector", index).retrieve(questions[0], 2).chunk_ids
+
+
+@pytest.mark.fault
+def test_without_vector_fallback_a_graph_retriever_shows_no_context_and_says_so():
+    index = graph_index(CHAIN, CHAIN_MENTIONS)
+    question = "What is the meaning of life?"
+    walk = retriever("graph_walk", index, graph_fallback="none").retrieve(question, 2)
+    assert walk.items == [] and walk.fallback == "no usable entity -> no context"
+    # graph + hybrid then shows hybrid's list alone (vector is not fused in a second time).
+    fused = retriever("graph_hybrid", index, graph_fallback="none").retrieve(question, 3)
+    assert fused.fallback == "no usable entity -> no context"
+    assert fused.chunk_ids == retriever("hybrid", index).retrieve(question, 3).chunk_ids
+    with_vector = retriever("graph_hybrid", index).retrieve(question, 3)
+    assert with_vector.fallback == "no usable entity -> vector"
+
+
+def two_graph_index() -> GraphIndex:
+    """A graph_source "both" index: an NLP graph (Alvor - Beilun) and an LLM graph (Alvor - Zephyra)
+    that both name "Alvor", with namespaced ids, as the index build makes them.
+    """
+    mentions = {"c1": ["Alvor"], "c2": ["Beilun"], "c3": ["Alvorllm", "Zephyra"], "c4": []}
+    index = graph_index([("Alvor", "Beilun"), ("Alvorllm", "Zephyra")], mentions)
+    llm_side = index.entities["name"].isin(["Alvorllm", "Zephyra"])
+    entities = index.entities.assign(
+        origin=np.where(llm_side, "llm", "nlp"), name=index.entities["name"].replace("Alvorllm", "Alvor")
+    )
+    return dataclasses.replace(index, entities=entities)
+
+
+def test_the_graph_walked_is_a_setting_and_both_means_each_graph():
+    index = two_graph_index()
+    question = "Where is Alvor based?"
+    # By default the walk starts in every graph of the index, not in the one whose entity comes first.
+    assert retriever("graph_walk", index).retrieve(question, 5).chunk_ids == ["c3", "c1", "c2"]
+    walked = {
+        origin: retriever("graph_walk", index, graph_origin=origin).retrieve(question, 5)
+        for origin in ("nlp", "llm", "both")
+    }
+    assert walked["nlp"].chunk_ids == ["c1", "c2"] and walked["nlp"].notes["seeds"] == ["Alvor"]
+    assert walked["llm"].chunk_ids == ["c3"]
+    # "both": the mention seeds its entity in each graph; the walk stays within each.
+    assert walked["both"].chunk_ids == ["c3", "c1", "c2"] and walked["both"].notes["seeds"] == ["Alvor"] * 2
+    assert [
+        retriever(n, index, graph_origin=o).graph_origin
+        for n in ("graph_walk", "graph_hybrid")
+        for o in ("nlp", "both")
+    ] == ["nlp", "nlp+llm", "nlp", "nlp+llm"]
+    assert retriever("hybrid", index).graph_origin == ""
+    with pytest.raises(ValueError, match=r"retrieval\.graph_origin is 'import'.*its graphs: nlp, llm"):
+        retriever("graph_walk", index, graph_origin="import")
+
+
+def test_entities_listed_once_by_the_model_are_linked_in_each_graph(scripted, tmp_path):
+    scripted.default_reply = lambda body: '{"entities": ["alvor"]}'
+    llm = make_llm(scripted.base_url, tmp_path)
+    walk = make_retriever(
+        "graph_walk",
+        two_graph_index(),
+        RetrieverParts(EMBEDDER, llm),
+        RetrievalSettings(entity_source="llm", graph_origin="both"),
+    )
+    found = walk.retrieve("Where is it based?", 5)
+    assert found.chunk_ids == ["c3", "c1", "c2"] and len(scripted.chat_requests()) == 1
 
 
 def test_entities_listed_by_the_model_are_linked_cached_and_ledgered(scripted, tmp_path):

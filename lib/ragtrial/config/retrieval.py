@@ -18,8 +18,11 @@ class RetrievalSettings(Section):
     k: int = Field(5, ge=1, description="items asked of a retriever when the caller does not say")
     rrf_k: int = Field(60, ge=1, description="reciprocal rank fusion constant (Cormack et al. 2009)")
     rrf_depth: int = Field(20, ge=1, description="ranked candidates each fused list contributes")
-    keyword: Literal["bm25"] = Field(
-        "bm25", description="the keyword half of hybrid (BM25 Okapi, the only scorer today)"
+    keyword: Literal["bm25", "ts_rank"] = Field(
+        "bm25",
+        description='the keyword half of hybrid: "bm25" (BM25 Okapi, bm25_k1 / bm25_b); "ts_rank" (Postgres '
+        "ts_rank with its defaults, the Postgres graph-walk experiment's full-text ranking: term frequency "
+        "with no idf, no saturation constant and no length normalization)",
     )
     bm25_k1: float = Field(1.5, ge=0, description="BM25 term-frequency saturation")
     bm25_b: float = Field(0.75, ge=0, le=1, description="BM25 document-length normalization")
@@ -36,6 +39,24 @@ class RetrievalSettings(Section):
         0.85, gt=0, le=1, description="name-embedding cosine needed to link a mention to an entity"
     )
     ngram_max: int = Field(4, ge=1, description="longest question n-gram, in words, linked to an entity name")
+    graph_origin: Literal["both", "nlp", "llm", "import"] = Field(
+        "both",
+        description='which graph of the index the graph retrievers use: "nlp", "llm" or "import" keep only '
+        'the entities (and their relations, communities, reports) of that origin; "both": every graph the '
+        "index holds, side by side and not merged (in a graph_source both index the NLP and the LLM graph): "
+        "each question mention is linked in each graph, so a walk starts in each and stays within it",
+    )
+    graph_fallback: Literal["vector", "none"] = Field(
+        "vector",
+        description="what a graph retriever returns when the question links no entity (or its seeds reach "
+        'no context): "vector" the vector retrieval, "none" no context at all (the Postgres experiment\'s '
+        "graph search; graph_hybrid then shows hybrid's list alone); either way the fallback is counted",
+    )
+    naive_rag_fills_budget: bool = Field(
+        False,
+        description="naive_rag shows chunks in rank order until the context budget is full (the GraphRAG "
+        "paper's SS condition) instead of the top k",
+    )
     hops: int = Field(2, ge=0, description="graph_walk / kg_triplets expansion from the question's entities")
     hub_degree_cap: int | None = Field(
         None, ge=1, description="never walk onward from an entity with more neighbours; None: no cap"

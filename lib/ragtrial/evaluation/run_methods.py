@@ -1,5 +1,6 @@
 """Running methods over questions: one row per question x method with the answer or its failure,
-the context shown, calls, tokens and latency; and every recorded failure as a table.
+the context shown, calls, tokens and latency; every recorded failure as a table; and how often each
+method's retrieval fell back.
 """
 
 from __future__ import annotations
@@ -65,3 +66,25 @@ def failures_table(answers: pd.DataFrame) -> pd.DataFrame:
         for f in r.failures
     ]
     return pd.DataFrame(rows, columns=["question_id", "method", "stage", "kind", "detail", "answer_lost"])
+
+
+def fallback_table(answers: pd.DataFrame) -> pd.DataFrame:
+    """Per method: the questions whose context was built (`retrieved`), how many of them fell back
+    (`fallbacks`: e.g. a graph retriever that linked no entity showed vector results or no context,
+    per retrieval.graph_fallback), their share (`fallback_rate`; undefined, NaN, when nothing was
+    retrieved) and the most common reason (`most_common`).
+    """
+    rows = []
+    for method, group in answers.groupby("method", sort=False):
+        built = group.loc[group["context_ready"], "fallback"]
+        fell_back = built[built != ""]
+        rows.append(
+            {
+                "method": method,
+                "retrieved": len(built),
+                "fallbacks": len(fell_back),
+                "fallback_rate": len(fell_back) / len(built) if len(built) else float("nan"),
+                "most_common": fell_back.value_counts().index[0] if len(fell_back) else "",
+            }
+        )
+    return pd.DataFrame(rows, columns=["method", "retrieved", "fallbacks", "fallback_rate", "most_common"])

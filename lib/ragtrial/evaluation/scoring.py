@@ -190,6 +190,35 @@ def paired_table(
     return table
 
 
+def paired_by_fallback(
+    scores: pd.DataFrame,
+    metrics: Sequence[str],
+    baseline: str,
+    fallbacks: pd.DataFrame,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """`paired_table` for each metric twice: on all the questions both answered (`subset` "all") and
+    on those where neither method's retrieval fell back (`subset` "no fallback"), each row with the
+    method's and the baseline's fallback rate from `fallbacks` (`evaluation.run_methods.fallback_table`).
+    """
+    # A fallen-back answer's scores are left out, so the pairs keep the questions neither fell back on.
+    kept = scores.assign(**{m: scores[m].where(scores["fallback"] == "") for m in metrics})
+    tables = [
+        paired_table(frame, metric, baseline, n_resamples, seed).assign(subset=subset)
+        for subset, frame in (("all", scores), ("no fallback", kept))
+        for metric in metrics
+    ]
+    tables = [t for t in tables if not t.empty]
+    if not tables:
+        return pd.DataFrame()
+    table = pd.concat(tables, ignore_index=True)
+    rate = fallbacks.set_index("method")["fallback_rate"]
+    return table.assign(
+        method_fallback_rate=table["method"].map(rate), baseline_fallback_rate=table["baseline"].map(rate)
+    )
+
+
 def complementarity_table(scores: pd.DataFrame, baseline: str, metric: str = "accuracy") -> pd.DataFrame:
     """Per method, how its correct answers overlap the baseline's on the questions both answered."""
     rows = []

@@ -112,7 +112,11 @@ class Generator:
 
 
 class Method(ABC):
-    """answer(question) -> Answer; subclasses fill a draft in `fill`."""
+    """answer(question) -> Answer; subclasses fill a draft in `fill`. `graph_origin`: the graph(s)
+    of the index the method's retrievers use ("nlp", "llm", "nlp+llm"; "" for none).
+    """
+
+    graph_origin = ""
 
     def __init__(self, name: str, generator: Generator, ledger: Ledger, doc_of_chunk: dict[str, str]):
         self.name = name

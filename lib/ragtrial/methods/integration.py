@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from ragtrial.methods.base import Draft, Method
 from ragtrial.methods.retrieval_method import RetrievalMethod
 from ragtrial.records import Question
-from ragtrial.retrieval.base import ContextItem
+from ragtrial.retrieval.base import ContextItem, join_origins
 from ragtrial.retrieval.packing import pack_context
 
 
@@ -20,6 +20,7 @@ class IntegrationMethod(Method):
         first = parts[0]
         super().__init__(name, first.generator, first.ledger, first.doc_of_chunk)
         self.parts = list(parts)
+        self.graph_origin = join_origins(p.graph_origin for p in self.parts)
 
     def fill(self, question: Question, draft: Draft) -> None:
         items: list[ContextItem] = []

@@ -52,13 +52,16 @@ class Toolkit:
         return self._retrievers[key]
 
     def retrieval(self, name: str, retriever: Retriever | None) -> RetrievalMethod:
+        retrieval = self.ctx.settings.retrieval
+        # Asked for every chunk in rank order, packing stops at the budget: the GraphRAG paper's SS.
+        fills = name == "naive_rag" and retrieval.naive_rag_fills_budget
         return RetrievalMethod(
             name,
             self.generator,
             self.ctx.ledger,
             self.doc_of_chunk,
             retriever,
-            self.ctx.settings.retrieval.k,
+            len(self.index.chunks) if fills else retrieval.k,
             self.answer_settings.context_budget,
         )
 
@@ -118,7 +121,7 @@ METHODS.add(
     "closed_book", lambda name, kit: kit.retrieval(name, None), "no context: the model alone", family="none"
 )
 METHODS.add("naive_rag", _retrieval("vector"), "vector retrieval of chunks (NaiveRAG)", family="passages")
-for _retriever in ("bm25", "hybrid"):
+for _retriever in ("bm25", "ts_rank", "hybrid"):
     METHODS.add(
         _retriever, _retrieval(_retriever), RETRIEVERS.entry(_retriever).description, family="passages"
     )

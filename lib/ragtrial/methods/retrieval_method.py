@@ -24,6 +24,8 @@ class RetrievalMethod(Method):
     ):
         super().__init__(name, generator, ledger, doc_of_chunk)
         self.retriever, self.k, self.budget = retriever, k, budget
+        # Only graph retrievers (and fusions of them) have a graph origin.
+        self.graph_origin = getattr(retriever, "graph_origin", "")
 
     def gather(self, question: Question, draft: Draft) -> list[ContextItem]:
         """The retriever's ranked items for `question` (its fallback and notes go to the draft)."""

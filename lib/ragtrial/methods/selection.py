@@ -11,6 +11,7 @@ from ragtrial.methods.base import Draft, Method
 from ragtrial.methods.retrieval_method import RetrievalMethod
 from ragtrial.prompts import Prompt
 from ragtrial.records import Question
+from ragtrial.retrieval.base import join_origins
 
 
 class RouteLabel(BaseModel):
@@ -26,6 +27,7 @@ class SelectionMethod(Method):
         rag = routes["fact"]
         super().__init__(name, rag.generator, rag.ledger, rag.doc_of_chunk)
         self.routes, self.llm, self.prompt = routes, llm, prompt
+        self.graph_origin = join_origins(m.graph_origin for m in routes.values())
 
     def fill(self, question: Question, draft: Draft) -> None:
         route = self.llm.structured(

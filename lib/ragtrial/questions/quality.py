@@ -64,9 +64,10 @@ def make_entity_linker(
 ) -> EntityLinker:
     """The retrievers' own question -> entity linker (retrieval.entity_graph.EntityLinker) with the
     run's retrieval settings, so questions are read the way graph retrieval reads them; `linker`
-    picks its entity source.
+    picks its entity source. `index` is already the questions' graph (questions.graph_origin), so
+    the linker reads all of it whatever graph retrieval.graph_origin names.
     """
-    settings = retrieval.model_copy(update={"entity_source": LINKERS[linker]})
+    settings = retrieval.model_copy(update={"entity_source": LINKERS[linker], "graph_origin": "both"})
     return EntityLinker(EntityGraph(index, ChunkTable(index)), parts, settings, method="questions")
 
 

@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ragtrial.evaluation.run_methods import fallback_table
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.stats import claim_text
 
 if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
     from ragtrial.config.methods import AnswerSettings
+    from ragtrial.config.retrieval import RetrievalSettings
     from ragtrial.methods.base import Method
 
 
@@ -25,9 +27,11 @@ def setup_note(
     settings: AnswerSettings,
     k: int,
     baseline: str | None = None,
+    retrieval: RetrievalSettings | None = None,
 ) -> str:
-    """What ran: methods, baseline (when the experiment has one), k, budget, prompt, and which
-    methods the index could not support.
+    """What ran: methods, baseline (when the experiment has one), k, budget, prompt, which methods
+    the index could not support, and (given the `retrieval` settings) the retrieval choices that
+    decide what a method shows: the graph each method walked, the fallback, the keyword scorer.
     """
     compared = f"; baseline **{baseline}**" if baseline else ""
     note = (
@@ -35,11 +39,59 @@ def setup_note(
         f"{settings.context_budget} tokens; prompt `{settings.answer_prompt}`, at most "
         f"{settings.answer_max_tokens} tokens."
     )
+    if retrieval is not None:
+        note += "\n\n" + retrieval_note(methods, retrieval)
     if not unavailable.empty:
         note += "\n\nNot run, because the index cannot support them: " + "; ".join(
             f"**{m}**: {r}" for m, r in unavailable.itertuples(index=False)
         )
     return note
+
+
+def retrieval_note(methods: Sequence[Method], retrieval: RetrievalSettings) -> str:
+    """The retrieval choices behind the methods' context, each named by its settings key."""
+    walked = [f"{m.name} {m.graph_origin}" for m in methods if m.graph_origin]
+    fallback = {"vector": "the vector retrieval", "none": "no context"}[retrieval.graph_fallback]
+    lines = [
+        f"Graph walked (retrieval.graph_origin = {retrieval.graph_origin}): {', '.join(walked)}."
+        if walked
+        else "No method retrieves from the graph.",
+        f"A graph retriever that links no entity shows {fallback} (retrieval.graph_fallback = "
+        f"{retrieval.graph_fallback}); every such question is counted as a fallback.",
+        f"Keyword half of hybrid: {retrieval.keyword} (retrieval.keyword).",
+    ]
+    if retrieval.naive_rag_fills_budget:
+        lines.append(
+            "naive_rag shows chunks in rank order until the context budget is full, not the top k "
+            "(retrieval.naive_rag_fills_budget)."
+        )
+    return " ".join(lines)
+
+
+def fallback_sentences(answers: pd.DataFrame, paired: pd.DataFrame, metrics: Sequence[str]) -> list[str]:
+    """How often each method's retrieval fell back, and the paired comparisons again on the questions
+    where neither method fell back (the `subset` "no fallback" rows of `paired`), for the pairs where
+    either one did.
+    """
+    fell_back = fallback_table(answers).query("fallbacks > 0")
+    if fell_back.empty:
+        return ["No method's retrieval fell back: every context is what its method retrieves."]
+    # Fallback reasons are the kit's own words (never model text), shown as code.
+    listed = ", ".join(
+        f"**{r.method}** {r.fallbacks} of {r.retrieved} ({r.fallback_rate:.0%}; most often `{r.most_common}`)"
+        for r in fell_back.itertuples(index=False)
+    )
+    lines = [
+        f"Retrieval fell back on some questions: {listed}. A fallback shows another method's context "
+        "(or none), so each comparison is also given on the questions where neither method fell back."
+    ]
+    if "subset" in paired:
+        either = paired["method"].isin(fell_back["method"]) | paired["baseline"].isin(fell_back["method"])
+        rows = paired[(paired["subset"] == "no fallback") & either & paired["metric"].isin(metrics)]
+        if not rows.empty:
+            lines.append("On the questions where neither method fell back:")
+            lines += paired_sentences(rows)
+    return lines
 
 
 def _interval(mean: float, low: float, high: float, digits: int = 2) -> str:
@@ -124,9 +176,15 @@ def findings(
     quality: str,
     recall: str | None,
     embedded: bool,
+    also: Sequence[str] = (),
 ) -> str:
-    """The narrative of a results section, generated from the tables: what they support and what not."""
+    """The narrative of a results section, generated from the tables: what they support and what not.
+    `also`: further metrics whose paired comparisons are stated (e.g. EM beside accuracy). A paired
+    table with a `subset` column (`evaluation.scoring.paired_by_fallback`) is read on all questions,
+    and its "no fallback" rows are stated after the fallback counts.
+    """
     lines = [answer_failure_sentence(summary)]
+    main = paired[paired["subset"] == "all"] if "subset" in paired else paired
     # No `quality` column at all when no answer has a value (every answer failed).
     scored = (
         summary.dropna(subset=[quality]).sort_values(quality, ascending=False) if quality in summary else []
@@ -139,7 +197,8 @@ def findings(
             "answered questions. A ranking of point estimates is not a finding; the paired comparisons "
             "below say which differences the data support."
         )
-    lines += paired_sentences(paired[paired["metric"] == quality]) if not paired.empty else []
+    for metric in (quality, *also):
+        lines += paired_sentences(main[main["metric"] == metric]) if not main.empty else []
     lines += complementarity_sentences(comp)
     if recall and recall in summary and summary[recall].notna().any():
         shown = summary.dropna(subset=[recall])
@@ -152,8 +211,9 @@ def findings(
             f"Methods whose only model call is the answer ({', '.join(model_free) or 'none'}) retrieved "
             "without a model, so their recall does not depend on the generator at all."
         )
-        if not paired.empty and (paired["metric"] == recall).any():
-            lines += paired_sentences(paired[paired["metric"] == recall])
+        if not main.empty and (main["metric"] == recall).any():
+            lines += paired_sentences(main[main["metric"] == recall])
+    lines += fallback_sentences(answers, paired, [quality, *also])
     n = int(summary["questions"].max()) if not summary.empty else 0
     lines.append(
         f"Every method saw the same {n} questions; a difference is a finding only when its paired interval "

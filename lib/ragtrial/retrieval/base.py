@@ -50,6 +50,11 @@ class Retrieval:
         return ordered_union(item.chunk_ids for item in self.items)
 
 
+def join_origins(origins: Iterable[str]) -> str:
+    """Graph origins as one label, each once in order ("nlp", "nlp+llm"; "" for none)."""
+    return "+".join(o for o in dict.fromkeys(origins) if o)
+
+
 class Retriever(Protocol):
     name: str
 

@@ -1,9 +1,9 @@
 """What every graph retriever shares: the entity graph as sparse matrices, question -> entity
 linking (with or without a model call), and the seed-then-expand base class.
 
-A question with no usable entity falls back to vector retrieval and says so in
-`Retrieval.fallback`; a failed model call (LLMError) propagates to the caller, which records it
-against the question.
+A question with no usable entity falls back to vector retrieval or to no context
+(`retrieval.graph_fallback`) and says so in `Retrieval.fallback`; a failed model call (LLMError)
+propagates to the caller, which records it against the question.
 """
 
 from __future__ import annotations
@@ -19,9 +19,16 @@ from scipy import sparse
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.phrases import stop_words
-from ragtrial.index.tables import GraphIndex
+from ragtrial.index.tables import GraphIndex, select_origin
 from ragtrial.prompts import load_prompt
-from ragtrial.retrieval.base import ChunkTable, ContextItem, Retrieval, RetrieverParts, one_blas_thread
+from ragtrial.retrieval.base import (
+    ChunkTable,
+    ContextItem,
+    Retrieval,
+    RetrieverParts,
+    join_origins,
+    one_blas_thread,
+)
 from ragtrial.retrieval.passages import VectorRetriever
 
 # ---------------------------------------------------------------- the graph as matrices
@@ -46,6 +53,7 @@ class EntityGraph:
         ents, rels = index.entities, index.relations
         self.ids: list[str] = list(ents["entity_id"])
         self.names: list[str] = list(ents["name"])
+        self.origins: list[str] = list(ents["origin"])
         self.row_of = {eid: i for i, eid in enumerate(self.ids)}
         self.texts = [f"{n}: {d}" if d else n for n, d in zip(self.names, ents["description"], strict=True)]
         unknown = set(rels["source_id"]).union(rels["target_id"]) - set(self.row_of)
@@ -139,31 +147,67 @@ class Link:
 WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 
 
+def linked_origins(origins: Sequence[str], settings: RetrievalSettings) -> list[str]:
+    """The graphs (entity origins, in table order of `origins`) that `retrieval.graph_origin` selects;
+    an origin the index does not hold is a settings error, never an empty graph that silently falls back.
+    """
+    held = list(dict.fromkeys(origins))
+    if settings.graph_origin == "both":
+        return held
+    if settings.graph_origin not in held:
+        raise ValueError(
+            f"retrieval.graph_origin is {settings.graph_origin!r}, but the index holds no such graph "
+            f"(its graphs: {', '.join(held) or 'none'})"
+        )
+    return [settings.graph_origin]
+
+
+def select_graph(index: GraphIndex, settings: RetrievalSettings) -> GraphIndex:
+    """The index a retriever works on: the one graph `retrieval.graph_origin` names (chunks and
+    documents all kept), or the whole index for "both".
+    """
+    origins = linked_origins(list(index.entities["origin"]), settings)
+    return index if settings.graph_origin == "both" else select_origin(index, origins[0])
+
+
+class NameTable:
+    """The entity names of one graph: normalized name -> entity row (the first entity of a name) and
+    the name embeddings, dimension-major.
+    """
+
+    def __init__(self, graph: EntityGraph, rows: np.ndarray, vectors: np.ndarray):
+        self.rows = rows
+        self.by_name: dict[str, int] = {}
+        for row in rows:
+            self.by_name.setdefault(normalize_name(graph.names[row]), int(row))
+        # Dimension-major: OpenBLAS then skips transposing all the names for every question (~5 ms
+        # of a query on 29k names). Same sums: bit for bit with this OpenBLAS for two or more
+        # mentions; one mention goes through gemv, which adds them in another order.
+        self.name_vectors_t = np.ascontiguousarray(vectors[rows].T)
+
+
 class EntityLinker:
     """Question -> graph entities. Mentions come from the model (`entity_source="llm"`, prompt
-    question_entities) or from the question's word n-grams (`"string_embedding"`, no model call).
-    A mention links to the entity whose normalized name equals it, else to the entity whose name
-    embedding is nearest if the cosine reaches `link_threshold`. N-gram links are chosen exact
-    first, then longest, then most similar, never overlapping and never twice the same entity;
-    n-grams that start or end with a stop word are not candidates.
+    question_entities, asked once) or from the question's word n-grams (`"string_embedding"`, no model
+    call). In each graph `retrieval.graph_origin` selects, a mention links to the entity whose
+    normalized name equals it, else to the entity whose name embedding is nearest if the cosine
+    reaches `link_threshold`. N-gram links are chosen exact first, then longest, then most similar,
+    never overlapping within a graph and never twice the same entity; n-grams that start or end with a
+    stop word are not candidates.
     """
 
     def __init__(self, graph: EntityGraph, parts: RetrieverParts, settings: RetrievalSettings, method: str):
         if settings.entity_source == "llm" and parts.llm is None:
             raise ValueError(f"{method}: entity_source 'llm' needs an llm")
         self.graph, self.parts, self.settings, self.method = graph, parts, settings, method
-        self.by_name: dict[str, int] = {}
-        for i, name in enumerate(graph.names):
-            self.by_name.setdefault(normalize_name(name), i)
+        self.origins = linked_origins(graph.origins, settings)
         vectors = (
             parts.embedder.embed(graph.names, stage="retrieval_index", method=method)
             if graph.names
             else np.zeros((0, 1), dtype=np.float32)
         )
-        # Dimension-major: OpenBLAS then skips transposing all the names for every question (~5 ms
-        # of a query on 29k names). Same sums: bit for bit with this OpenBLAS for two or more
-        # mentions; one mention goes through gemv, which adds them in another order.
-        self.name_vectors_t = np.ascontiguousarray(vectors.T)
+        origin_of = np.array(graph.origins, dtype=object)
+        self.tables = [NameTable(graph, np.flatnonzero(origin_of == o), vectors) for o in self.origins]
 
     def listed(self, question: str) -> list[str]:
         prompt = load_prompt("question_entities")
@@ -177,35 +221,45 @@ class EntityLinker:
         )
         return [name for name in reply.entities if normalize_name(name)]
 
-    def exact(self, mention: str) -> Link | None:
-        hit = self.by_name.get(normalize_name(mention))
+    @staticmethod
+    def exact(table: NameTable, mention: str) -> Link | None:
+        hit = table.by_name.get(normalize_name(mention))
         return None if hit is None else Link(mention, hit, 1.0, "exact")
 
-    def nearest(self, mentions: Sequence[str]) -> list[Link | None]:
-        """Each mention's nearest entity name by embedding, if the cosine reaches the threshold."""
-        if not mentions or not len(self.graph.names):
+    def nearest(self, table: NameTable, mentions: Sequence[str]) -> list[Link | None]:
+        """Each mention's nearest entity name of `table` by embedding, if the cosine reaches the threshold."""
+        if not mentions or not len(table.rows):
             return [None] * len(mentions)
         sims = (
             self.parts.embedder.embed(list(mentions), stage="retrieval", method=self.method)
-            @ self.name_vectors_t
+            @ table.name_vectors_t
         )
         best = sims.argmax(axis=1)
         return [
-            Link(m, int(b), float(row[b]), "embedding") if row[b] >= self.settings.link_threshold else None
+            Link(m, int(table.rows[b]), float(row[b]), "embedding")
+            if row[b] >= self.settings.link_threshold
+            else None
             for m, b, row in zip(mentions, best, sims, strict=True)
         ]
 
     def link(self, question: str) -> list[Link]:
+        """The question's entities in every selected graph (graph by graph, in table order)."""
         if self.settings.entity_source == "llm":
             names = self.listed(question)
-            exact = [self.exact(n) for n in names]
-            fuzzy = iter(self.nearest([n for n, x in zip(names, exact, strict=True) if x is None]))
-            first_per_entity: dict[int, Link] = {}
-            for x in exact:
-                found = x or next(fuzzy)
-                if found is not None:
-                    first_per_entity.setdefault(found.entity, found)
-            return list(first_per_entity.values())
+            return [x for table in self.tables for x in self.link_names(table, names)]
+        return [x for table in self.tables for x in self.link_ngrams(table, question)]
+
+    def link_names(self, table: NameTable, names: list[str]) -> list[Link]:
+        exact = [self.exact(table, n) for n in names]
+        fuzzy = iter(self.nearest(table, [n for n, x in zip(names, exact, strict=True) if x is None]))
+        first_per_entity: dict[int, Link] = {}
+        for x in exact:
+            found = x or next(fuzzy)
+            if found is not None:
+                first_per_entity.setdefault(found.entity, found)
+        return list(first_per_entity.values())
+
+    def link_ngrams(self, table: NameTable, question: str) -> list[Link]:
         words = list(WORD.finditer(question))
         stops = stop_words()
         spans = [
@@ -226,11 +280,15 @@ class EntityLinker:
                     taken.update(range(i, j))
                     chosen.append(c)
 
-        choose([(span, c) for span in spans if (c := self.exact(text_of[span])) is not None])
+        choose([(span, c) for span in spans if (c := self.exact(table, text_of[span])) is not None])
         # Only n-grams clear of the exact matches are embedded (an overlapping one could not be chosen).
         rest = [span for span in spans if taken.isdisjoint(range(*span))]
         choose(
-            [(span, c) for span, c in zip(rest, self.nearest([text_of[x] for x in rest]), strict=True) if c]
+            [
+                (span, c)
+                for span, c in zip(rest, self.nearest(table, [text_of[x] for x in rest]), strict=True)
+                if c
+            ]
         )
         return chosen
 
@@ -245,6 +303,8 @@ class EntityLinker:
 class GraphRetrieverBase:
     """Shared construction: chunk table, entity graph, the vector fallback and (for retrievers that
     link question entities) the linker, whose name embeddings are computed here, not per query.
+    `graph_origin` names the graph(s) retrieved from (e.g. "nlp+llm"); `make_retriever` has already
+    cut the index down to the graph `retrieval.graph_origin` names.
     """
 
     name = ""
@@ -255,13 +315,14 @@ class GraphRetrieverBase:
         self.fallback = VectorRetriever(index, parts, settings)
         self.chunks = self.fallback.chunks
         self.graph = EntityGraph(index, self.chunks)
+        self.graph_origin = join_origins(linked_origins(self.graph.origins, settings))
         if self.links_entities:
             self.linker = EntityLinker(self.graph, parts, settings, self.name)
 
     @one_blas_thread
     def retrieve(self, question: str, k: int) -> Retrieval:
-        """Link the question's entities and retrieve from them; a question with none falls back to
-        vector search, and the fallback is recorded.
+        """Link the question's entities and retrieve from them; a question with none falls back
+        (`fall_back`), and the fallback is recorded.
         """
         links = self.linker.link(question)
         notes = self.linker.notes(links)
@@ -273,6 +334,11 @@ class GraphRetrieverBase:
         raise NotImplementedError(f"{type(self).__name__} retrieves without seeds; it overrides retrieve")
 
     def fall_back(self, question: str, k: int, why: str, notes: dict) -> Retrieval:
+        """What `retrieval.graph_fallback` says a graph retriever returns when the graph gives nothing:
+        the vector retrieval, or no context; `Retrieval.fallback` says which and why.
+        """
+        if self.settings.graph_fallback == "none":
+            return Retrieval([], fallback=f"{why} -> no context", notes=notes)
         found = self.fallback.retrieve(question, k)
         return Retrieval(found.items, fallback=f"{why} -> vector", notes=notes)
 

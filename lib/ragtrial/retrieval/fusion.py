@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ragtrial.config.retrieval import RetrievalSettings
-from ragtrial.retrieval.base import ChunkTable, Retrieval, Retriever, one_blas_thread
+from ragtrial.retrieval.base import ChunkTable, Retrieval, Retriever, join_origins, one_blas_thread
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], rrf_k: int = 60) -> list[tuple[str, float]]:
@@ -48,6 +48,8 @@ class FusedRetriever:
         self.parts = list(parts)
         self.chunks = chunks
         self.depth, self.rrf_k = settings.rrf_depth, settings.rrf_k
+        # The graphs the fused parts retrieve from ("" when none is a graph retriever).
+        self.graph_origin = join_origins(getattr(r, "graph_origin", "") for r in self.parts)
 
     @one_blas_thread
     def retrieve(self, question: str, k: int) -> Retrieval:

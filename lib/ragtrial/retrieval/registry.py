@@ -10,6 +10,7 @@ from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.index.tables import GraphIndex
 from ragtrial.registry import Registry
 from ragtrial.retrieval.base import Retriever, RetrieverParts
+from ragtrial.retrieval.entity_graph import select_graph
 
 # Classes are named by dotted path and imported on use, so building a vector retriever never imports
 # llama-index. `llm_setting`: the retrieval setting under which the retriever itself calls the model
@@ -30,9 +31,16 @@ RETRIEVERS.add(
     library="kit",
 )
 RETRIEVERS.add(
+    "ts_rank",
+    "ragtrial.retrieval.passages:TsRankRetriever",
+    "Postgres ts_rank (defaults) over chunk tokens",
+    llm_setting=None,
+    library="kit",
+)
+RETRIEVERS.add(
     "hybrid",
     "ragtrial.retrieval.passages:HybridRetriever",
-    "vector + BM25 by reciprocal rank fusion",
+    "vector + keyword (retrieval.keyword: BM25 or ts_rank) by reciprocal rank fusion",
     llm_setting=None,
     library="kit",
 )
@@ -90,8 +98,9 @@ RETRIEVERS.add(
 def make_retriever(
     name: str, index: GraphIndex, ctx_or_parts: Any, settings: RetrievalSettings | None = None
 ) -> Retriever:
-    """Build the retriever `name` over `index`. `ctx_or_parts` is a ModelContext (its embedder, llm
-    and `settings.retrieval` are used) or a `RetrieverParts`; `settings` overrides the run's.
+    """Build the retriever `name` over `index` (over its graph `retrieval.graph_origin` names).
+    `ctx_or_parts` is a ModelContext (its embedder, llm and `settings.retrieval` are used) or a
+    `RetrieverParts`; `settings` overrides the run's.
     """
     retriever_class = RETRIEVERS.get(name)
     if isinstance(ctx_or_parts, RetrieverParts):
@@ -99,4 +108,5 @@ def make_retriever(
     else:
         parts = RetrieverParts(embedder=ctx_or_parts.embedder, llm=ctx_or_parts.llm)
         settings = settings or ctx_or_parts.settings.retrieval
-    return retriever_class(index, parts, settings or RetrievalSettings())
+    settings = settings or RetrievalSettings()
+    return retriever_class(select_graph(index, settings), parts, settings)
