@@ -17,10 +17,11 @@ def _distribution_line(row: pd.Series, community_level: int) -> str:
     top_entity = escape_markdown(row["top_entity"])  # a name the model may have written
     return (
         f"- **{row['generator']}** ({row['linker']}): {row['questions']} questions, "
-        f"{row['distinct_entities']} distinct entities; the most frequent, *{top_entity}*, is named "
-        f"in {row['top_question_share']:.0%} of the questions ({row['top_share']:.0%} of mentions); entropy "
-        f"{row['entropy_bits']:.2f} bits; reaches {row['entity_coverage']:.1%} of the graph's entities and "
-        f"{row['community_coverage']:.0%} of its level-{community_level} communities."
+        f"{row['distinct_entities']} distinct entities ({row['distinct_linked_entities']} of them in the "
+        f"graph; {row['linked_share']:.0%} of mentions link to it); the most frequent, *{top_entity}*, "
+        f"is named in {row['top_question_share']:.0%} of the questions ({row['top_share']:.0%} of "
+        f"mentions); entropy {row['entropy_bits']:.2f} bits; reaches {row['entity_coverage']:.1%} of the "
+        f"graph's entities and {row['community_coverage']:.0%} of its level-{community_level} communities."
     )
 
 

@@ -195,14 +195,18 @@ class EntityLinker:
             for m, b, row in zip(mentions, best, sims, strict=True)
         ]
 
+    def link_each(self, names: Sequence[str]) -> list[Link | None]:
+        """Each listed name's link: the exact name, else the nearest by embedding; None for a name
+        that links to no entity.
+        """
+        exact = [self.exact(n) for n in names]
+        fuzzy = iter(self.nearest([n for n, x in zip(names, exact, strict=True) if x is None]))
+        return [x or next(fuzzy) for x in exact]
+
     def link(self, question: str) -> list[Link]:
         if self.settings.entity_source == "llm":
-            names = self.listed(question)
-            exact = [self.exact(n) for n in names]
-            fuzzy = iter(self.nearest([n for n, x in zip(names, exact, strict=True) if x is None]))
             first_per_entity: dict[int, Link] = {}
-            for x in exact:
-                found = x or next(fuzzy)
+            for found in self.link_each(self.listed(question)):
                 if found is not None:
                     first_per_entity.setdefault(found.entity, found)
             return list(first_per_entity.values())
