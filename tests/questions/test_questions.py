@@ -222,6 +222,35 @@ def test_summary_based_questions_come_from_the_head_and_tail_description(llm, sm
     assert all(description in b["messages"][-1]["content"] for b in bodies)
 
 
+def test_a_question_over_the_length_cap_is_counted_as_too_long_and_no_cap_keeps_it(
+    scripted, tmp_path, small_index
+):
+    index, _ = small_index
+    long_question = (
+        "Which of the firms named in the corpus " + "and in its many reports " * 6 + "was founded first?"
+    )
+    scripted.default_reply = lambda body: json.dumps({"questions": [long_question, "Who founded Acme?"]})
+    llm = make_llm(scripted.base_url, tmp_path)
+    capped = summary_questions(
+        llm, index.documents, QuestionsSettings(summary_questions=2, summary_per_call=2)
+    )
+    assert capped.questions.empty
+    assert capped.failures[["stage", "kind"]].values.tolist() == [["questions_summary_based", "too_long"]]
+    uncapped = summary_questions(
+        llm,
+        index.documents,
+        QuestionsSettings(summary_questions=2, summary_per_call=2, question_max_chars=None),
+    )
+    assert uncapped.failures.empty and uncapped.questions["question"].tolist()[0] == long_question
+    assert not uncapped.questions["at_length_cap"].any()
+    at_cap = summary_questions(
+        llm,
+        index.documents,
+        QuestionsSettings(summary_questions=2, summary_per_call=2, question_max_chars=len(long_question)),
+    )
+    assert at_cap.questions["at_length_cap"].tolist() == [True, False]
+
+
 def test_ground_truth_questions_keep_gold_and_link_entities(small_index):
     index, dataset = small_index
     generated = ground_truth_questions(dataset.questions, index, per_category=2, seed=0)

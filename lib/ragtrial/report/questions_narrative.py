@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ragtrial.config.questions import RelevanceSettings
+from ragtrial.llm.structured import TOO_LONG
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative import embedded_disclaimer, failure_sentence
 
@@ -25,6 +26,23 @@ def _distribution_line(row: pd.Series, community_level: int) -> str:
     )
 
 
+def length_cap_note(questions: pd.DataFrame, generation_failures: pd.DataFrame, max_chars: int | None) -> str:
+    """What the question length cap (questions.question_max_chars) cost: generation calls whose reply
+    ran over it (failures of kind too_long) and kept questions that reached it (perhaps cut short).
+    """
+    if max_chars is None:
+        return "Questions have no length cap (questions.question_max_chars is None)."
+    over = int((generation_failures["kind"] == TOO_LONG).sum()) if len(generation_failures) else 0
+    at_cap = int(questions["at_length_cap"].sum()) if len(questions) else 0
+    if not over and not at_cap:
+        return f"No reply reached the {max_chars}-character length cap (questions.question_max_chars)."
+    return (
+        f"Length cap of {max_chars} characters (questions.question_max_chars): {over} generation call(s) "
+        f"failed on a reply over it (kind {TOO_LONG}, table generation_failures) and {at_cap} kept "
+        "question(s) reached it, so a constrained decoder may have cut them short (column at_length_cap)."
+    )
+
+
 def entity_distribution_findings(
     distribution: pd.DataFrame,
     questions: pd.DataFrame,
@@ -33,6 +51,7 @@ def entity_distribution_findings(
     generation_failures: pd.DataFrame,
     entity_failures: pd.DataFrame,
     embedded: bool,
+    question_max_chars: int | None,
 ) -> str:
     lines = [_distribution_line(row, community_level) for _, row in distribution.iterrows()]
     sizes = questions.groupby("generator").size()
@@ -56,6 +75,7 @@ def entity_distribution_findings(
             "left out (tables generation_failures, entity_failures)",
         )
     )
+    notes.append(length_cap_note(questions, generation_failures, question_max_chars))
     return "\n".join(lines) + "\n\n" + " ".join(notes)
 
 
@@ -66,7 +86,9 @@ def relevance_findings(
     dataset_name: str,
     failures: pd.DataFrame,
     embedded: bool,
+    length_cap: str,
 ) -> str:
+    """Notebook 03's findings; `length_cap` is `length_cap_note` of the rated questions."""
     lines = [
         f"- **{r['generator']}**: mean relevance {r['mean']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}] "
         f"over {r['n']} rated questions; {r['share_0_1']:.0%} scored 0-1 "
@@ -90,4 +112,5 @@ def relevance_findings(
             "left out of every mean (table rating_failures)",
         )
     )
+    notes.append(length_cap)
     return "\n".join(lines) + "\n\n" + " ".join(notes)
