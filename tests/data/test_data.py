@@ -48,7 +48,7 @@ def _assert_gold_exists(ds: Dataset) -> None:
 def test_registry_names_and_publication_notes() -> None:
     expected = {
         "multihop_rag", "musique", "hotpotqa", "2wikimultihopqa", "qmsum", "squality", "odsum",
-        "graphrag_bench", "graphrag_podcast", "text_folder",
+        "graphrag_bench", "graphrag_podcast", "text_folder", "natural_questions", "novelqa",
     }  # fmt: skip
     assert set(LOADERS) == expected
     published = {name: LOADERS.entry(name).metadata["published_at"] for name in LOADERS}
@@ -243,6 +243,38 @@ def test_multihop_fixture_mapping() -> None:
     assert alpha.date == "2023-10-01" and alpha.metadata["published_at"] == "2023-10-01T08:00:00+00:00"
 
 
+def test_natural_questions_simplified_format_fixture() -> None:
+    ds = load_dataset("natural_questions", FIXTURES / "nq_ok")
+    assert len(ds.documents) == 2 and len(ds.questions) == 3  # two questions share the Email marketing page
+    page = ds.documents[0]
+    assert page.title == "Email marketing" and page.doc_id.startswith("nq-")
+    assert "<P>" not in page.text and page.text.splitlines()[1].startswith("Email marketing is the act")
+    common, yes, unanswered = ds.questions
+    assert common.question_id == "nq-5655493461695504401" and common.answers == ["newsletters"]
+    assert common.gold_doc_ids == [page.doc_id] and common.question_type == "single_hop"
+    assert common.metadata["long_answer_spans"] == [[31, 42]]
+    assert yes.answers == ["yes"] and yes.gold_doc_ids == [page.doc_id]
+    assert unanswered.answers == [] and unanswered.metadata["no_gold_answers"]
+    assert unanswered.metadata["long_answer_spans"] == [None] and ds.documents[1].title == "Pluto"
+
+
+def test_novelqa_published_format_fixture() -> None:
+    ds = load_dataset("novelqa", FIXTURES / "novelqa_ok")
+    assert [(d.doc_id, d.title, d.source) for d in ds.documents] == [
+        ("novelqa-B00", "Frankenstein", "PublicDomain"),
+        ("novelqa-B01", "The Lighthouse", "CopyrightProtected"),
+    ]
+    times, setting, plot = ds.questions
+    assert times.question_id == "novelqa-B00-Q0148" and times.question_type == "mh-times"
+    assert times.metadata["options"] == {"A": "11", "B": "9", "C": "12", "D": "10"}
+    assert times.answers == [] and times.metadata["no_gold_answers"]  # the public release withholds them
+    assert setting.gold_doc_ids == ["novelqa-B00"] and setting.question_type == "sh-settg"
+    # the README's array form, its "Complex" spelling and an answer letter
+    assert plot.question_id == "novelqa-B01-Q0001" and plot.question_type == "dtl-plot"
+    assert plot.answers == ["Ships"] and plot.metadata["answer_option"] == "B"
+    assert ds.documents[0].text.startswith("Letter 1")
+
+
 # ---------------------------------------------------------------- malformed input
 
 MALFORMED = [
@@ -276,6 +308,14 @@ MALFORMED = [
         "questions.csv", None, "question_text", "missing CSV column"),
     ("text_folder", "text_folder_empty", {},
         "b.txt", None, "text", "empty file"),
+    ("natural_questions", "nq_span_outside", {},
+        "simplified-nq-train.jsonl", "line 2", "annotations[0].short_answers[0].start_token", "outside"),
+    ("natural_questions", "nq_page_differs", {},
+        "simplified-nq-train.jsonl", "line 2", "document_text", "differs from an earlier record"),
+    ("novelqa", "novelqa_missing_book", {},
+        "B00.txt", None, None, "file not found"),
+    ("novelqa", "novelqa_bad_answer", {},
+        "B01.json", 0, "Answer", "unknown option 'E'"),
 ]  # fmt: skip
 
 # Bad data that loaded silently before (issue 12 item 17): each is a DataError naming file, record, field.

@@ -197,7 +197,14 @@ def test_global_search_drops_zero_scores_sorts_and_respects_the_reduce_budget(ll
     )
     assert [len(b) for b in method.batches] == [1, 1, 1]  # each report alone fits the map budget
     answer = method.answer(QUESTION)
-    assert answer.notes == {"map_batches": 3, "map_failed": 0, "points": 6, "points_zero": 3}
+    assert answer.notes == {
+        "map_batches": 3,
+        "map_failed": 0,
+        "map_too_long": 0,
+        "points": 6,
+        "points_zero": 3,
+        "points_at_cap": 0,
+    }
     assert answer.calls == 4 and answer.failure == ""
     assert len(answer.context) == 1 and answer.context[0].score == 90  # best point only: the budget holds one
     assert all(item.kind == "map_answer" and item.score > 0 for item in answer.context)
@@ -216,8 +223,28 @@ def global_search(llm, reports, **budgets) -> MapReduceMethod:
         llm,
         max_points=2,
         reduce_prompt=None,
-        **budgets,
+        **{"point_max_chars": 160, **budgets},
     )
+
+
+def test_a_map_point_over_its_length_cap_is_counted_as_too_long_and_no_cap_keeps_it(llm, scripted):
+    reports = [ContextItem(kind="community_report", text="Ada was born in London.", score=1.0, retriever="x")]
+    point = "Ada Lovelace, the analyst of the Analytical Engine, was born in London in 1815. " * 3
+    scripted.default_reply = lambda body: (
+        json.dumps({"points": [{"description": point, "score": 80}]})
+        if "response_format" in body
+        else "London."
+    )
+    budgets = {"map_budget": 500, "map_max_tokens": 256, "reduce_budget": 500, "seed": 0}
+    capped = global_search(llm, reports, point_max_chars=160, **budgets).answer(QUESTION)
+    assert capped.failure == "too_long" and capped.notes["map_too_long"] == 1
+    assert {f["kind"] for f in capped.failures} == {"too_long"}  # the map batch and the lost answer
+    uncapped = global_search(llm, reports, point_max_chars=None, **budgets).answer(QUESTION)
+    assert (
+        uncapped.failure == "" and uncapped.context[0].text == point and uncapped.notes["map_too_long"] == 0
+    )
+    at_cap = global_search(llm, reports, point_max_chars=len(point), **budgets).answer(QUESTION)
+    assert at_cap.failure == "" and at_cap.notes["points_at_cap"] == 1
 
 
 def test_map_failures_are_recorded_and_an_all_zero_map_declines(llm, scripted):

@@ -222,6 +222,35 @@ def test_summary_based_questions_come_from_the_head_and_tail_description(llm, sm
     assert all(description in b["messages"][-1]["content"] for b in bodies)
 
 
+def test_a_question_over_the_length_cap_is_counted_as_too_long_and_no_cap_keeps_it(
+    scripted, tmp_path, small_index
+):
+    index, _ = small_index
+    long_question = (
+        "Which of the firms named in the corpus " + "and in its many reports " * 6 + "was founded first?"
+    )
+    scripted.default_reply = lambda body: json.dumps({"questions": [long_question, "Who founded Acme?"]})
+    llm = make_llm(scripted.base_url, tmp_path)
+    capped = summary_questions(
+        llm, index.documents, QuestionsSettings(summary_questions=2, summary_per_call=2)
+    )
+    assert capped.questions.empty
+    assert capped.failures[["stage", "kind"]].values.tolist() == [["questions_summary_based", "too_long"]]
+    uncapped = summary_questions(
+        llm,
+        index.documents,
+        QuestionsSettings(summary_questions=2, summary_per_call=2, question_max_chars=None),
+    )
+    assert uncapped.failures.empty and uncapped.questions["question"].tolist()[0] == long_question
+    assert not uncapped.questions["at_length_cap"].any()
+    at_cap = summary_questions(
+        llm,
+        index.documents,
+        QuestionsSettings(summary_questions=2, summary_per_call=2, question_max_chars=len(long_question)),
+    )
+    assert at_cap.questions["at_length_cap"].tolist() == [True, False]
+
+
 def test_ground_truth_questions_keep_gold_and_link_entities(small_index):
     index, dataset = small_index
     generated = ground_truth_questions(dataset.questions, index, per_category=2, seed=0)
@@ -327,6 +356,30 @@ def test_llm_linker_failures_are_recorded_and_the_question_has_no_mentions(scrip
     assert failures[["item_id", "stage", "kind"]].values.tolist() == [["q2", "question_entities", "parse"]]
 
 
+def test_llm_linker_counts_every_listed_entity_and_reports_the_linked_share_apart(scripted, tmp_path):
+    # seed 000, Section V-A counts the entities the LLM extracts: one outside the graph still counts
+    listed = {"q1": ["Girmain", "Lailmam Systems", "Zorbex Quarry"], "q2": ["Zorbex Quarry"]}
+    scripted.default_reply = lambda body: json.dumps(
+        {"entities": listed["q1" if "Girmain" in first_user_turn(body) else "q2"]}
+    )
+    parts = RetrieverParts(HashingEmbedder(), make_llm(scripted.base_url, tmp_path))
+    linker = make_entity_linker(entity_index(), parts, RetrievalSettings(link_threshold=0.99), "llm")
+    mentions, failures = entity_mentions(QUESTIONS, linker, "llm")
+    assert failures.empty and mentions["question_id"].tolist() == ["q1", "q1", "q1", "q2"]
+    assert mentions[["question_id", "entity", "entity_id", "how"]].values.tolist() == [
+        ["q1", "e3", "e3", "exact"],
+        ["q1", "e1", "e1", "exact"],
+        ["q1", "unlinked:zorbex quarry", "", "unlinked"],
+        ["q2", "unlinked:zorbex quarry", "", "unlinked"],
+    ]
+    no_communities = pd.DataFrame({"community_id": [], "level": [], "entity_ids": []})
+    row = entity_distribution(mentions, QUESTIONS, {"llm": set()}, entity_index().entities, no_communities, 0)
+    row = row.iloc[0]
+    assert row["distinct_entities"] == 3 and row["distinct_linked_entities"] == 2
+    assert row["top_entity"] == "Zorbex Quarry" and row["top_question_share"] == 1.0
+    assert row["linked_mentions"] == 2 and row["linked_share"] == 0.5 and row["entity_coverage"] == 0.5
+
+
 def test_distribution_metrics_on_a_hand_made_table():
     # generator g: A in q1 and q2, B in q1, C in q3, nothing in q4 -> shares 1/2, 1/4, 1/4 -> 1.5 bits
     rows = [
@@ -337,7 +390,7 @@ def test_distribution_metrics_on_a_hand_made_table():
         ("q5", "h", "e1", "A"),
     ]
     mentions = pd.DataFrame(
-        [(q, g, "node", "ngram", name, eid, name, "exact", 1.0) for q, g, eid, name in rows],
+        [(q, g, "node", "ngram", name, eid, eid, name, "exact", 1.0) for q, g, eid, name in rows],
         columns=MENTION_COLUMNS,
     )
     questions = pd.DataFrame({"question_id": ["q1", "q2", "q3", "q4", "q5"], "generator": ["g"] * 4 + ["h"]})

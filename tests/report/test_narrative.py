@@ -92,10 +92,25 @@ def test_question_findings_use_the_shared_disclaimer_and_failure_sentence():
     )  # fmt: skip
     comparison = pd.DataFrame({"verdict": ["graph vs summary: no claim."]})
     text = relevance_findings(
-        by_generator, comparison, RelevanceSettings(), "tiny", pd.DataFrame([{"x": 1}]), True
+        by_generator, comparison, RelevanceSettings(), "tiny", pd.DataFrame([{"x": 1}]), True, "Cap note."
     )
     assert "mean relevance 2.50 [2.00, 3.00] over 4 rated questions" in text
     assert embedded_disclaimer("Questions and ratings") in text
     assert "Questions without a rating (retrieval or rating failed) (questions 1)" in text
-    clean = relevance_findings(by_generator, comparison, RelevanceSettings(), "tiny", pd.DataFrame(), False)
+    assert text.endswith("Cap note.")
+    clean = relevance_findings(
+        by_generator, comparison, RelevanceSettings(), "tiny", pd.DataFrame(), False, "Cap note."
+    )
     assert "Every question was rated." in clean and "Gemma" not in clean
+
+
+def test_question_findings_count_replies_over_and_questions_at_the_length_cap():
+    from ragtrial.report.questions_narrative import length_cap_note
+
+    questions = pd.DataFrame({"question_id": ["q1", "q2"], "at_length_cap": [True, False]})
+    failures = pd.DataFrame({"item_id": ["c1", "c2"], "kind": ["too_long", "parse"]})
+    note = length_cap_note(questions, failures, 140)
+    assert "1 generation call(s) failed on a reply over it (kind too_long" in note
+    assert "1 kept question(s) reached it" in note
+    assert "No reply reached the 140-character" in length_cap_note(questions.iloc[1:], failures.iloc[1:], 140)
+    assert "no length cap" in length_cap_note(questions, pd.DataFrame(), None)

@@ -53,6 +53,13 @@ class MethodSettings(Section):
     map_budget: int = Field(1500, gt=0, description="report / chunk tokens per map call")
     map_max_tokens: int = Field(128, gt=0, description="reply token cap of each map call")
     map_max_points: int = Field(2, ge=1, description="scored points each map call returns at most")
+    map_point_max_chars: int | None = Field(
+        160,
+        ge=1,
+        description="characters of each map point's description at most (the JSON schema's maxLength: a "
+        "grammar-constrained reply then ends before map_max_tokens; a longer reply fails the batch as "
+        "too_long, a point at the cap is counted in the answer's notes); None: no cap",
+    )
 
 
 # Keys whose default differs per experiment: each section states its default, the type and the

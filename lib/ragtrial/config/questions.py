@@ -48,6 +48,13 @@ class QuestionsSettings(Section):
     max_tokens: int = Field(
         120, gt=0, description="reply token cap per generated question (a list call gets n times this)"
     )
+    question_max_chars: int | None = Field(
+        140,
+        ge=8,
+        description="characters of each generated question, persona and task at most (the JSON schema's "
+        "maxLength: a grammar-constrained reply then closes the string before max_tokens; a longer reply "
+        "is a failure of kind too_long, a question at the cap is counted); None: no cap",
+    )
     head_tokens: int = Field(
         48,
         ge=0,

@@ -50,6 +50,14 @@ _PUBLISHED_AT: dict[str, str] = {
     "Summarization' (arXiv:2404.16130, 2024) for the podcast transcripts and global questions; the MSFT "
     "earnings subset accompanies arXiv:2503.02922; GitHub microsoft/graphrag-benchmarking-datasets, "
     "CDLA-Permissive-2.0.",
+    "natural_questions": "Kwiatkowski et al., 'Natural Questions: A Benchmark for Question Answering "
+    "Research' (TACL 2019); GitHub google-research-datasets/natural-questions, simplified training set "
+    "gs://natural_questions/v1.0-simplified/simplified-nq-train.jsonl.gz; data CC BY-SA 3.0 (Wikipedia "
+    "pages). Single-hop QA in Han et al., 'RAG vs. GraphRAG: A Systematic Evaluation and Key Insights'.",
+    "novelqa": "Wang et al., 'NovelQA: A Benchmark for Long-Range Novel Question Answering' "
+    "(arXiv:2403.12766, 2024); Hugging Face dataset NovelQA/NovelQA (gated), GitHub "
+    "NovelQA/novelqa.github.io; Apache 2.0 (copyright-protected novels for evaluation only, not to be "
+    "redistributed); gold answers withheld (Codabench). Used by Han et al., 'RAG vs. GraphRAG'.",
     "text_folder": "Any local folder of .txt/.md files. The kit's example, A Christmas Carol (Project "
     "Gutenberg eBook #24022), is public domain in the US under the Project Gutenberg licence.",
 }

@@ -8,7 +8,10 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ragtrial.llm.errors import LLMError, StructuredOutputError
+
 T = TypeVar("T", bound=BaseModel)
+TOO_LONG = "too_long"  # the failure kind of a reply whose only fault is a string over its length cap
 
 
 def extract_json(text: str) -> str:
@@ -34,3 +37,24 @@ def parse_reply(schema: type[T], text: str) -> T:
 
 def short_error(err: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}" for e in err.errors()[:3])
+
+
+def over_length_cap(schema: type[BaseModel], text: str) -> bool:
+    """Whether `text` would validate against `schema` but for strings longer than their maxLength:
+    a reply a length cap rejected, not a malformed one.
+    """
+    try:
+        parse_reply(schema, text)
+    except ValidationError as err:
+        return all(e["type"] == "string_too_long" for e in err.errors())
+    return False
+
+
+def failure_kind(err: LLMError, schema: type[BaseModel]) -> str:
+    """The kind a caller records for a failed structured call: `too_long` when the only fault of the
+    final reply is a string over its length cap (a setting, so it is counted apart), else the
+    error's own kind.
+    """
+    if isinstance(err, StructuredOutputError) and over_length_cap(schema, err.raw_text):
+        return TOO_LONG
+    return err.kind

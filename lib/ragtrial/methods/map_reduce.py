@@ -13,6 +13,7 @@ from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
 from ragtrial.llm.ledger import Ledger
+from ragtrial.llm.structured import TOO_LONG, failure_kind
 from ragtrial.methods.base import NO_DATA_ANSWER, Draft, Generator, Method, MethodUnavailable
 from ragtrial.prompts import Prompt, load_prompt
 from ragtrial.records import Question, ordered_union
@@ -20,14 +21,17 @@ from ragtrial.retrieval.base import ContextItem
 from ragtrial.retrieval.packing import batch_units, format_context, pack_context
 
 
-class MapPoint(BaseModel):
-    description: str = Field(max_length=160)  # bounded so a constrained reply ends before max_tokens
-    score: int = Field(ge=0, le=100)
-
-
-def map_schema(max_points: int) -> type[BaseModel]:
-    """The map reply: at most `max_points` scored points (the bound is part of the JSON schema)."""
-    return create_model("MapReply", points=(list[MapPoint], Field(max_length=max_points)))
+def map_schema(max_points: int, point_max_chars: int | None) -> type[BaseModel]:
+    """The map reply: at most `max_points` scored points, each description at most `point_max_chars`
+    characters (None: unbounded); both bounds are part of the JSON schema, so a constrained reply
+    ends before max_tokens.
+    """
+    point = create_model(
+        "MapPoint",
+        description=(str, Field(max_length=point_max_chars)),
+        score=(int, Field(ge=0, le=100)),
+    )
+    return create_model("MapReply", points=(list[point], Field(max_length=max_points)))
 
 
 class MapReduceMethod(Method):
@@ -51,6 +55,7 @@ class MapReduceMethod(Method):
         map_budget: int,
         map_max_tokens: int,
         max_points: int,
+        point_max_chars: int | None,
         reduce_budget: int,
         reduce_prompt: Prompt | None,
         seed: int,
@@ -61,8 +66,13 @@ class MapReduceMethod(Method):
         shuffled = list(units)
         random.Random(seed).shuffle(shuffled)
         self.batches = batch_units(shuffled, map_budget)
-        self.llm, self.map_prompt, self.schema = llm, load_prompt("global_map"), map_schema(max_points)
-        self.map_max_tokens, self.max_points = map_max_tokens, max_points
+        self.llm, self.map_prompt = llm, load_prompt("global_map")
+        self.schema = map_schema(max_points, point_max_chars)
+        self.map_max_tokens, self.max_points, self.point_max_chars = (
+            map_max_tokens,
+            max_points,
+            point_max_chars,
+        )
         self.reduce_budget, self.reduce_prompt = reduce_budget, reduce_prompt
 
     def _map(self, question: Question, batch: list[ContextItem]) -> list[ContextItem]:
@@ -94,14 +104,20 @@ class MapReduceMethod(Method):
             try:
                 points += self._map(question, batch)
             except LLMError as err:
-                draft.failures.append({"stage": "map", "kind": err.kind, "detail": f"batch {i}: {err}"})
+                kind = failure_kind(err, self.schema)
+                draft.failures.append({"stage": "map", "kind": kind, "detail": f"batch {i}: {err}"})
         failed = len(draft.failures)
         helpful = sorted((p for p in points if p.score > 0), key=lambda p: -p.score)
         draft.notes.update(
             map_batches=len(self.batches),
             map_failed=failed,
+            map_too_long=sum(f["kind"] == TOO_LONG for f in draft.failures),
             points=len(points),
             points_zero=len(points) - len(helpful),
+            # a constrained decoder closes a description at the cap, so it may be cut short
+            points_at_cap=sum(
+                self.point_max_chars is not None and len(p.text) >= self.point_max_chars for p in points
+            ),
         )
         if failed == len(self.batches):
             raise LLMError(draft.failures[-1]["kind"], f"{self.name}: all {failed} map batches failed")

@@ -78,6 +78,7 @@ class Toolkit:
             map_budget=m.map_budget,
             map_max_tokens=m.map_max_tokens,
             max_points=m.map_max_points,
+            point_max_chars=m.map_point_max_chars,
             reduce_budget=s.context_budget,
             reduce_prompt=reduce_prompt,
             seed=s.seed,

@@ -14,7 +14,13 @@ from ragtrial.config.questions import QuestionsSettings
 from ragtrial.llm.client import LLM
 from ragtrial.llm.tokens import get_encoding
 from ragtrial.prompts import load_prompt
-from ragtrial.questions.generated import Generated, GeneratedQuestion, QuestionAsker, list_schema
+from ragtrial.questions.generated import (
+    Generated,
+    GeneratedQuestion,
+    QuestionAsker,
+    at_length_cap,
+    list_schema,
+)
 
 # ---------------------------------------------------------------- summary- and persona-based
 
@@ -51,7 +57,7 @@ def summary_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
         n = min(per_call, cfg.summary_questions - call * per_call)
         reply = ask(
             "questions_summary_based",
-            list_schema("questions", n),
+            list_schema("questions", n, cfg.question_max_chars),
             f"summary-call-{call}",
             cfg.max_tokens * n,
             replicate=call,
@@ -62,6 +68,7 @@ def summary_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
             GeneratedQuestion(
                 question_id=f"summary-{call * per_call + i:03d}",
                 question=q,
+                at_length_cap=at_length_cap(q, cfg.question_max_chars),
                 generator="summary",
                 level="summary",
                 doc_ids=doc_ids,
@@ -82,13 +89,18 @@ def persona_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
     ask = QuestionAsker(llm, "persona", cfg.temperature)
     k, n, m, budget = cfg.personas, cfg.tasks_per_persona, cfg.questions_per_task, cfg.max_tokens
     personas = ask(
-        "questions_personas", list_schema("items", k), "personas", budget * k, description=description, k=k
+        "questions_personas",
+        list_schema("items", k, cfg.question_max_chars),
+        "personas",
+        budget * k,
+        description=description,
+        k=k,
     )
     tag, rows = load_prompt("questions_persona_questions").tag, []
     for i, persona in enumerate(personas.items if personas else []):
         tasks = ask(
             "questions_persona_tasks",
-            list_schema("items", n),
+            list_schema("items", n, cfg.question_max_chars),
             f"persona-{i}",
             budget * n,
             description=description,
@@ -98,7 +110,7 @@ def persona_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
         for j, task in enumerate(tasks.items if tasks else []):
             reply = ask(
                 "questions_persona_questions",
-                list_schema("questions", m),
+                list_schema("questions", m, cfg.question_max_chars),
                 f"persona-{i}-task-{j}",
                 budget * m,
                 description=description,
@@ -110,6 +122,7 @@ def persona_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
                 GeneratedQuestion(
                     question_id=f"persona-{i}-{j}-{q_no}",
                     question=q,
+                    at_length_cap=at_length_cap(q, cfg.question_max_chars),
                     generator="persona",
                     level="persona",
                     doc_ids=doc_ids,

@@ -17,13 +17,18 @@ from pydantic import BaseModel, Field, StringConstraints, create_model
 
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
+from ragtrial.llm.structured import failure_kind
 from ragtrial.prompts import load_prompt
 from ragtrial.records import Record, records_frame
 
 Embed = Callable[[list[str]], np.ndarray]
-# maxLength bounds a grammar-constrained reply (a base model otherwise runs on inside the string until
-# max_tokens); 140 characters hold a one-sentence question.
-QuestionText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=8, max_length=140)]
+
+
+def question_text(max_chars: int | None) -> Any:
+    """A generated question, persona or task: at least 8 characters, at most `max_chars`
+    (questions.question_max_chars; None: no maxLength in the schema).
+    """
+    return Annotated[str, StringConstraints(strip_whitespace=True, min_length=8, max_length=max_chars)]
 
 
 class GeneratedQuestion(Record):
@@ -43,6 +48,7 @@ class GeneratedQuestion(Record):
     task: str = ""
     walk_steps: int = 0
     distinct_hops: int = 0
+    at_length_cap: bool = False  # the question reached questions.question_max_chars (it may be cut short)
 
 
 class Failure(Record):
@@ -71,14 +77,26 @@ class Generated:
         )
 
 
-class OneQuestion(BaseModel):
-    question: QuestionText
+@cache
+def one_question_schema(max_chars: int | None) -> type[BaseModel]:
+    """{question: one string of at most `max_chars` characters}."""
+    return create_model("OneQuestion", question=(question_text(max_chars), ...))
 
 
 @cache
-def list_schema(key: str, n: int) -> type[BaseModel]:
-    """{key: [exactly n strings]}: the bound lets a constrained decoder stop, and a short list fail."""
-    return create_model(f"{key.title()}{n}", **{key: (list[QuestionText], Field(min_length=n, max_length=n))})
+def list_schema(key: str, n: int, max_chars: int | None) -> type[BaseModel]:
+    """{key: [exactly n strings of at most `max_chars` characters]}: the bounds let a constrained
+    decoder stop, and a short list fail.
+    """
+    items = list[question_text(max_chars)]
+    return create_model(f"{key.title()}{n}", **{key: (items, Field(min_length=n, max_length=n))})
+
+
+def at_length_cap(text: str, max_chars: int | None) -> bool:
+    """Whether an accepted text reached its length cap: a grammar-constrained decoder closes the string
+    there, so the text may be cut short (counted, never dropped).
+    """
+    return max_chars is not None and len(text) >= max_chars
 
 
 @dataclass
@@ -118,7 +136,7 @@ class QuestionAsker:
                     item_id=item_id,
                     generator=self.generator,
                     stage=prompt_name,
-                    kind=err.kind,
+                    kind=failure_kind(err, schema),
                     detail=str(err)[:500],
                 )
             )

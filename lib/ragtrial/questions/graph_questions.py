@@ -21,8 +21,9 @@ from ragtrial.questions.generated import (
     Failure,
     Generated,
     GeneratedQuestion,
-    OneQuestion,
     QuestionAsker,
+    at_length_cap,
+    one_question_schema,
     shorten,
 )
 from ragtrial.records import ordered_union
@@ -267,7 +268,8 @@ def graph_questions(llm: LLM, index: GraphIndex, cfg: QuestionsSettings) -> Gene
                     )
                     continue
                 item.values["summaries"] = "\n".join(summaries)
-            reply = ask(f"questions_{level}", OneQuestion, qid, cfg.max_tokens, **item.values)
+            schema = one_question_schema(cfg.question_max_chars)
+            reply = ask(f"questions_{level}", schema, qid, cfg.max_tokens, **item.values)
             if reply is None:
                 continue
             walk = item.walk
@@ -275,6 +277,7 @@ def graph_questions(llm: LLM, index: GraphIndex, cfg: QuestionsSettings) -> Gene
                 GeneratedQuestion(
                     question_id=qid,
                     question=reply.question,
+                    at_length_cap=at_length_cap(reply.question, cfg.question_max_chars),
                     generator="graph",
                     level=level,
                     anchor_id=item.anchor_id,

@@ -2,9 +2,12 @@
 
 Question entities are found by the retrievers' own linker (retrieval.entity_graph.EntityLinker) in two
 modes, reported side by side when both run: "ngram" links question n-grams to entity names with no
-model call (the trustworthy path when the model is weak); "llm" has the model list the entities
-first. Distribution metrics follow the GraphRAG evaluation paper (Section V-A): top-10 shares,
-distinct entities, share of the most frequent; plus Shannon entropy and graph / community coverage.
+model call (the trustworthy path when the model is weak; it finds only entities of the graph); "llm"
+has the model list the entities first, and every listed entity counts, linked to the graph or not
+(the paper counts the extracted entities themselves: counting only those that link would favour
+graph-grounded questions); the linked share is reported beside. Distribution metrics follow the
+GraphRAG evaluation paper (Section V-A): top-10 shares, distinct entities, share of the most
+frequent; plus Shannon entropy and graph / community coverage (of linked entities).
 Relevance (Section V-B): one 0-5 rating per (question, retrieved context); a reply that does not
 parse is a recorded failure, never a score.
 """
@@ -19,6 +22,7 @@ from pydantic import BaseModel
 from scipy.stats import entropy
 
 from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
@@ -26,7 +30,7 @@ from ragtrial.prompts import load_prompt
 from ragtrial.questions.generated import Failure
 from ragtrial.records import records_frame
 from ragtrial.retrieval.base import ChunkTable, Retriever, RetrieverParts
-from ragtrial.retrieval.entity_graph import EntityGraph, EntityLinker
+from ragtrial.retrieval.entity_graph import EntityGraph, EntityLinker, Link
 from ragtrial.retrieval.packing import format_context, pack_context
 from ragtrial.stats import (
     bootstrap_mean_ci,
@@ -42,11 +46,13 @@ MENTION_COLUMNS = [
     "level",
     "linker",
     "mention",
-    "entity_id",
+    "entity",  # what is counted: the graph entity id, or "unlinked:<normalized name>"
+    "entity_id",  # "" for a listed entity that links to no graph entity
     "name",
-    "how",
+    "how",  # exact | embedding | unlinked
     "similarity",
 ]
+UNLINKED = "unlinked"
 
 
 class RelevanceRating(BaseModel):
@@ -74,13 +80,15 @@ def make_entity_linker(
 def entity_mentions(
     questions: pd.DataFrame, linker: EntityLinker, linker_name: str
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One row per (question, linked entity); a question whose model call failed has no rows and a
-    failure row instead (it is left out of that linker's denominators, not counted as entity-free).
+    """One row per (question, entity): for the n-gram linker each linked entity, for the LLM linker
+    each listed entity, linked or not (once per question). A question whose model call failed has no
+    rows and a failure row instead (it is left out of that linker's denominators, not counted as
+    entity-free).
     """
     rows, failures = [], []
     for q in questions.itertuples(index=False):
         try:
-            links = linker.link(q.question)
+            found = _found_entities(linker, q.question)
         except LLMError as err:
             failures.append(
                 Failure(
@@ -92,32 +100,40 @@ def entity_mentions(
                 )
             )
             continue
-        rows += [
-            (
-                q.question_id,
-                q.generator,
-                q.level,
-                linker_name,
-                x.mention,
-                linker.graph.ids[x.entity],
-                linker.graph.names[x.entity],
-                x.how,
-                x.similarity,
-            )
-            for x in links
-        ]
+        rows += [(q.question_id, q.generator, q.level, linker_name, *entity) for entity in found]
     return pd.DataFrame(rows, columns=MENTION_COLUMNS), records_frame(failures, Failure)
+
+
+def _found_entities(linker: EntityLinker, question: str) -> list[tuple[str, str, str, str, str, float]]:
+    """(mention, entity, entity_id, name, how, similarity) of each entity the question names, each once."""
+    if linker.settings.entity_source != "llm":
+        links: list[tuple[str, Link | None]] = [(x.mention, x) for x in linker.link(question)]
+    else:
+        names = linker.listed(question)
+        links = list(zip(names, linker.link_each(names), strict=True))
+    found: dict[str, tuple[str, str, str, str, str, float]] = {}
+    for mention, link in links:
+        if link is None:
+            key = f"{UNLINKED}:{normalize_name(mention)}"
+            found.setdefault(key, (mention, key, "", mention, UNLINKED, float("nan")))
+        else:
+            entity_id = linker.graph.ids[link.entity]
+            found.setdefault(
+                entity_id,
+                (mention, entity_id, entity_id, linker.graph.names[link.entity], link.how, link.similarity),
+            )
+    return list(found.values())
 
 
 # ---------------------------------------------------------------- distribution metrics
 
 
 def _ranked(mentions: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Mentions per entity id, most frequent first, ties by name (so pies and tables agree), and
-    each entity id's name.
+    """Mentions per counted entity (column `entity`), most frequent first, ties by name (so pies
+    and tables agree), and each entity's name.
     """
-    names = mentions.groupby("entity_id")["name"].first()
-    counts = mentions["entity_id"].value_counts()
+    names = mentions.groupby("entity")["name"].first()
+    counts = mentions["entity"].value_counts()
     return counts.iloc[np.lexsort((names[counts.index].to_numpy(), -counts.to_numpy()))], names
 
 
@@ -146,10 +162,11 @@ def entity_distribution(
     """One row per (linker, generator). `linkers` maps each linker that ran to the ids of questions it
     failed on (recorded failures); those are left out of its denominators.
 
-    top_share: the most frequent entity's share of mentions (the pie); top_question_share: share of
-    questions naming it (the paper's 53.3%); entropy_bits: Shannon entropy of the mention counts;
-    entity_coverage / community_coverage: share of graph entities / of level-`community_level`
-    communities that some mention reaches.
+    Every counted entity enters the distribution, linked to the graph or not. top_share: the most
+    frequent entity's share of mentions (the pie); top_question_share: share of questions naming it
+    (the paper's 53.3%); entropy_bits: Shannon entropy of the mention counts; linked_share: share of
+    mentions that link to a graph entity; entity_coverage / community_coverage: share of graph
+    entities / of level-`community_level` communities that some linked mention reaches.
     """
     level = communities[communities["level"] == community_level]
     rows = []
@@ -159,9 +176,9 @@ def entity_distribution(
             m = mentions[(mentions["linker"] == linker) & mentions["question_id"].isin(qs["question_id"])]
             counts, names = _ranked(m)
             top = counts.index[0] if len(counts) else None
-            reached = level["entity_ids"].map(
-                lambda ids, seen=set(counts.index): bool(seen.intersection(ids))
-            )
+            linked = m[m["entity_id"] != ""]
+            linked_ids = set(linked["entity_id"])
+            reached = level["entity_ids"].map(lambda ids, seen=linked_ids: bool(seen.intersection(ids)))
             rows.append(
                 {
                     "linker": linker,
@@ -172,9 +189,12 @@ def entity_distribution(
                     "distinct_entities": len(counts),
                     "top_entity": names[top] if top else "",
                     "top_share": counts.iloc[0] / len(m) if len(m) else float("nan"),
-                    "top_question_share": m.loc[m["entity_id"] == top, "question_id"].nunique() / len(qs),
+                    "top_question_share": m.loc[m["entity"] == top, "question_id"].nunique() / len(qs),
                     "entropy_bits": float(entropy(counts.to_numpy(), base=2)) if len(counts) else 0.0,
-                    "entity_coverage": len(counts) / len(entities) if len(entities) else float("nan"),
+                    "linked_mentions": len(linked),
+                    "linked_share": len(linked) / len(m) if len(m) else float("nan"),
+                    "distinct_linked_entities": len(linked_ids),
+                    "entity_coverage": len(linked_ids) / len(entities) if len(entities) else float("nan"),
                     "community_coverage": float(reached.mean()) if len(level) else float("nan"),
                 }
             )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ragtrial.config.questions import RelevanceSettings
+from ragtrial.llm.structured import TOO_LONG
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative import embedded_disclaimer, failure_sentence
 
@@ -17,10 +18,28 @@ def _distribution_line(row: pd.Series, community_level: int) -> str:
     top_entity = escape_markdown(row["top_entity"])  # a name the model may have written
     return (
         f"- **{row['generator']}** ({row['linker']}): {row['questions']} questions, "
-        f"{row['distinct_entities']} distinct entities; the most frequent, *{top_entity}*, is named "
-        f"in {row['top_question_share']:.0%} of the questions ({row['top_share']:.0%} of mentions); entropy "
-        f"{row['entropy_bits']:.2f} bits; reaches {row['entity_coverage']:.1%} of the graph's entities and "
-        f"{row['community_coverage']:.0%} of its level-{community_level} communities."
+        f"{row['distinct_entities']} distinct entities ({row['distinct_linked_entities']} of them in the "
+        f"graph; {row['linked_share']:.0%} of mentions link to it); the most frequent, *{top_entity}*, "
+        f"is named in {row['top_question_share']:.0%} of the questions ({row['top_share']:.0%} of "
+        f"mentions); entropy {row['entropy_bits']:.2f} bits; reaches {row['entity_coverage']:.1%} of the "
+        f"graph's entities and {row['community_coverage']:.0%} of its level-{community_level} communities."
+    )
+
+
+def length_cap_note(questions: pd.DataFrame, generation_failures: pd.DataFrame, max_chars: int | None) -> str:
+    """What the question length cap (questions.question_max_chars) cost: generation calls whose reply
+    ran over it (failures of kind too_long) and kept questions that reached it (perhaps cut short).
+    """
+    if max_chars is None:
+        return "Questions have no length cap (questions.question_max_chars is None)."
+    over = int((generation_failures["kind"] == TOO_LONG).sum()) if len(generation_failures) else 0
+    at_cap = int(questions["at_length_cap"].sum()) if len(questions) else 0
+    if not over and not at_cap:
+        return f"No reply reached the {max_chars}-character length cap (questions.question_max_chars)."
+    return (
+        f"Length cap of {max_chars} characters (questions.question_max_chars): {over} generation call(s) "
+        f"failed on a reply over it (kind {TOO_LONG}, table generation_failures) and {at_cap} kept "
+        "question(s) reached it, so a constrained decoder may have cut them short (column at_length_cap)."
     )
 
 
@@ -32,6 +51,7 @@ def entity_distribution_findings(
     generation_failures: pd.DataFrame,
     entity_failures: pd.DataFrame,
     embedded: bool,
+    question_max_chars: int | None,
 ) -> str:
     lines = [_distribution_line(row, community_level) for _, row in distribution.iterrows()]
     sizes = questions.groupby("generator").size()
@@ -55,6 +75,7 @@ def entity_distribution_findings(
             "left out (tables generation_failures, entity_failures)",
         )
     )
+    notes.append(length_cap_note(questions, generation_failures, question_max_chars))
     return "\n".join(lines) + "\n\n" + " ".join(notes)
 
 
@@ -65,7 +86,9 @@ def relevance_findings(
     dataset_name: str,
     failures: pd.DataFrame,
     embedded: bool,
+    length_cap: str,
 ) -> str:
+    """Notebook 03's findings; `length_cap` is `length_cap_note` of the rated questions."""
     lines = [
         f"- **{r['generator']}**: mean relevance {r['mean']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}] "
         f"over {r['n']} rated questions; {r['share_0_1']:.0%} scored 0-1 "
@@ -89,4 +112,5 @@ def relevance_findings(
             "left out of every mean (table rating_failures)",
         )
     )
+    notes.append(length_cap)
     return "\n".join(lines) + "\n\n" + " ".join(notes)

@@ -242,6 +242,15 @@ class EntityLinker:
             for m, b, row in zip(mentions, best, sims, strict=True)
         ]
 
+    def link_each(self, names: Sequence[str]) -> list[Link | None]:
+        """Each listed name's link, in the first selected graph that links it (the exact name, else
+        the nearest by embedding); None for a name that links to no entity of any selected graph.
+        """
+        per_table = [self.link_in(table, names) for table in self.tables]
+        return [
+            next((x for x in links if x is not None), None) for links in zip(*per_table, strict=True)
+        ] or [None] * len(names)
+
     def link(self, question: str) -> list[Link]:
         """The question's entities in every selected graph (graph by graph, in table order)."""
         if self.settings.entity_source == "llm":
@@ -249,12 +258,15 @@ class EntityLinker:
             return [x for table in self.tables for x in self.link_names(table, names)]
         return [x for table in self.tables for x in self.link_ngrams(table, question)]
 
-    def link_names(self, table: NameTable, names: list[str]) -> list[Link]:
+    def link_in(self, table: NameTable, names: Sequence[str]) -> list[Link | None]:
+        """Each name's link in `table`: the exact name, else the nearest by embedding, else None."""
         exact = [self.exact(table, n) for n in names]
         fuzzy = iter(self.nearest(table, [n for n, x in zip(names, exact, strict=True) if x is None]))
+        return [x or next(fuzzy) for x in exact]
+
+    def link_names(self, table: NameTable, names: list[str]) -> list[Link]:
         first_per_entity: dict[int, Link] = {}
-        for x in exact:
-            found = x or next(fuzzy)
+        for found in self.link_in(table, names):
             if found is not None:
                 first_per_entity.setdefault(found.entity, found)
         return list(first_per_entity.values())
