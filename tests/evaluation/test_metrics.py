@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from rouge_score import rouge_scorer
 
 from ragtrial.evaluation.metrics import (
+    METRICS,
+    QA_SCORE_COLUMNS,
     all_supporting_retrieved,
     answer_contained,
     bertscore,
@@ -26,7 +28,9 @@ from ragtrial.evaluation.metrics import (
     retrieval_scores,
     rouge_scores,
     score_qa,
+    surfaces_conflict,
     token_f1,
+    token_prf,
 )
 
 # --------------------------------------------------------------------------- oracle
@@ -157,7 +161,10 @@ def test_qa_metrics_on_hand_computed_cases(
     assert exact_match(prediction, golds) == em
     assert token_f1(prediction, golds) == pytest.approx(f1, abs=1e-15)
     assert answer_contained(prediction, golds) == accuracy
-    assert score_qa(prediction, golds) == pytest.approx({"em": em, "f1": f1, "accuracy": accuracy}, abs=1e-15)
+    scores = score_qa(prediction, golds)
+    assert {m: scores[m] for m in ("em", "f1", "accuracy")} == pytest.approx(
+        {"em": em, "f1": f1, "accuracy": accuracy}, abs=1e-15
+    )
 
 
 def assert_agrees_with_official_scripts(prediction: str, golds: list[str]) -> None:
@@ -167,6 +174,11 @@ def assert_agrees_with_official_scripts(prediction: str, golds: list[str]) -> No
     )
     hotpot_f1 = max(f1_score_hotpot(prediction, gold)[0] for gold in golds)
     assert token_f1(prediction, golds) == hotpot_f1  # exactly: same float operations
+    # precision and recall come from the alias with the best F1 (the first of equals), as HotpotQA's
+    # script computes them for one gold
+    best_gold = max(golds, key=lambda gold: f1_score_hotpot(prediction, gold)[0])
+    f1, precision, recall = f1_score_hotpot(prediction, best_gold)
+    assert token_prf(prediction, golds) == (precision, recall, f1)
     special = {"yes", "no", "noanswer"}
     if not {normalize_answer_squad(text) for text in [prediction, *golds]} & special:
         assert token_f1(prediction, golds) == metric_max_over_ground_truths(f1_score_squad, prediction, golds)
@@ -238,11 +250,44 @@ def test_answers_are_not_refusals(answer: str) -> None:
 
 def test_null_questions_are_right_only_when_declined() -> None:
     null_gold = ["Insufficient information."]
-    assert score_qa("Insufficient information.", null_gold, is_null=True) == {"em": 1, "f1": 1, "accuracy": 1}
-    assert score_qa("I don't know", null_gold, is_null=True) == {"em": 1, "f1": 1, "accuracy": 1}
-    assert score_qa("Paris", null_gold, is_null=True) == {"em": 0, "f1": 0, "accuracy": 0}
+    right, wrong = dict.fromkeys(QA_SCORE_COLUMNS, 1.0), dict.fromkeys(QA_SCORE_COLUMNS, 0.0)
+    assert score_qa("Insufficient information.", null_gold, is_null=True) == right
+    assert score_qa("I don't know", null_gold, is_null=True) == right
+    assert score_qa("Paris", null_gold, is_null=True) == wrong
     # a refusal on an answerable question is scored like any other answer
-    assert score_qa("Insufficient information.", ["Paris"]) == {"em": 0, "f1": 0, "accuracy": 0}
+    assert score_qa("Insufficient information.", ["Paris"]) == wrong
+
+
+def test_token_precision_and_recall_are_reported_beside_f1() -> None:
+    # "the eiffel tower paris" against "eiffel tower": 2 shared tokens of 3 (articles dropped) and of 2
+    scores = score_qa("The Eiffel Tower, Paris", ["Eiffel Tower"])
+    assert (scores["token_precision"], scores["token_recall"]) == (2 / 3, 1.0)
+    assert scores["f1"] == pytest.approx(0.8)
+    for column in ("token_precision", "token_recall"):
+        assert METRICS.entry(column).metadata["paired_test"] == "wilcoxon"
+
+
+@pytest.mark.parametrize(
+    ("answer", "right"),
+    [
+        ("Tucson", False),  # picks one value silently: the liability FalkorDB's evaluation names
+        ("Phoenix.", False),
+        ("Insufficient information.", False),
+        ("Tucson or Phoenix", True),  # both values
+        ("Tucson (Daily Ledger); Phoenix according to the Courier", True),
+        ("The sources disagree.", True),  # flags the inconsistency without naming the values
+        ("Tucson, though reports conflict", True),
+        ("Sources differ: one says Tucson", True),
+    ],
+)
+def test_contradictory_questions_are_right_only_when_the_answer_surfaces_the_conflict(
+    answer: str, right: bool
+) -> None:
+    golds = ["Tucson", "Phoenix"]
+    assert surfaces_conflict(answer, golds) is right
+    assert score_qa(answer, golds, is_contradictory=True) == dict.fromkeys(QA_SCORE_COLUMNS, float(right))
+    # the rule is stated where a report reads what a column means
+    assert "contradictory" in METRICS.entry("accuracy").metadata["special_questions"]
 
 
 def test_qa_scores_adds_columns_and_keeps_failures_visible() -> None:
@@ -266,6 +311,11 @@ def test_qa_scores_adds_columns_and_keeps_failures_visible() -> None:
     assert "em" not in df.columns  # the input is left alone
     without_null = qa_scores(df, "prediction", "answers")
     assert without_null.loc["q2", "em"] == 1.0  # "Insufficient information." equals its gold text
+    conflicting = pd.DataFrame(
+        {"prediction": ["Lisbon", "Lisbon or Porto"], "answers": [["Lisbon", "Porto"]] * 2, "conflict": True}
+    )
+    contradictory = qa_scores(conflicting, "prediction", "answers", contradictory_col="conflict")
+    assert contradictory["accuracy"].tolist() == [0.0, 1.0]  # one of two conflicting values is wrong
 
 
 def test_qa_scores_names_the_row_without_gold() -> None:

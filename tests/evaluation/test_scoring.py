@@ -130,6 +130,33 @@ def test_score_qa_leaves_failures_unscored_and_credits_declines_only_on_null_que
     assert scores.xs("closed_book", level="method")["recall"].isna().all()  # never shows passages
 
 
+def test_score_qa_scores_contradictory_questions_by_whether_the_conflict_is_surfaced():
+    # the generated corpus's contradictory question: two outlets name two different headquarters
+    questions = [q("c1", ["Tucson", "Phoenix"], "contradictory", gold=["d1", "d2"])]
+    answers = pd.DataFrame(
+        [
+            row("c1", "naive_rag", "Tucson"),
+            row("c1", "hybrid", "Tucson or Phoenix: the sources disagree"),
+        ]
+    )
+    scores = score_qa(answers, questions, k=1).set_index("method")
+    assert scores.loc["naive_rag", ["em", "f1", "accuracy"]].tolist() == [0.0, 0.0, 0.0]
+    assert scores.loc["hybrid", ["em", "f1", "accuracy"]].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_summary_reports_token_precision_and_recall_beside_f1(answers):
+    scores = score_qa(answers, QUESTIONS, k=1).set_index(["question_id", "method"])
+    # "in 1999" against "1999": precision 1/2 ("in" is extra), recall 1
+    assert scores.loc[("q2", "naive_rag"), ["token_precision", "token_recall"]].tolist() == [0.5, 1.0]
+    summary = method_summary(
+        scores.reset_index(), ["f1", "token_precision", "token_recall"], n_resamples=200
+    ).set_index("method")
+    assert {"token_precision", "token_precision_low", "token_recall_high"} <= set(summary.columns)
+    # naive_rag: q1 "Paris" (1, 1), q2 (1/2, 1), q3 declined on a null question (1, 1), q4 "Munich" (0, 0)
+    assert summary.loc["naive_rag", "token_precision"] == pytest.approx(2.5 / 4)
+    assert summary.loc["naive_rag", "token_recall"] == pytest.approx(3 / 4)
+
+
 def test_summary_excludes_failures_from_means_and_counts_them(answers):
     scores = score_qa(answers, QUESTIONS, k=1)
     summary = method_summary(scores, ["em", "recall"], n_resamples=200).set_index("method")

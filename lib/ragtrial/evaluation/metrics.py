@@ -26,7 +26,10 @@ from rouge_score import rouge_scorer, tokenizers
 from ragtrial.registry import Entry, Registry
 from ragtrial.text import normalize_answer
 
-QA_SCORE_COLUMNS = ("em", "f1", "accuracy")
+QA_SCORE_COLUMNS = ("em", "f1", "token_precision", "token_recall", "accuracy")
+# The generated corpus's question type for a fact two outlets state differently (FalkorDB's
+# "contradictory or ambiguous" category); its gold answers are every conflicting value.
+CONTRADICTORY_TYPE = "contradictory"
 DEFAULT_BERTSCORE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 _NO_PARTIAL_CREDIT = frozenset({"yes", "no", "noanswer"})  # HotpotQA's special answers
@@ -40,6 +43,13 @@ _DECLINE = re.compile(
       | (does|do)\s+not\s+(provide|contain|include|mention|specify)\s+(enough\s+|any\s+|sufficient\s+)?
         (information|details)
       | ^\W*unknown\W*$""",
+    re.VERBOSE,
+)
+# An answer that says its sources disagree surfaces the conflict even without naming every value.
+_CONFLICT = re.compile(
+    r"""\b(conflict|contradict|disagree|inconsisten)\w*
+      | \b(sources|reports|accounts|outlets)\s+(differ|vary)
+      | \b(different|differing|varying)\s+(sources|reports|accounts|outlets|values|answers)""",
     re.VERBOSE,
 )
 _SIMD_MAX_TOKENS = 32  # see rouge_l_matrix
@@ -57,7 +67,16 @@ def exact_match(prediction: str, golds: Sequence[str]) -> float:
 
 def token_f1(prediction: str, golds: Sequence[str]) -> float:
     """HotpotQA token F1 (SQuAD F1 plus the yes/no/noanswer rule), max over gold aliases."""
-    return _max_over_golds(lambda gold: _pair_f1(prediction, gold), golds)
+    return token_prf(prediction, golds)[2]
+
+
+def token_prf(prediction: str, golds: Sequence[str]) -> tuple[float, float, float]:
+    """HotpotQA token precision, recall and F1 against the gold alias with the highest F1 (first on
+    ties), so the three describe one alias, as `rouge_scores` does for references.
+    """
+    return max(
+        (_pair_prf(prediction, gold) for gold in _nonempty_list(golds, "gold answers")), key=lambda s: s[2]
+    )
 
 
 def answer_contained(prediction: str, golds: Sequence[str]) -> float:
@@ -81,46 +100,82 @@ def is_declined(prediction: str) -> bool:
     return _DECLINE.search(text) is not None
 
 
-def score_qa(prediction: str, golds: Sequence[str], is_null: bool = False) -> dict[str, float]:
-    """EM, F1 and accuracy of one answer; a null question is answered right only by declining."""
+def surfaces_conflict(prediction: str, golds: Sequence[str]) -> bool:
+    """Whether an answer to a contradictory question surfaces the conflict: it names every
+    conflicting value (each normalized gold occurs in the normalized answer) or says that its
+    sources disagree ("conflicting reports", "sources differ", ...). Picking one value is wrong.
+    """
+    values = _nonempty_list(golds, "conflicting values")
+    if all(answer_contained(prediction, [value]) for value in values):
+        return True
+    text = " ".join(prediction.lower().split())
+    return _CONFLICT.search(text) is not None
+
+
+def score_qa(
+    prediction: str, golds: Sequence[str], is_null: bool = False, is_contradictory: bool = False
+) -> dict[str, float]:
+    """EM, F1, token precision and recall, and accuracy of one answer.
+
+    Two kinds of question score every column 1 or 0 by their own rule: a null question is
+    answered right only by declining (`is_declined`); a contradictory question (its golds are
+    the values the sources state) only by surfacing the conflict (`surfaces_conflict`).
+    """
     if is_null:
-        declined = float(is_declined(prediction))
-        return dict.fromkeys(QA_SCORE_COLUMNS, declined)
+        return dict.fromkeys(QA_SCORE_COLUMNS, float(is_declined(prediction)))
+    if is_contradictory:
+        return dict.fromkeys(QA_SCORE_COLUMNS, float(surfaces_conflict(prediction, golds)))
+    precision, recall, f1 = token_prf(prediction, golds)
     return {
         "em": exact_match(prediction, golds),
-        "f1": token_f1(prediction, golds),
+        "f1": f1,
+        "token_precision": precision,
+        "token_recall": recall,
         "accuracy": answer_contained(prediction, golds),
     }
 
 
 def qa_scores(
-    df: pd.DataFrame, prediction_col: str, answers_col: str, null_col: str | None = None
+    df: pd.DataFrame,
+    prediction_col: str,
+    answers_col: str,
+    null_col: str | None = None,
+    contradictory_col: str | None = None,
 ) -> pd.DataFrame:
-    """Copy of `df` with per-row `em`, `f1`, `accuracy`; rows without a prediction score NaN."""
+    """Copy of `df` with per-row `QA_SCORE_COLUMNS` (`score_qa`); rows without a prediction score NaN.
 
-    def row_scores(prediction: Any, golds: Sequence[str], is_null: bool = False) -> dict[str, float]:
+    `null_col` / `contradictory_col` name boolean columns marking null and contradictory questions.
+    """
+
+    def row_scores(
+        prediction: Any, golds: Sequence[str], is_null: bool = False, is_contradictory: bool = False
+    ) -> dict[str, float]:
         if not isinstance(prediction, str) and pd.isna(prediction):
             return dict.fromkeys(QA_SCORE_COLUMNS, float("nan"))
-        return score_qa(prediction, golds, bool(is_null))
+        return score_qa(prediction, golds, bool(is_null), bool(is_contradictory))
 
-    columns = [prediction_col, answers_col] + ([null_col] if null_col else [])
-    scores = pd.DataFrame(_per_row(df, columns, row_scores), index=df.index, columns=list(QA_SCORE_COLUMNS))
+    flags = {"is_null": null_col, "is_contradictory": contradictory_col}
+    frame = df.assign(**{flag: df[col] if col else False for flag, col in flags.items()})
+    columns = [prediction_col, answers_col, *flags]
+    scores = pd.DataFrame(
+        _per_row(frame, columns, row_scores), index=df.index, columns=list(QA_SCORE_COLUMNS)
+    )
     return _with_columns(df, scores)
 
 
-def _pair_f1(prediction: str, gold: str) -> float:
+def _pair_prf(prediction: str, gold: str) -> tuple[float, float, float]:
     normalized_prediction, normalized_gold = normalize_answer(prediction), normalize_answer(gold)
     # HotpotQA: "yes"/"no" must match exactly, sharing the word in a longer answer earns nothing.
     special = normalized_prediction in _NO_PARTIAL_CREDIT or normalized_gold in _NO_PARTIAL_CREDIT
     if special and normalized_prediction != normalized_gold:
-        return 0.0
+        return 0.0, 0.0, 0.0
     prediction_tokens, gold_tokens = normalized_prediction.split(), normalized_gold.split()
     num_same = sum((Counter(prediction_tokens) & Counter(gold_tokens)).values())
     if num_same == 0:
-        return 0.0
+        return 0.0, 0.0, 0.0
     precision = num_same / len(prediction_tokens)
     recall = num_same / len(gold_tokens)
-    return 2 * precision * recall / (precision + recall)
+    return precision, recall, 2 * precision * recall / (precision + recall)
 
 
 def _max_over_golds(score: Callable[[str], float], golds: Sequence[str]) -> float:
@@ -325,10 +380,28 @@ def _with_columns(df: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
 # paired test that applies (McNemar for 0/1 scores, Wilcoxon signed-rank otherwise). The target is
 # the per-example function that computes it.
 METRICS: Registry[Callable[..., Any]] = Registry("metric")
+# How a QA column scores the two kinds of question with a rule of their own (`score_qa`).
+QA_SPECIAL_QUESTIONS = (
+    "null question (metadata is_null): 1 when the answer declines, else 0; contradictory question "
+    f"(question_type {CONTRADICTORY_TYPE!r}): 1 when the answer surfaces the conflict (names every "
+    "conflicting value, or says its sources disagree), else 0, as FalkorDB's evaluation asks"
+)
 for _name, _score, _description, _test in [
     ("em", exact_match, "exact match after SQuAD normalization, max over gold aliases", "mcnemar"),
     ("f1", token_f1, "HotpotQA token F1, max over gold aliases", "wilcoxon"),
+    ("token_precision", token_prf, "HotpotQA token precision against the best-F1 gold alias", "wilcoxon"),
+    ("token_recall", token_prf, "HotpotQA token recall against the best-F1 gold alias", "wilcoxon"),
     ("accuracy", answer_contained, "a normalized gold answer occurs in the normalized answer", "mcnemar"),
+]:
+    METRICS.add(
+        _name,
+        _score,
+        _description,
+        higher_is_better=True,
+        paired_test=_test,
+        special_questions=QA_SPECIAL_QUESTIONS,
+    )
+for _name, _score, _description, _test in [
     (
         "recall@k",
         recall_at_k,

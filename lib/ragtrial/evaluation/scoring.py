@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragtrial.evaluation.metrics import bertscore, metric_entry, qa_scores, recall_at_k, rouge_scores
+from ragtrial.evaluation.metrics import (
+    CONTRADICTORY_TYPE,
+    bertscore,
+    metric_entry,
+    qa_scores,
+    recall_at_k,
+    rouge_scores,
+)
 from ragtrial.records import Question
 from ragtrial.stats import (
     complementarity,
@@ -37,6 +44,7 @@ def _with_questions(answers: pd.DataFrame, questions: Sequence[Question]) -> pd.
                 "gold_doc_ids": q.gold_doc_ids,
                 "references": q.reference_summaries,
                 "is_null": bool(q.metadata.get("is_null", False)),
+                "is_contradictory": q.question_type == CONTRADICTORY_TYPE,
             }
             for q in questions
         ]
@@ -67,12 +75,16 @@ def _retrieval_scores(df: pd.DataFrame, k: int) -> pd.DataFrame:
 
 
 def score_qa(answers: pd.DataFrame, questions: Sequence[Question], k: int) -> pd.DataFrame:
-    """Per question x method: EM / F1 (max over aliases) / accuracy, NaN for failed answers (a null
-    question counts as right only when declined), and the retrieval measures of `_retrieval_scores`.
+    """Per question x method: EM / F1 / token precision and recall (best alias) / accuracy, NaN for
+    failed answers (a null question counts as right only when declined, a contradictory one only
+    when the answer surfaces the conflict: `metrics.score_qa`), and the retrieval measures of
+    `_retrieval_scores`.
     """
     df = _with_questions(answers, questions)
     prediction = df["text"].where(df["failure"] == "")
-    scored = qa_scores(df.assign(prediction=prediction), "prediction", "answers", "is_null")
+    scored = qa_scores(
+        df.assign(prediction=prediction), "prediction", "answers", "is_null", "is_contradictory"
+    )
     return pd.concat([scored, _retrieval_scores(df, k)], axis=1).drop(columns=["prediction", "references"])
 
 
