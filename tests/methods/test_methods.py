@@ -258,3 +258,28 @@ def test_pack_context_stops_at_the_budget_and_truncates_an_oversized_first_item(
     assert [i.text for i in kept] == ["one two three"] and tokens == {"chunk": 3}
     kept, _ = pack_context(items, 100)
     assert len(kept) == 3  # the repeated chunk is shown once
+
+
+def test_whole_answer_types_keep_the_lines_that_state_a_conflict(scripted, tmp_path):
+    scripted.default_reply = lambda body: "Tucson\nThe Courier says Phoenix instead."
+    llm = make_llm(scripted.base_url, tmp_path, max_retries=0)
+    contradictory = Question(
+        question_id="c1",
+        question="Where is Acme based?",
+        answers=["Tucson", "Phoenix"],
+        question_type="contradictory",
+    )
+    single_hop = contradictory.model_copy(update={"question_id": "s1", "question_type": "single_hop"})
+    cut = Generator(llm, load_prompt("answer"), max_tokens=48, first_line_only=True)
+    whole = Generator(
+        llm, load_prompt("answer"), 48, first_line_only=True, whole_answer_types=frozenset({"contradictory"})
+    )
+    answer = RetrievalMethod("naive_rag", whole, llm.ledger, DOC_OF, RAG, k=5, budget=1000).answer
+    assert answer(contradictory).text == "Tucson\nThe Courier says Phoenix instead."
+    assert answer(single_hop).text == "Tucson"  # other types keep the first line
+    assert (
+        RetrievalMethod("naive_rag", cut, llm.ledger, DOC_OF, RAG, k=5, budget=1000)
+        .answer(contradictory)
+        .text
+        == "Tucson"
+    )

@@ -106,6 +106,12 @@ class AnswerSettings(Section):
     answer_prompt: AnswerPrompt = "summarize_query"
     answer_max_tokens: AnswerMaxTokens = 96
     first_line_only: FirstLineOnly = False
+    whole_answer_types: list[str] = Field(
+        [],
+        description='question types answered in full despite first_line_only: "contradictory" lets '
+        "an answer name every conflicting value and its source (scored right only then); [] keeps every "
+        "answer to its first line (the default batch: no extra tokens)",
+    )
     reduce_prompt: ReducePrompt = "summarize_query"
     seed: int = Field(0, ge=0, description="seed of the question sample and of the map units' shuffle")
     bootstrap_resamples: int = Field(
