@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import string
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,9 +19,12 @@ from rouge_score import rouge_scorer
 from ragtrial.evaluation.metrics import (
     METRICS,
     QA_SCORE_COLUMNS,
+    BertScoreModel,
     all_supporting_retrieved,
     answer_contained,
     bertscore,
+    bertscore_label,
+    default_bertscore_model,
     exact_match,
     is_declined,
     normalize_answer,
@@ -28,6 +33,7 @@ from ragtrial.evaluation.metrics import (
     retrieval_scores,
     rouge_scores,
     score_qa,
+    standard_bertscore_model,
     surfaces_conflict,
     token_f1,
     token_prf,
@@ -424,3 +430,78 @@ def test_bertscore_refuses_mismatched_inputs() -> None:
         bertscore(["a", "b"], [["a"]])
     with pytest.raises(ValueError, match="no references of example 0"):
         bertscore(["a"], [[]])
+
+
+def test_the_bundled_bertscore_model_is_labelled_not_comparable(bertscore_result) -> None:
+    _, info = bertscore_result
+    assert info["rescale_with_baseline"] is False and info["comparable_with_published"] is False
+    assert info["label"].startswith("BERTScore on sentence-transformers/all-MiniLM-L6-v2, layer 6 of 6")
+    assert "not comparable with published BERTScore (roberta-large, layer 17" in info["label"]
+
+
+def fake_roberta_large(folder: Path, **config) -> Path:
+    """A folder shaped like roberta-large (its config and a weights file): enough for the lookup,
+    not for scoring.
+    """
+    folder.mkdir(parents=True)
+    values = {"model_type": "roberta", "num_hidden_layers": 24, "hidden_size": 1024} | config
+    (folder / "config.json").write_text(json.dumps(values))
+    (folder / "model.safetensors").write_bytes(b"")
+    return folder
+
+
+def test_the_standard_bertscore_model_is_roberta_large_layer_17_rescaled(tmp_path) -> None:
+    model = standard_bertscore_model(fake_roberta_large(tmp_path / "roberta"))
+    assert (model.name, model.path, model.num_layers) == ("roberta-large", str(tmp_path / "roberta"), 17)
+    assert model.rescale_with_baseline and model.comparable_with_published
+    assert model.baseline_path.endswith("bert_score/rescale_baseline/en/roberta-large.tsv")
+    assert Path(model.baseline_path).is_file()
+    info = {"model_name": "roberta-large", "num_layers": 17, "model_num_layers": 24}
+    assert bertscore_label(info | {"comparable_with_published": True}) == (
+        "BERTScore on roberta-large, layer 17 of 24, rescaled with bert-score's baseline: "
+        "bert-score's published setting"
+    )
+
+
+def test_the_standard_bertscore_model_refuses_a_folder_holding_another_model(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not hold roberta-large: config.json has"):
+        standard_bertscore_model(default_bertscore_model().path)  # the bundled MiniLM
+    with pytest.raises(FileNotFoundError, match="num_hidden_layers"):
+        standard_bertscore_model(fake_roberta_large(tmp_path / "base", num_hidden_layers=12))
+    no_weights = fake_roberta_large(tmp_path / "no_weights")
+    (no_weights / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="no weights"):
+        standard_bertscore_model(no_weights)
+
+
+def test_the_standard_bertscore_model_is_read_from_the_hugging_face_cache_only(tmp_path, monkeypatch) -> None:
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(
+        FileNotFoundError, match="not in the local Hugging Face cache .*roberta-large: not cached"
+    ):
+        standard_bertscore_model()
+    repo = tmp_path / "models--FacebookAI--roberta-large"
+    snapshot = fake_roberta_large(repo / "snapshots" / "abc123")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    assert standard_bertscore_model().path == str(snapshot)
+
+
+def test_bertscore_rescales_with_the_given_baseline() -> None:
+    # The bundled model with roberta-large's baseline row 6: proves the rescaling is applied (bert-score
+    # only warns and leaves raw scores when a baseline file is missing), not a meaningful number.
+    import bert_score
+
+    minilm = default_bertscore_model()
+    tsv = Path(bert_score.__file__).parent / "rescale_baseline" / "en" / "roberta-large.tsv"
+    rescaled_model = BertScoreModel(
+        minilm.name, minilm.path, 6, rescale_with_baseline=True, baseline_path=str(tsv)
+    )
+    raw, _ = bertscore([CANDIDATE], [[LONG_REFERENCE]], minilm)
+    rescaled, info = bertscore([CANDIDATE], [[LONG_REFERENCE]], rescaled_model)
+    p, r, f = pd.read_csv(tsv).iloc[6].to_numpy()[1:]
+    expected = [(raw.loc[0, "precision"] - p) / (1 - p), (raw.loc[0, "recall"] - r) / (1 - r)]
+    assert rescaled.loc[0, ["precision", "recall"]].tolist() == pytest.approx(expected, abs=1e-5)
+    assert info["rescale_with_baseline"] is True and info["bert_score_hash"].endswith("-custom-rescaled")

@@ -8,16 +8,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ragtrial.config.methods import SummarizationSettings
 from ragtrial.evaluation.run_methods import failures_table
 from ragtrial.evaluation.scoring import (
     by_question_type,
     complementarity_table,
     cost_table,
+    index_cost_table,
     method_summary,
     paired_table,
     pareto_table,
     score_qa,
     score_summaries,
+    summarization_bertscore_model,
 )
 from ragtrial.questions.sampling import select_questions, task_questions
 from ragtrial.records import Dataset, Question
@@ -282,3 +285,43 @@ def test_score_summaries_rouge_and_bertscore_skip_failures():
     assert scores.loc[0, "rouge2_f"] > 0.4 and scores.loc[0, "bertscore_f1"] > 0.5
     assert scores.loc[1, ["rouge2_f", "rougeL_f", "bertscore_f1"]].isna().all()
     assert info["num_layers"] == info["model_num_layers"] and "MiniLM" in info["model_name"]
+
+
+def test_summarization_bertscore_model_follows_the_settings(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    default = summarization_bertscore_model(SummarizationSettings())
+    assert "MiniLM" in default.name and not default.comparable_with_published
+    assert summarization_bertscore_model(SummarizationSettings(bertscore_layers=3)).num_layers == 3
+    # paper runs ask for bert-score's published setting: absent, they fail before any answer is paid for
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(ValueError, match=r"summarization.bertscore_standard is true .* Hugging Face cache"):
+        summarization_bertscore_model(SummarizationSettings(bertscore_standard=True))
+    with pytest.raises(
+        ValueError, match=r"from summarization.bertscore_model: .*does not hold roberta-large"
+    ):
+        summarization_bertscore_model(
+            SummarizationSettings(bertscore_standard=True, bertscore_model=str(tmp_path))
+        )
+    with pytest.raises(ValueError, match="bertscore_layers"):
+        SummarizationSettings(bertscore_standard=True, bertscore_layers=24)
+
+
+def test_index_cost_table_sums_the_indexes_of_every_document():
+    def manifest(calls: int, wall: float) -> dict:
+        cost = {
+            "calls": calls,
+            "cached": 0,
+            "failures": 0,
+            "prompt_tokens": 10 * calls,
+            "completion_tokens": 1,
+        }
+        rows = [{"stage": s, "method": "index", **cost, "latency_s": 1.0} for s in ("extract_llm", "reports")]
+        return {"ledger": rows, "build_wall_s": wall}
+
+    one = index_cost_table(manifest(2, 5.0)).set_index("stage")
+    assert one.loc["total", ["calls", "prompt_tokens", "build_wall_s"]].tolist() == [4, 40, 5.0]
+    both = index_cost_table(manifest(2, 5.0), manifest(3, 7.0)).set_index("stage")
+    assert list(both.index) == ["extract_llm", "reports", "total"]
+    assert both.loc["extract_llm", "calls"] == 5
+    assert both.loc["total", ["calls", "prompt_tokens", "build_wall_s"]].tolist() == [10, 100, 12.0]
