@@ -50,7 +50,11 @@ def test_every_entry_is_described(registry):
 
 
 def test_metric_metadata_decides_direction_and_paired_test():
-    assert metric_entry("accuracy").metadata == {"higher_is_better": True, "paired_test": "mcnemar"}
+    accuracy = metric_entry("accuracy").metadata
+    assert {k: accuracy[k] for k in ("higher_is_better", "paired_test")} == {
+        "higher_is_better": True,
+        "paired_test": "mcnemar",
+    }
     assert metric_entry("recall@10").name == "recall@k"
     assert metric_entry("bertscore_f1").metadata["paired_test"] == "wilcoxon"
     assert {METRICS.entry(m).metadata["paired_test"] for m in ("em", "all_supporting")} == {"mcnemar"}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import string
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,9 +17,14 @@ from hypothesis import strategies as st
 from rouge_score import rouge_scorer
 
 from ragtrial.evaluation.metrics import (
+    METRICS,
+    QA_SCORE_COLUMNS,
+    BertScoreModel,
     all_supporting_retrieved,
     answer_contained,
     bertscore,
+    bertscore_label,
+    default_bertscore_model,
     exact_match,
     is_declined,
     normalize_answer,
@@ -26,7 +33,10 @@ from ragtrial.evaluation.metrics import (
     retrieval_scores,
     rouge_scores,
     score_qa,
+    standard_bertscore_model,
+    surfaces_conflict,
     token_f1,
+    token_prf,
 )
 
 # --------------------------------------------------------------------------- oracle
@@ -157,7 +167,10 @@ def test_qa_metrics_on_hand_computed_cases(
     assert exact_match(prediction, golds) == em
     assert token_f1(prediction, golds) == pytest.approx(f1, abs=1e-15)
     assert answer_contained(prediction, golds) == accuracy
-    assert score_qa(prediction, golds) == pytest.approx({"em": em, "f1": f1, "accuracy": accuracy}, abs=1e-15)
+    scores = score_qa(prediction, golds)
+    assert {m: scores[m] for m in ("em", "f1", "accuracy")} == pytest.approx(
+        {"em": em, "f1": f1, "accuracy": accuracy}, abs=1e-15
+    )
 
 
 def assert_agrees_with_official_scripts(prediction: str, golds: list[str]) -> None:
@@ -167,6 +180,11 @@ def assert_agrees_with_official_scripts(prediction: str, golds: list[str]) -> No
     )
     hotpot_f1 = max(f1_score_hotpot(prediction, gold)[0] for gold in golds)
     assert token_f1(prediction, golds) == hotpot_f1  # exactly: same float operations
+    # precision and recall come from the alias with the best F1 (the first of equals), as HotpotQA's
+    # script computes them for one gold
+    best_gold = max(golds, key=lambda gold: f1_score_hotpot(prediction, gold)[0])
+    f1, precision, recall = f1_score_hotpot(prediction, best_gold)
+    assert token_prf(prediction, golds) == (precision, recall, f1)
     special = {"yes", "no", "noanswer"}
     if not {normalize_answer_squad(text) for text in [prediction, *golds]} & special:
         assert token_f1(prediction, golds) == metric_max_over_ground_truths(f1_score_squad, prediction, golds)
@@ -238,11 +256,44 @@ def test_answers_are_not_refusals(answer: str) -> None:
 
 def test_null_questions_are_right_only_when_declined() -> None:
     null_gold = ["Insufficient information."]
-    assert score_qa("Insufficient information.", null_gold, is_null=True) == {"em": 1, "f1": 1, "accuracy": 1}
-    assert score_qa("I don't know", null_gold, is_null=True) == {"em": 1, "f1": 1, "accuracy": 1}
-    assert score_qa("Paris", null_gold, is_null=True) == {"em": 0, "f1": 0, "accuracy": 0}
+    right, wrong = dict.fromkeys(QA_SCORE_COLUMNS, 1.0), dict.fromkeys(QA_SCORE_COLUMNS, 0.0)
+    assert score_qa("Insufficient information.", null_gold, is_null=True) == right
+    assert score_qa("I don't know", null_gold, is_null=True) == right
+    assert score_qa("Paris", null_gold, is_null=True) == wrong
     # a refusal on an answerable question is scored like any other answer
-    assert score_qa("Insufficient information.", ["Paris"]) == {"em": 0, "f1": 0, "accuracy": 0}
+    assert score_qa("Insufficient information.", ["Paris"]) == wrong
+
+
+def test_token_precision_and_recall_are_reported_beside_f1() -> None:
+    # "the eiffel tower paris" against "eiffel tower": 2 shared tokens of 3 (articles dropped) and of 2
+    scores = score_qa("The Eiffel Tower, Paris", ["Eiffel Tower"])
+    assert (scores["token_precision"], scores["token_recall"]) == (2 / 3, 1.0)
+    assert scores["f1"] == pytest.approx(0.8)
+    for column in ("token_precision", "token_recall"):
+        assert METRICS.entry(column).metadata["paired_test"] == "wilcoxon"
+
+
+@pytest.mark.parametrize(
+    ("answer", "right"),
+    [
+        ("Tucson", False),  # picks one value silently: the liability FalkorDB's evaluation names
+        ("Phoenix.", False),
+        ("Insufficient information.", False),
+        ("Tucson or Phoenix", True),  # both values
+        ("Tucson (Daily Ledger); Phoenix according to the Courier", True),
+        ("The sources disagree.", True),  # flags the inconsistency without naming the values
+        ("Tucson, though reports conflict", True),
+        ("Sources differ: one says Tucson", True),
+    ],
+)
+def test_contradictory_questions_are_right_only_when_the_answer_surfaces_the_conflict(
+    answer: str, right: bool
+) -> None:
+    golds = ["Tucson", "Phoenix"]
+    assert surfaces_conflict(answer, golds) is right
+    assert score_qa(answer, golds, is_contradictory=True) == dict.fromkeys(QA_SCORE_COLUMNS, float(right))
+    # the rule is stated where a report reads what a column means
+    assert "contradictory" in METRICS.entry("accuracy").metadata["special_questions"]
 
 
 def test_qa_scores_adds_columns_and_keeps_failures_visible() -> None:
@@ -266,6 +317,11 @@ def test_qa_scores_adds_columns_and_keeps_failures_visible() -> None:
     assert "em" not in df.columns  # the input is left alone
     without_null = qa_scores(df, "prediction", "answers")
     assert without_null.loc["q2", "em"] == 1.0  # "Insufficient information." equals its gold text
+    conflicting = pd.DataFrame(
+        {"prediction": ["Lisbon", "Lisbon or Porto"], "answers": [["Lisbon", "Porto"]] * 2, "conflict": True}
+    )
+    contradictory = qa_scores(conflicting, "prediction", "answers", contradictory_col="conflict")
+    assert contradictory["accuracy"].tolist() == [0.0, 1.0]  # one of two conflicting values is wrong
 
 
 def test_qa_scores_names_the_row_without_gold() -> None:
@@ -374,3 +430,78 @@ def test_bertscore_refuses_mismatched_inputs() -> None:
         bertscore(["a", "b"], [["a"]])
     with pytest.raises(ValueError, match="no references of example 0"):
         bertscore(["a"], [[]])
+
+
+def test_the_bundled_bertscore_model_is_labelled_not_comparable(bertscore_result) -> None:
+    _, info = bertscore_result
+    assert info["rescale_with_baseline"] is False and info["comparable_with_published"] is False
+    assert info["label"].startswith("BERTScore on sentence-transformers/all-MiniLM-L6-v2, layer 6 of 6")
+    assert "not comparable with published BERTScore (roberta-large, layer 17" in info["label"]
+
+
+def fake_roberta_large(folder: Path, **config) -> Path:
+    """A folder shaped like roberta-large (its config and a weights file): enough for the lookup,
+    not for scoring.
+    """
+    folder.mkdir(parents=True)
+    values = {"model_type": "roberta", "num_hidden_layers": 24, "hidden_size": 1024} | config
+    (folder / "config.json").write_text(json.dumps(values))
+    (folder / "model.safetensors").write_bytes(b"")
+    return folder
+
+
+def test_the_standard_bertscore_model_is_roberta_large_layer_17_rescaled(tmp_path) -> None:
+    model = standard_bertscore_model(fake_roberta_large(tmp_path / "roberta"))
+    assert (model.name, model.path, model.num_layers) == ("roberta-large", str(tmp_path / "roberta"), 17)
+    assert model.rescale_with_baseline and model.comparable_with_published
+    assert model.baseline_path.endswith("bert_score/rescale_baseline/en/roberta-large.tsv")
+    assert Path(model.baseline_path).is_file()
+    info = {"model_name": "roberta-large", "num_layers": 17, "model_num_layers": 24}
+    assert bertscore_label(info | {"comparable_with_published": True}) == (
+        "BERTScore on roberta-large, layer 17 of 24, rescaled with bert-score's baseline: "
+        "bert-score's published setting"
+    )
+
+
+def test_the_standard_bertscore_model_refuses_a_folder_holding_another_model(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not hold roberta-large: config.json has"):
+        standard_bertscore_model(default_bertscore_model().path)  # the bundled MiniLM
+    with pytest.raises(FileNotFoundError, match="num_hidden_layers"):
+        standard_bertscore_model(fake_roberta_large(tmp_path / "base", num_hidden_layers=12))
+    no_weights = fake_roberta_large(tmp_path / "no_weights")
+    (no_weights / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="no weights"):
+        standard_bertscore_model(no_weights)
+
+
+def test_the_standard_bertscore_model_is_read_from_the_hugging_face_cache_only(tmp_path, monkeypatch) -> None:
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(
+        FileNotFoundError, match="not in the local Hugging Face cache .*roberta-large: not cached"
+    ):
+        standard_bertscore_model()
+    repo = tmp_path / "models--FacebookAI--roberta-large"
+    snapshot = fake_roberta_large(repo / "snapshots" / "abc123")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    assert standard_bertscore_model().path == str(snapshot)
+
+
+def test_bertscore_rescales_with_the_given_baseline() -> None:
+    # The bundled model with roberta-large's baseline row 6: proves the rescaling is applied (bert-score
+    # only warns and leaves raw scores when a baseline file is missing), not a meaningful number.
+    import bert_score
+
+    minilm = default_bertscore_model()
+    tsv = Path(bert_score.__file__).parent / "rescale_baseline" / "en" / "roberta-large.tsv"
+    rescaled_model = BertScoreModel(
+        minilm.name, minilm.path, 6, rescale_with_baseline=True, baseline_path=str(tsv)
+    )
+    raw, _ = bertscore([CANDIDATE], [[LONG_REFERENCE]], minilm)
+    rescaled, info = bertscore([CANDIDATE], [[LONG_REFERENCE]], rescaled_model)
+    p, r, f = pd.read_csv(tsv).iloc[6].to_numpy()[1:]
+    expected = [(raw.loc[0, "precision"] - p) / (1 - p), (raw.loc[0, "recall"] - r) / (1 - r)]
+    assert rescaled.loc[0, ["precision", "recall"]].tolist() == pytest.approx(expected, abs=1e-5)
+    assert info["rescale_with_baseline"] is True and info["bert_score_hash"].endswith("-custom-rescaled")

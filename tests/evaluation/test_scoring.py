@@ -8,17 +8,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ragtrial.config.methods import SummarizationSettings
 from ragtrial.evaluation.run_methods import failures_table, fallback_table
 from ragtrial.evaluation.scoring import (
     by_question_type,
     complementarity_table,
     cost_table,
+    index_cost_table,
     method_summary,
     paired_by_fallback,
     paired_table,
     pareto_table,
     score_qa,
     score_summaries,
+    summarization_bertscore_model,
 )
 from ragtrial.questions.sampling import select_questions, task_questions
 from ragtrial.records import Dataset, Question
@@ -129,6 +132,33 @@ def test_score_qa_leaves_failures_unscored_and_credits_declines_only_on_null_que
     assert math.isnan(scores.loc[("q1", "graph_walk"), "recall"])  # retrieval itself failed
     assert scores.loc[("q3", "graph_walk"), "recall"] == 0.0  # a passage method that showed none
     assert scores.xs("closed_book", level="method")["recall"].isna().all()  # never shows passages
+
+
+def test_score_qa_scores_contradictory_questions_by_whether_the_conflict_is_surfaced():
+    # the generated corpus's contradictory question: two outlets name two different headquarters
+    questions = [q("c1", ["Tucson", "Phoenix"], "contradictory", gold=["d1", "d2"])]
+    answers = pd.DataFrame(
+        [
+            row("c1", "naive_rag", "Tucson"),
+            row("c1", "hybrid", "Tucson or Phoenix: the sources disagree"),
+        ]
+    )
+    scores = score_qa(answers, questions, k=1).set_index("method")
+    assert scores.loc["naive_rag", ["em", "f1", "accuracy"]].tolist() == [0.0, 0.0, 0.0]
+    assert scores.loc["hybrid", ["em", "f1", "accuracy"]].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_summary_reports_token_precision_and_recall_beside_f1(answers):
+    scores = score_qa(answers, QUESTIONS, k=1).set_index(["question_id", "method"])
+    # "in 1999" against "1999": precision 1/2 ("in" is extra), recall 1
+    assert scores.loc[("q2", "naive_rag"), ["token_precision", "token_recall"]].tolist() == [0.5, 1.0]
+    summary = method_summary(
+        scores.reset_index(), ["f1", "token_precision", "token_recall"], n_resamples=200
+    ).set_index("method")
+    assert {"token_precision", "token_precision_low", "token_recall_high"} <= set(summary.columns)
+    # naive_rag: q1 "Paris" (1, 1), q2 (1/2, 1), q3 declined on a null question (1, 1), q4 "Munich" (0, 0)
+    assert summary.loc["naive_rag", "token_precision"] == pytest.approx(2.5 / 4)
+    assert summary.loc["naive_rag", "token_recall"] == pytest.approx(3 / 4)
 
 
 def test_summary_excludes_failures_from_means_and_counts_them(answers):
@@ -304,3 +334,43 @@ def test_fallbacks_are_counted_and_pairs_are_also_tested_without_them():
     assert "**graph_walk** 2 of 5 (40%; most often `no usable entity -> vector`)" in text
     tail = text.split("On the questions where neither method fell back:")[1]
     assert "over 4 questions both answered (3 better, 0 worse" in tail
+
+
+def test_summarization_bertscore_model_follows_the_settings(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    default = summarization_bertscore_model(SummarizationSettings())
+    assert "MiniLM" in default.name and not default.comparable_with_published
+    assert summarization_bertscore_model(SummarizationSettings(bertscore_layers=3)).num_layers == 3
+    # paper runs ask for bert-score's published setting: absent, they fail before any answer is paid for
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(ValueError, match=r"summarization.bertscore_standard is true .* Hugging Face cache"):
+        summarization_bertscore_model(SummarizationSettings(bertscore_standard=True))
+    with pytest.raises(
+        ValueError, match=r"from summarization.bertscore_model: .*does not hold roberta-large"
+    ):
+        summarization_bertscore_model(
+            SummarizationSettings(bertscore_standard=True, bertscore_model=str(tmp_path))
+        )
+    with pytest.raises(ValueError, match="bertscore_layers"):
+        SummarizationSettings(bertscore_standard=True, bertscore_layers=24)
+
+
+def test_index_cost_table_sums_the_indexes_of_every_document():
+    def manifest(calls: int, wall: float) -> dict:
+        cost = {
+            "calls": calls,
+            "cached": 0,
+            "failures": 0,
+            "prompt_tokens": 10 * calls,
+            "completion_tokens": 1,
+        }
+        rows = [{"stage": s, "method": "index", **cost, "latency_s": 1.0} for s in ("extract_llm", "reports")]
+        return {"ledger": rows, "build_wall_s": wall}
+
+    one = index_cost_table(manifest(2, 5.0)).set_index("stage")
+    assert one.loc["total", ["calls", "prompt_tokens", "build_wall_s"]].tolist() == [4, 40, 5.0]
+    both = index_cost_table(manifest(2, 5.0), manifest(3, 7.0)).set_index("stage")
+    assert list(both.index) == ["extract_llm", "reports", "total"]
+    assert both.loc["extract_llm", "calls"] == 5
+    assert both.loc["total", ["calls", "prompt_tokens", "build_wall_s"]].tolist() == [10, 100, 12.0]

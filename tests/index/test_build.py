@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from ragtrial.config.data import DataSettings
 from ragtrial.data import load_dataset
 from ragtrial.data.experiment_dataset import load_experiment_dataset
-from ragtrial.index.build import build_index, index_path, load_or_build_index
+from ragtrial.index.build import build_index, index_path, load_or_build_document_indexes, load_or_build_index
 from ragtrial.index.inspect import (
     chunk_outcomes,
     communities_per_level,
@@ -30,7 +30,7 @@ from ragtrial.index.inspect import (
     with_origin,
 )
 from ragtrial.index.tables import SCHEMAS, GraphIndex, config_hash, select_origin
-from ragtrial.records import Dataset, Document
+from ragtrial.records import Dataset, Document, Question
 from ragtrial.runner.context import open_run
 
 CAROL_INDEX = SHARED_DATASETS / "graphrag_examples" / "a_christmas_carol_index"
@@ -144,6 +144,30 @@ def test_build_is_deterministic_reused_and_described_by_its_manifest(scripted, t
 
     other = index_path(context(scripted, tmp_path, "x", chunk_size=256, chunk_overlap=50), dataset)
     assert other != path  # one --set away is another index
+
+
+def test_one_index_per_document_answers_each_question_from_its_own_document(scripted, tmp_path) -> None:
+    ctx = context(scripted, tmp_path, graph_source="nlp")
+    dataset = load_experiment_dataset(ctx.settings.data)
+    first, second = (d.doc_id for d in dataset.documents[:2])
+    questions = [
+        Question(question_id=f"q{i}", question="Summarize.", reference_summaries=["x"], gold_doc_ids=[doc])
+        for i, doc in enumerate([first, second, first])
+    ]
+    parts = load_or_build_document_indexes(ctx, dataset, questions)
+    assert not ctx.ledger.frame().empty  # two builds, each paid (reports, embeddings)
+    assert [(doc, [q.question_id for q in own]) for doc, _, own in parts] == [
+        (first, ["q0", "q2"]),
+        (second, ["q1"]),
+    ]
+    for doc, index, _ in parts:
+        assert index.documents["doc_id"].tolist() == [doc] and set(index.chunks["doc_id"]) == {doc}
+    again = context(scripted, tmp_path, "again", graph_source="nlp")
+    load_or_build_document_indexes(again, dataset, questions)
+    assert again.ledger.frame().empty  # each document's index was saved and is loaded, not rebuilt
+    both = questions[0].model_copy(update={"gold_doc_ids": [first, second]})
+    with pytest.raises(ValueError, match=r"question 'q0' .* needs exactly one gold document"):
+        load_or_build_document_indexes(ctx, dataset, [both])
 
 
 def wait_until(condition, seconds: float = 120) -> None:

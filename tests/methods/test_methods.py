@@ -334,3 +334,28 @@ def test_naive_rag_can_fill_the_context_budget_instead_of_showing_top_k(llm):
     assert shown[False] == {"naive_rag": 2, "hybrid": 2}
     # The GraphRAG paper's SS: chunks in rank order until the budget is full; other methods keep k.
     assert shown[True] == {"naive_rag": 5, "hybrid": 2}
+
+
+def test_whole_answer_types_keep_the_lines_that_state_a_conflict(scripted, tmp_path):
+    scripted.default_reply = lambda body: "Tucson\nThe Courier says Phoenix instead."
+    llm = make_llm(scripted.base_url, tmp_path, max_retries=0)
+    contradictory = Question(
+        question_id="c1",
+        question="Where is Acme based?",
+        answers=["Tucson", "Phoenix"],
+        question_type="contradictory",
+    )
+    single_hop = contradictory.model_copy(update={"question_id": "s1", "question_type": "single_hop"})
+    cut = Generator(llm, load_prompt("answer"), max_tokens=48, first_line_only=True)
+    whole = Generator(
+        llm, load_prompt("answer"), 48, first_line_only=True, whole_answer_types=frozenset({"contradictory"})
+    )
+    answer = RetrievalMethod("naive_rag", whole, llm.ledger, DOC_OF, RAG, k=5, budget=1000).answer
+    assert answer(contradictory).text == "Tucson\nThe Courier says Phoenix instead."
+    assert answer(single_hop).text == "Tucson"  # other types keep the first line
+    assert (
+        RetrievalMethod("naive_rag", cut, llm.ledger, DOC_OF, RAG, k=5, budget=1000)
+        .answer(contradictory)
+        .text
+        == "Tucson"
+    )

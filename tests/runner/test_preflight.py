@@ -48,6 +48,11 @@ CONTEXT: dict[str, dict[str, Any]] = {
 # Fields no value of their type makes wrong, and why.
 FREE = {
     "questions.corpus_description": "optional free text put before the excerpts; empty means none",
+    # question types are data (any loader's), not a registry: an unknown type only exempts nothing
+    **{
+        f"{section}.whole_answer_types": "types answered in full; a type no question has changes nothing"
+        for section in ("qa", "summarization", "judge", "claims")
+    },
 }
 
 

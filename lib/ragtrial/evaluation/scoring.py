@@ -15,7 +15,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragtrial.evaluation.metrics import bertscore, metric_entry, qa_scores, recall_at_k, rouge_scores
+from ragtrial.config.methods import SummarizationSettings
+from ragtrial.evaluation.metrics import (
+    CONTRADICTORY_TYPE,
+    BertScoreModel,
+    bertscore,
+    default_bertscore_model,
+    metric_entry,
+    qa_scores,
+    recall_at_k,
+    rouge_scores,
+    standard_bertscore_model,
+)
 from ragtrial.records import Question
 from ragtrial.stats import (
     complementarity,
@@ -37,6 +48,7 @@ def _with_questions(answers: pd.DataFrame, questions: Sequence[Question]) -> pd.
                 "gold_doc_ids": q.gold_doc_ids,
                 "references": q.reference_summaries,
                 "is_null": bool(q.metadata.get("is_null", False)),
+                "is_contradictory": q.question_type == CONTRADICTORY_TYPE,
             }
             for q in questions
         ]
@@ -67,25 +79,47 @@ def _retrieval_scores(df: pd.DataFrame, k: int) -> pd.DataFrame:
 
 
 def score_qa(answers: pd.DataFrame, questions: Sequence[Question], k: int) -> pd.DataFrame:
-    """Per question x method: EM / F1 (max over aliases) / accuracy, NaN for failed answers (a null
-    question counts as right only when declined), and the retrieval measures of `_retrieval_scores`.
+    """Per question x method: EM / F1 / token precision and recall (best alias) / accuracy, NaN for
+    failed answers (a null question counts as right only when declined, a contradictory one only
+    when the answer surfaces the conflict: `metrics.score_qa`), and the retrieval measures of
+    `_retrieval_scores`.
     """
     df = _with_questions(answers, questions)
     prediction = df["text"].where(df["failure"] == "")
-    scored = qa_scores(df.assign(prediction=prediction), "prediction", "answers", "is_null")
+    scored = qa_scores(
+        df.assign(prediction=prediction), "prediction", "answers", "is_null", "is_contradictory"
+    )
     return pd.concat([scored, _retrieval_scores(df, k)], axis=1).drop(columns=["prediction", "references"])
+
+
+def summarization_bertscore_model(settings: SummarizationSettings) -> BertScoreModel:
+    """The BERTScore model `settings` ask for, checked before any answer is paid for: bert-score's
+    published setting (`bertscore_standard`) or a local model, labelled not comparable.
+    Raises ValueError naming the setting when the standard model is not on this machine.
+    """
+    if not settings.bertscore_standard:
+        return default_bertscore_model(settings.bertscore_model, settings.bertscore_layers)
+    try:
+        return standard_bertscore_model(settings.bertscore_model)
+    except FileNotFoundError as error:
+        where = "summarization.bertscore_model" if settings.bertscore_model else "the Hugging Face cache"
+        raise ValueError(
+            f"summarization.bertscore_standard is true but roberta-large is not usable from {where}: "
+            f"{error}. Put the model there (on a machine with network: huggingface-cli download "
+            "roberta-large), or set summarization.bertscore_standard=false for the bundled MiniLM, "
+            "reported as not comparable with published BERTScore"
+        ) from error
 
 
 def score_summaries(
     answers: pd.DataFrame,
     questions: Sequence[Question],
     k: int,
-    model_path: str | None = None,
-    num_layers: int | None = None,
+    bertscore_model: BertScoreModel | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """ROUGE-2 / ROUGE-L (best reference) and BERTScore (local MiniLM unless `model_path`) per
-    answered question x method, NaN for failed answers, plus the retrieval measures. Returns the
-    scores and BERTScore's settings (model, layer, version).
+    """ROUGE-2 / ROUGE-L (best reference) and BERTScore (the bundled MiniLM unless `bertscore_model`)
+    per answered question x method, NaN for failed answers, plus the retrieval measures. Returns the
+    scores and BERTScore's settings (model, layer, rescaling, version, and the report's `label`).
     """
     df = _with_questions(answers, questions)
     answered = df["failure"] == ""
@@ -104,7 +138,7 @@ def score_summaries(
         return out.drop(columns=["references"]), {}
     texts, references = list(df.loc[answered, "text"]), list(df.loc[answered, "references"])
     rouge = pd.DataFrame([rouge_scores(t, refs) for t, refs in zip(texts, references, strict=True)])
-    bert, info = bertscore(texts, references, model_path=model_path, num_layers=num_layers)
+    bert, info = bertscore(texts, references, bertscore_model)
     out.loc[answered, columns[:4]] = rouge[columns[:4]].to_numpy()
     out.loc[answered, columns[4:]] = bert[["precision", "recall", "f1"]].to_numpy()
     return out.drop(columns=["references"]), info
@@ -265,28 +299,30 @@ def cost_table(answers: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def index_cost_table(manifest: dict[str, Any]) -> pd.DataFrame:
+def index_cost_table(*manifests: dict[str, Any]) -> pd.DataFrame:
     """What building the index cost (from its manifest): model calls and tokens per stage, and the
     build's wall time; an index built once serves every method and every run that asks for it.
+    Given one manifest per document's index, each stage's rows and the wall times are summed.
     """
+    columns = [
+        "stage",
+        "method",
+        "calls",
+        "cached",
+        "failures",
+        "prompt_tokens",
+        "completion_tokens",
+        "latency_s",
+    ]
     ledger = pd.DataFrame(
-        manifest.get("ledger", []),
-        columns=[
-            "stage",
-            "method",
-            "calls",
-            "cached",
-            "failures",
-            "prompt_tokens",
-            "completion_tokens",
-            "latency_s",
-        ],
+        [row for manifest in manifests for row in manifest.get("ledger", [])], columns=columns
     )
+    ledger = ledger.groupby(["stage", "method"], sort=False, as_index=False).sum()
     total = {
         "stage": "total",
         "method": "",
         **ledger.drop(columns=["stage", "method"]).sum().to_dict(),
-        "build_wall_s": manifest.get("build_wall_s", np.nan),
+        "build_wall_s": sum(manifest.get("build_wall_s", np.nan) for manifest in manifests),
     }
     return pd.concat([ledger, pd.DataFrame([total])], ignore_index=True)
 

@@ -19,7 +19,7 @@ import datetime as dt
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +43,7 @@ from ragtrial.llm.context import ModelContext
 from ragtrial.llm.ledger import Ledger, Tally, by_stage
 from ragtrial.locks import FolderLock
 from ragtrial.prompts import load_prompt
-from ragtrial.records import Dataset
+from ragtrial.records import Dataset, Question
 
 # ---------------------------------------------------------------- identity of an index
 
@@ -321,3 +321,32 @@ def load_or_build_index(
         if (path / "manifest.json").is_file():  # built by the process this one waited for
             return GraphIndex.load(path)
         return _build(ctx, dataset, settings, identity, path)
+
+
+def load_or_build_document_indexes(
+    ctx: ModelContext, dataset: Dataset, questions: Sequence[Question], settings: IndexSettings | None = None
+) -> list[tuple[str, GraphIndex, list[Question]]]:
+    """One index per document that `questions` ask about, as Han et al. build for single-document
+    summarization sets (QMSum, SQuALITY): (document id, its index, its questions), in question order.
+    Each index is `load_or_build_index` of the data set cut to that document, so it is shared and
+    reused like any other. A question without exactly one gold document cannot be routed: ValueError.
+    """
+    documents = {document.doc_id: document for document in dataset.documents}
+    by_document: dict[str, list[Question]] = {}
+    for question in questions:
+        if len(question.gold_doc_ids) != 1 or question.gold_doc_ids[0] not in documents:
+            raise ValueError(
+                f"one index per document: question {question.question_id!r} of {dataset.name} needs exactly "
+                f"one gold document of the data set, it has {question.gold_doc_ids}"
+            )
+        by_document.setdefault(question.gold_doc_ids[0], []).append(question)
+    return [
+        (
+            doc_id,
+            load_or_build_index(
+                ctx, dataset.model_copy(update={"documents": [documents[doc_id]], "questions": own}), settings
+            ),
+            own,
+        )
+        for doc_id, own in by_document.items()
+    ]

@@ -84,10 +84,18 @@ class Generator:
     prompt: Prompt
     max_tokens: int
     first_line_only: bool  # short-answer QA: a base model tends to keep writing after the answer
+    # Question types answered in full despite first_line_only (a conflict is stated after the first value).
+    whole_answer_types: frozenset[str] = frozenset()
 
     def generate(
-        self, question: str, items: Sequence[ContextItem], method: str, prompt: Prompt | None = None
+        self,
+        question: str,
+        items: Sequence[ContextItem],
+        method: str,
+        prompt: Prompt | None = None,
+        question_type: str = "",
     ) -> str:
+        """The answer to `question` from `items`; first line only when so set and the type is not exempt."""
         prompt = prompt or self.prompt
         messages = prompt.render(context=format_context(items), question=question)
         ask = functools.partial(
@@ -98,7 +106,7 @@ class Generator:
             prompt=prompt,
             max_tokens=self.max_tokens,
         )
-        if not self.first_line_only:
+        if not self.first_line_only or question_type in self.whole_answer_types:
             text = ask().text.strip()
         else:
             # A short answer ends at the line break: stopping there saves the tokens a base model

@@ -35,4 +35,6 @@ class IntegrationMethod(Method):
         # Each part already fits its budget, so repacking into their sum only drops repeats.
         draft.context, draft.context_tokens = pack_context(items, sum(p.budget for p in self.parts))
         draft.context_ready = True
-        draft.text = self.generator.generate(question.question, draft.context, draft.method)
+        draft.text = self.generator.generate(
+            question.question, draft.context, draft.method, question_type=question.question_type
+        )

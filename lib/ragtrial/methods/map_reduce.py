@@ -127,7 +127,7 @@ class MapReduceMethod(Method):
             return
         draft.context, draft.context_tokens = pack_context(helpful, self.reduce_budget)
         draft.text = self.generator.generate(
-            question.question, draft.context, draft.method, self.reduce_prompt
+            question.question, draft.context, draft.method, self.reduce_prompt, question.question_type
         )
 
 

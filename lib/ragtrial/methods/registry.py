@@ -39,6 +39,7 @@ class Toolkit:
             load_prompt(answer_settings.answer_prompt),
             answer_settings.answer_max_tokens,
             answer_settings.first_line_only,
+            frozenset(answer_settings.whole_answer_types),
         )
         self.doc_of_chunk = dict(zip(index.chunks["chunk_id"], index.chunks["doc_id"], strict=True))
         self._retrievers: dict[tuple[str, str], Retriever] = {}

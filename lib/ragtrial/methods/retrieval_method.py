@@ -39,4 +39,6 @@ class RetrievalMethod(Method):
     def fill(self, question: Question, draft: Draft) -> None:
         draft.context, draft.context_tokens = pack_context(self.gather(question, draft), self.budget)
         draft.context_ready = True
-        draft.text = self.generator.generate(question.question, draft.context, draft.method)
+        draft.text = self.generator.generate(
+            question.question, draft.context, draft.method, question_type=question.question_type
+        )
