@@ -3,7 +3,6 @@ import re
 
 import pytest
 import yaml
-from conftest import PROJECT_ROOT
 
 from ragtrial.cli import main
 from ragtrial.config.base import ParamsError, Section
@@ -202,21 +201,3 @@ def test_settings_command_prints_every_key(capsys):
     assert all(f"\n{r.key}  " in f"\n{out}" for r in describe_settings())
     assert main(["settings", "nope"]) == 2
     assert "no settings key or section 'nope'" in capsys.readouterr().err
-
-
-def test_paper_summarization_batch_states_han_et_al_conditions():
-    endpoint = {"llm": {"base_url": "http://127.0.0.1:1/v1"}}  # the paper batches take it from --set
-    specs, _ = load_batch(
-        PROJECT_ROOT / "params" / "paper_summarization.yaml",
-        endpoint,
-        notebooks_dir=PROJECT_ROOT / "notebooks",
-    )
-    runs = {(s.settings.data.dataset, s.settings.data.options.get("subset")): s.settings for s in specs}
-    assert set(runs) == {("qmsum", None), ("squality", None), ("odsum", "meeting"), ("odsum", "story")}
-    for (dataset, _), settings in runs.items():
-        assert {s.notebook for s in specs} == {"05_rag_vs_graphrag_summarization"}
-        assert (settings.index.chunk_size, settings.retrieval.k) == (256, 10)
-        assert settings.summarization.bertscore_standard  # published BERTScore, not the offline MiniLM
-        # single-document sets get one index per document, the multi-document ODSum one shared index
-        assert settings.summarization.index_per_document is (dataset in ("qmsum", "squality"))
-        assert settings.data.path == dataset  # a bare data-set folder name under the data root
