@@ -123,26 +123,15 @@ def test_claims_agreement_collapses_five_repeats_with_ties_by_majority(scripted,
     assert "not comparable" in tie_share_sentence(False)
 
 
+def classic_votes(**columns) -> Judgments:
+    """Two overall classic votes, shown AB in trial 0: A wins the first, the second is a tie."""
+    frame = {"trial": 0, "position": "AB", "question_type": "global", "replicate_a": 0, "aspect": "overall"}
+    frame |= columns | {"winner": ["a", "tie"], "winner_slot": [1, 0]}
+    return Judgments(pd.DataFrame(frame), pd.DataFrame(columns=FAILURE_COLUMNS))
+
+
 def test_without_the_unbiased_protocol_07_reports_the_classic_one_alone():
-    classic = Judgments(
-        pd.DataFrame(
-            {
-                "trial": 0,
-                "repeat": [0, 1],
-                "position": "AB",
-                "question_id": "q0",
-                "question_type": "global",
-                "method_a": "c0",
-                "replicate_a": 0,
-                "method_b": "ss",
-                "replicate_b": 0,
-                "aspect": "overall",
-                "winner": ["a", "tie"],
-                "winner_slot": [1, 0],
-            }
-        ),
-        pd.DataFrame(columns=FAILURE_COLUMNS),
-    )
+    classic = classic_votes(repeat=[0, 1], question_id="q0", method_a="c0", method_b="ss", replicate_b=0)
     table = classic_summary(classic, resamples=200)
     nothing_judged = Judgments(
         pd.DataFrame(columns=[*CALL_KEY, "aspect", "score_a", "score_b"]),
@@ -159,21 +148,8 @@ def test_without_the_unbiased_protocol_07_reports_the_classic_one_alone():
 
 def test_length_bias_leaves_out_ties_which_have_no_winner():
     pairs = self_pairs([(60, 20), (15, 45)])
-    judgments = pd.DataFrame(
-        {
-            "trial": 0,
-            "repeat": 0,
-            "position": "AB",
-            "question_id": ["q0", "q1"],
-            "question_type": "global",
-            "method_a": "rag",
-            "replicate_a": 0,
-            "method_b": "rag",
-            "replicate_b": 1,
-            "aspect": "overall",
-            "winner": ["a", "tie"],
-            "winner_slot": [1, 0],
-        }
+    judgments = classic_votes(
+        repeat=0, question_id=["q0", "q1"], method_a="rag", method_b="rag", replicate_b=1
     )
-    verdicts, binned = length_bias(pairs, Judgments(judgments, pd.DataFrame(columns=FAILURE_COLUMNS)))
+    verdicts, binned = length_bias(pairs, judgments)
     assert list(verdicts["question_id"]) == ["q0"] and list(binned["longer_win_rate"]) == [1.0]
