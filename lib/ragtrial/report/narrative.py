@@ -13,7 +13,7 @@ import pandas as pd
 
 from ragtrial.evaluation.run_methods import fallback_table
 from ragtrial.report.markdown import escape_markdown
-from ragtrial.stats import claim_text
+from ragtrial.stats import CLAIM_ALPHA, claim_text
 
 if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
     from ragtrial.config.methods import AnswerSettings
@@ -109,7 +109,8 @@ def paired_sentences(paired: pd.DataFrame) -> list[str]:
         )
         direction = "better" if r.mean_diff > 0 else "worse"
         claim = (
-            f"the interval excludes zero, so {r.method} did {direction} than {r.baseline} on these questions"
+            f"the interval excludes zero and the Holm-adjusted test rejects, so {r.method} did {direction} "
+            f"than {r.baseline} on these questions"
         )
         lines.append(f"{head}: {claim_text(r.ci_low, r.ci_high, r.p_holm, claim)}.")
     return lines
@@ -217,8 +218,8 @@ def findings(
     n = int(summary["questions"].max()) if not summary.empty else 0
     lines.append(
         f"Every method saw the same {n} questions; a difference is a finding only when its paired interval "
-        "excludes zero and the Holm-adjusted test rejects at 0.05; anything else is reported as no claim "
-        "rather than as a trend."
+        f"excludes zero and the Holm-adjusted test rejects at {CLAIM_ALPHA:g}; anything else is reported "
+        "as no claim rather than as a trend."
     )
     if embedded:
         lines.append(
