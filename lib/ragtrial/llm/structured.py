@@ -50,6 +50,13 @@ def over_length_cap(schema: type[BaseModel], text: str) -> bool:
     return False
 
 
+def at_length_cap(text: str, max_chars: int | None) -> bool:
+    """Whether an accepted text reached its length cap: a grammar-constrained decoder closes the string
+    there, so the text may be cut short (counted, never dropped).
+    """
+    return max_chars is not None and len(text) >= max_chars
+
+
 def failure_kind(err: LLMError, schema: type[BaseModel]) -> str:
     """The kind a caller records for a failed structured call: `too_long` when the only fault of the
     final reply is a string over its length cap (a setting, so it is counted apart), else the

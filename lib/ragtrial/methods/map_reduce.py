@@ -13,7 +13,7 @@ from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
 from ragtrial.llm.ledger import Ledger
-from ragtrial.llm.structured import TOO_LONG, failure_kind
+from ragtrial.llm.structured import TOO_LONG, at_length_cap, failure_kind
 from ragtrial.methods.base import NO_DATA_ANSWER, Draft, Generator, Method, MethodUnavailable
 from ragtrial.prompts import Prompt, load_prompt
 from ragtrial.records import Question, ordered_union
@@ -115,9 +115,7 @@ class MapReduceMethod(Method):
             points=len(points),
             points_zero=len(points) - len(helpful),
             # a constrained decoder closes a description at the cap, so it may be cut short
-            points_at_cap=sum(
-                self.point_max_chars is not None and len(p.text) >= self.point_max_chars for p in points
-            ),
+            points_at_cap=sum(at_length_cap(p.text, self.point_max_chars) for p in points),
         )
         if failed == len(self.batches):
             raise LLMError(draft.failures[-1]["kind"], f"{self.name}: all {failed} map batches failed")

@@ -12,13 +12,13 @@ import pandas as pd
 
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.llm.client import LLM
+from ragtrial.llm.structured import at_length_cap
 from ragtrial.llm.tokens import get_encoding
 from ragtrial.prompts import load_prompt
 from ragtrial.questions.generated import (
     Generated,
     GeneratedQuestion,
     QuestionAsker,
-    at_length_cap,
     list_schema,
 )
 

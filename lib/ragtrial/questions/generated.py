@@ -92,13 +92,6 @@ def list_schema(key: str, n: int, max_chars: int | None) -> type[BaseModel]:
     return create_model(f"{key.title()}{n}", **{key: (items, Field(min_length=n, max_length=n))})
 
 
-def at_length_cap(text: str, max_chars: int | None) -> bool:
-    """Whether an accepted text reached its length cap: a grammar-constrained decoder closes the string
-    there, so the text may be cut short (counted, never dropped).
-    """
-    return max_chars is not None and len(text) >= max_chars
-
-
 @dataclass
 class QuestionAsker:
     """Structured calls for one generator; a failed call becomes a `Failure` row and returns None."""

@@ -16,13 +16,13 @@ from ragtrial.config.questions import QuestionsSettings
 from ragtrial.index.tables import GraphIndex, select_origin
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
+from ragtrial.llm.structured import at_length_cap
 from ragtrial.prompts import load_prompt
 from ragtrial.questions.generated import (
     Failure,
     Generated,
     GeneratedQuestion,
     QuestionAsker,
-    at_length_cap,
     one_question_schema,
     shorten,
 )
