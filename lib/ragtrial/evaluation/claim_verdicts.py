@@ -16,7 +16,7 @@ import pandas as pd
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.evaluation.judge.pairs import all_pairs, make_pairs
-from ragtrial.evaluation.judge.protocols import FAILURE_COLUMNS, judge_classic
+from ragtrial.evaluation.judge.protocols import CLASSIC_OUTCOME, FAILURE_COLUMNS, judge_classic
 from ragtrial.llm.client import LLM
 from ragtrial.stats import bootstrap_mean_ci, majority_verdict
 
@@ -80,7 +80,7 @@ def verdicts_from_classic(judgments: pd.DataFrame) -> pd.DataFrame:
             "method_a": judgments["method_a"],
             "method_b": judgments["method_b"],
             "aspect": judgments["aspect"],
-            "outcome": judgments["winner"].map({"a": "win", "tie": "tie", "b": "loss"}),
+            "outcome": judgments["winner"].map(CLASSIC_OUTCOME),
         }
     )
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ragtrial.evaluation.judge.pairs import METHOD_KEY, pair_label
-from ragtrial.evaluation.judge.protocols import Judgments
+from ragtrial.evaluation.judge.protocols import CLASSIC_OUTCOME, Judgments
 from ragtrial.stats import (
     OUTCOME_CODES,
     bootstrap_mean_ci,
@@ -250,7 +250,7 @@ def classic_summary(
     """
     rows = []
     for key, group in run.judgments.groupby([*METHOD_KEY, "position", "aspect"], sort=False):
-        outcomes = group["winner"].map({"a": "win", "tie": "tie", "b": "loss"})
+        outcomes = group["winner"].map(CLASSIC_OUTCOME)
         wins_a, ties = int((outcomes == "win").sum()), int((outcomes == "tie").sum())
         codes = outcomes.map(OUTCOME_CODES).groupby(group["question_id"].to_numpy(), sort=False).mean()
         ci = bootstrap_mean_ci(codes, resamples, seed=seed)

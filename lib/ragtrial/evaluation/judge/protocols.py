@@ -72,6 +72,10 @@ def score_schema(aspects: tuple[str, ...]) -> type[BaseModel]:
     )
 
 
+# A classic judgment's winner as A's outcome (stats.OUTCOME_CODES names).
+CLASSIC_OUTCOME = {"a": "win", "tie": "tie", "b": "loss"}
+
+
 @cache
 def classic_schema(ties: bool = False) -> type[BaseModel]:
     """A winner slot per criterion and overall: 1 or 2, or also 0 (a tie) when `ties`."""
