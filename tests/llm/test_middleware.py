@@ -47,7 +47,7 @@ def test_the_llm_states_the_chain_once_outermost_first(tmp_path):
 
     llm = LLM(LLMSettings(), ResponseCache(tmp_path / "c.sqlite"), Ledger("r"), lambda: "http://127.0.0.1:1")
     assert [name for name, _ in llm.middleware] == [
-        "metrics", "cache", "endpoint", "latency", "structured", "limit", "retries",
+        "metrics", "cache", "endpoint", "latency", "structured", "limit", "retries", "rate limit",
     ]  # fmt: skip
 
 

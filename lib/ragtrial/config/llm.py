@@ -89,7 +89,45 @@ class LLMSettings(Section):
         "(llama.cpp reads a negative seed as 'random')",
     )
     max_tokens: int = Field(256, gt=0, description="reply token cap of a call that does not set its own")
-    concurrency: int = Field(1, ge=1, description="requests in flight at most")
+    concurrency: int = Field(
+        1,
+        ge=1,
+        description="requests in flight at most: every LLM-bound stage submits its independent calls "
+        "concurrently up to this many (results are the same at any value); the embedded server serves one "
+        "request at a time, so on the embedded backend one is in flight whatever this says",
+    )
+    requests_per_minute: int | None = Field(
+        None,
+        ge=1,
+        description="requests the endpoint allows per minute, honoured across the run's threads (every "
+        "attempt counts); null: no limit of the kit's own",
+    )
+    tokens_per_minute: int | None = Field(
+        None,
+        ge=1,
+        description="tokens (prompt plus the reply's cap, corrected to the usage reported) the endpoint "
+        "allows per minute, honoured across the run's threads; null: no limit of the kit's own",
+    )
+    throttle_max_s: float = Field(
+        900.0,
+        gt=0,
+        description="seconds one call may spend waiting on the endpoint's rate limit (429 replies, their "
+        "Retry-After) before it fails; throttled attempts do not use up max_retries",
+    )
+    price_prompt_per_mtok: float | None = Field(
+        None, ge=0, description="price of a million prompt tokens (for `ragtrial estimate`); null: not priced"
+    )
+    price_completion_per_mtok: float | None = Field(
+        None,
+        ge=0,
+        description="price of a million completion tokens (for `ragtrial estimate`); null: not priced",
+    )
+    estimate_latency_s: float | None = Field(
+        None,
+        gt=0,
+        description="seconds per call `ragtrial estimate` assumes where this run has measured none; null: "
+        "from the measured throughput of the embedded model, or unknown on another endpoint",
+    )
     max_retries: int = Field(
         4,
         ge=0,
@@ -119,6 +157,13 @@ class LLMSettings(Section):
         if self.backoff_max_s < self.backoff_initial_s:
             raise conflict("backoff_max_s", f"below backoff_initial_s ({self.backoff_initial_s})")
         return self
+
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight at most: `concurrency`, but one on the embedded server (it serves one
+        request at a time; more would only wait in its queue and count that wait as model latency).
+        """
+        return 1 if self.backend == "embedded" else self.concurrency
 
     @property
     def completions_api(self) -> bool:

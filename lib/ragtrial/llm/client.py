@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import openai
 from pydantic import BaseModel
@@ -19,6 +20,7 @@ from pydantic import BaseModel
 from ragtrial.config.llm import LLMSettings
 from ragtrial.llm.cache import ResponseCache, cache_key
 from ragtrial.llm.errors import BadReply
+from ragtrial.llm.fanout import fan_out
 from ragtrial.llm.ledger import Ledger
 from ragtrial.llm.middleware import (
     Call,
@@ -30,14 +32,18 @@ from ragtrial.llm.middleware import (
     with_latency,
     with_limit,
     with_metrics,
+    with_rate_limit,
     with_repair,
     with_retries,
 )
+from ragtrial.llm.rate_limit import RateLimiter
 from ragtrial.llm.structured import T, parse_reply
 from ragtrial.llm.tokens import count_tokens
 from ragtrial.prompts import Prompt
 
 Messages = list[dict[str, str]]
+U = TypeVar("U")
+R = TypeVar("R")
 
 
 @dataclass
@@ -72,20 +78,29 @@ class LLM:
         self.ledger = ledger
         # The middleware, outermost first (see ragtrial.llm.middleware for what each does and why
         # this order). The endpoint is resolved lazily: the embedded server starts on the first live call.
+        self.clients = SharedClients(settings.timeout_s)
+        self.rate_limiter = RateLimiter(settings.requests_per_minute, settings.tokens_per_minute)
         self.middleware = [
             ("metrics", with_metrics(ledger, settings.model)),
             ("cache", with_cache(cache, settings.model)),
             ("endpoint", with_endpoint(endpoint)),
             ("latency", with_latency()),
             ("structured", with_repair()),
-            ("limit", with_limit(settings.concurrency)),
-            ("retries", with_retries(settings)),
+            ("limit", with_limit(settings.in_flight)),
+            ("retries", with_retries(settings, self.rate_limiter)),
+            ("rate limit", with_rate_limit(self.rate_limiter)),
         ]
-        self.handle = pipeline(lambda call: send(call, settings), self.middleware)
+        self.handle = pipeline(lambda call: send(call, settings, self.clients), self.middleware)
 
     @property
     def model(self) -> str:
         return self.settings.model
+
+    def fan_out(self, work: Callable[[U], R], items: Iterable[U], *, label: str) -> list[R]:
+        """`[work(item) for item in items]`, the units running concurrently up to the requests this
+        endpoint takes in flight (`llm.concurrency`), results in input order (`ragtrial.llm.fanout`).
+        """
+        return fan_out(work, items, concurrency=self.settings.in_flight, label=label, ledger=self.ledger)
 
     def _response_format(self, schema: type[BaseModel] | None) -> dict[str, Any] | None:
         if schema is None or self.settings.json_mode == "prompt_only":
@@ -193,21 +208,44 @@ class LLM:
         return Call(kind, request, key, schema, stage, method, tag, replicate)
 
 
-def send(call: Call, settings: LLMSettings) -> Reply:
+class SharedClients:
+    """One `openai.OpenAI` client per base URL, shared by every thread of the run: its HTTP pool keeps
+    connections alive between calls (a client per call paid a new connection and ~30 ms each, and
+    capped what was in flight). Retries are the middleware's, so the client makes none. The client
+    holds no API key: each request carries the key read from the environment at call time.
+    """
+
+    def __init__(self, timeout_s: float):
+        self.timeout_s = timeout_s
+        self._clients: dict[str, openai.OpenAI] = {}
+        self._lock = threading.Lock()
+
+    def get(self, base_url: str) -> openai.OpenAI:
+        with self._lock:
+            if base_url not in self._clients:
+                self._clients[base_url] = openai.OpenAI(
+                    base_url=base_url, max_retries=0, timeout=self.timeout_s, api_key="set-per-request"
+                )
+            return self._clients[base_url]
+
+
+def auth_header(api_key_env: str) -> dict[str, str]:
+    """The Authorization header of one request, the key read from the environment now."""
+    return {"Authorization": f"Bearer {os.environ.get(api_key_env) or 'not-needed'}"}
+
+
+def send(call: Call, settings: LLMSettings, clients: SharedClients) -> Reply:
     """The one completion function: a single HTTP request, /completions for a plain-text request
     (it has a `prompt`), /chat/completions otherwise. A 200 response that carries no usable reply
     raises BadReply (`malformed_response` or `empty_reply`), which the retry policy retries.
     """
-    client = openai.OpenAI(
-        base_url=call.base_url,
-        max_retries=0,
-        timeout=settings.timeout_s,
-        api_key=os.environ.get(settings.api_key_env) or "not-needed",
-    )
+    client = clients.get(call.base_url)
     request = call.request
     plain_text = "prompt" in request
     api = client.completions if plain_text else client.chat.completions
-    body = response_body(api.with_raw_response.create(**request))
+    body = response_body(
+        api.with_raw_response.create(**request, extra_headers=auth_header(settings.api_key_env))
+    )
     text, finish_reason = _choice_text(body, plain_text)
     usage = body.get("usage")
     if isinstance(usage, dict) and all(

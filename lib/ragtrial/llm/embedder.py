@@ -10,11 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import openai
 
 from ragtrial.config.llm import EmbeddingSettings, LLMSettings
 from ragtrial.llm.cache import ResponseCache, cache_key
-from ragtrial.llm.client import is_token_count, response_body
+from ragtrial.llm.client import SharedClients, auth_header, is_token_count, response_body
 from ragtrial.llm.errors import BadReply, LLMError
 from ragtrial.llm.ledger import CallRecord, Ledger
 from ragtrial.llm.middleware import call_with_retries
@@ -39,6 +38,7 @@ class Embedder:
         self.cache = cache
         self.ledger = ledger
         self._retry = retry_settings
+        self._clients = SharedClients(retry_settings.timeout_s)  # the client's own default is 600 s
         self._model: Any = None
 
     @property
@@ -69,14 +69,11 @@ class Embedder:
             return Computed(np.asarray(vectors, dtype=np.float32), n_tokens, 0, self.settings.model)
 
         def attempt() -> Computed:
-            client = openai.OpenAI(
-                base_url=self.settings.base_url,
-                max_retries=0,
-                timeout=self._retry.timeout_s,  # the client's own default is 600 s
-                api_key=os.environ.get(self.settings.api_key_env) or "not-needed",
-            )
-            raw = client.embeddings.with_raw_response.create(
-                model=self.settings.model, input=texts, encoding_format="float"
+            raw = self._clients.get(self.settings.base_url).embeddings.with_raw_response.create(
+                model=self.settings.model,
+                input=texts,
+                encoding_format="float",
+                extra_headers=auth_header(self.settings.api_key_env),
             )
             return endpoint_vectors(response_body(raw), len(texts))
 

@@ -24,6 +24,7 @@ class LLMError(RuntimeError):
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.attempts = 0
+        self.throttled = 0  # attempts refused with a rate limit (429)
         self.latency_s = 0.0
         self.cached = False
         self.served_model = ""

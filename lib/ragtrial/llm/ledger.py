@@ -38,6 +38,7 @@ class CallRecord:
     # the `model` the endpoint reported for the reply (what actually answered); on a cache hit, the
     # one stored with the reply ("" for rows cached before it was recorded); "" when none answered
     served_model: str = ""
+    throttled: int = 0  # of the attempts, those the endpoint refused with a rate limit (429)
 
 
 LEDGER_COLUMNS = [f.name for f in fields(CallRecord)]
@@ -101,11 +102,16 @@ class Ledger:
 def read_ledger(path: Path) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame(columns=LEDGER_COLUMNS)
-    return pd.read_csv(
+    frame = pd.read_csv(
         path,
         keep_default_na=False,
         dtype={"failure": str, "method": str, "prompt": str, "served_model": str},
     )
+    # a ledger written before a column existed reads with that column's default
+    for column, default in (("served_model", ""), ("throttled", 0)):
+        if column not in frame.columns:
+            frame[column] = default
+    return frame
 
 
 def summarize(ledger: pd.DataFrame) -> dict[str, int | float]:

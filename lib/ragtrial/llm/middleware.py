@@ -3,7 +3,7 @@
 A `Call` (one request, with its cache key and ledger labels) goes down the chain and a `Reply`
 comes back. The order, outermost first, is stated once, in `ragtrial.llm.client.LLM`:
 
-    metrics -> cache -> endpoint -> latency -> structured -> limit -> retries -> send
+    metrics -> cache -> endpoint -> latency -> structured -> limit -> retries -> rate limit -> send
 
 - metrics: one ledger row per call, hit or live, success or failure (so it sees what the cache
   answered as well);
@@ -15,8 +15,11 @@ comes back. The order, outermost first, is stated once, in `ragtrial.llm.client.
   not model latency) and covers waiting, retries and the repair round;
 - structured: validates a structured reply against its schema and asks once for a repair;
 - limit: at most `llm.concurrency` requests in flight;
-- retries: exponential backoff on 429 / 5xx / timeouts / dropped connections / 200 responses
-  without a usable reply (empty or malformed).
+- retries: exponential backoff on 5xx / timeouts / dropped connections / 200 responses without a
+  usable reply (empty or malformed); a 429 waits its Retry-After, pausing every thread, without
+  using up the retries;
+- rate limit: each attempt waits for the run's requests- and tokens-per-minute budget (shared by
+  all threads) and for a pause a 429 asked for.
 
 Every wrapper is a function `Handler -> Handler`, testable alone with a scripted inner handler.
 An `LLMError` carries what the failed call consumed (every attempt's tokens, the true attempt
@@ -40,7 +43,9 @@ from ragtrial.config.llm import LLMSettings
 from ragtrial.llm.cache import STATUS_OK, STATUS_PARSE_FAILURE, CachedReply, ResponseCache
 from ragtrial.llm.errors import BadReply, LLMError, StructuredOutputError
 from ragtrial.llm.ledger import CallRecord, Ledger
+from ragtrial.llm.rate_limit import RateLimiter
 from ragtrial.llm.structured import parse_reply, short_error
+from ragtrial.llm.tokens import count_tokens
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,7 @@ class Reply:
     prompt_tokens: int  # every attempt's, the repair round's included
     completion_tokens: int
     attempts: int = 0  # live HTTP attempts, retries included; 0 for a cache hit
+    throttled: int = 0  # of those, the attempts the endpoint refused with a rate limit (429)
     cached: bool = False
     latency_s: float = 0.0
     served_model: str = ""  # the `model` the endpoint reported (stored with the cached reply)
@@ -108,7 +114,14 @@ def with_metrics(ledger: Ledger, model: str) -> Middleware:
     def wrap(inner: Handler) -> Handler:
         def handle(call: Call) -> Reply:
             def record(
-                cached: bool, p_tok: int, c_tok: int, latency: float, attempts: int, failure: str, served: str
+                cached: bool,
+                p_tok: int,
+                c_tok: int,
+                latency: float,
+                attempts: int,
+                throttled: int,
+                failure: str,
+                served: str,
             ) -> None:
                 ledger.record(
                     CallRecord(
@@ -124,6 +137,7 @@ def with_metrics(ledger: Ledger, model: str) -> Middleware:
                         completion_tokens=c_tok,
                         latency_s=latency,
                         attempts=attempts,
+                        throttled=throttled,
                         failure=failure,
                         served_model=served,
                     )
@@ -138,6 +152,7 @@ def with_metrics(ledger: Ledger, model: str) -> Middleware:
                     err.completion_tokens,
                     err.latency_s,
                     err.attempts,
+                    err.throttled,
                     err.kind,
                     err.served_model,
                 )
@@ -148,6 +163,7 @@ def with_metrics(ledger: Ledger, model: str) -> Middleware:
                 reply.completion_tokens,
                 reply.latency_s,
                 reply.attempts,
+                reply.throttled,
                 "",
                 reply.served_model,
             )
@@ -309,6 +325,7 @@ def with_repair() -> Middleware:
                 reply.prompt_tokens + repaired.prompt_tokens,
                 reply.completion_tokens + repaired.completion_tokens,
                 reply.attempts + repaired.attempts,
+                reply.throttled + repaired.throttled,
                 served_model=repaired.served_model,
             )
 
@@ -322,6 +339,7 @@ def _spent(err: LLMError, *replies: Reply) -> LLMError:
     err.prompt_tokens += sum(r.prompt_tokens for r in replies)
     err.completion_tokens += sum(r.completion_tokens for r in replies)
     err.attempts += sum(r.attempts for r in replies)
+    err.throttled += sum(r.throttled for r in replies)
     return err
 
 
@@ -339,18 +357,52 @@ def with_limit(concurrency: int) -> Middleware:
     return wrap
 
 
-def with_retries(settings: LLMSettings) -> Middleware:
-    """Retry transient failures with exponential backoff (`call_with_retries`); the reply reports
-    every attempt: their count, and the tokens the failed ones consumed added to its own.
+def with_retries(settings: LLMSettings, limiter: RateLimiter | None = None) -> Middleware:
+    """Retry transient failures with exponential backoff (`call_with_retries`; a 429 pauses every
+    thread through `limiter`); the reply reports every attempt: their count, the throttled ones,
+    and the tokens the failed ones consumed added to its own.
     """
 
     def wrap(inner: Handler) -> Handler:
         def handle(call: Call) -> Reply:
-            done = call_with_retries(lambda: inner(call), settings, call.what, [settings.api_key_env])
+            done = call_with_retries(
+                lambda: inner(call), settings, call.what, [settings.api_key_env], limiter
+            )
             reply = done.result
-            reply.attempts = done.attempts
+            reply.attempts, reply.throttled = done.attempts, done.throttled
             reply.prompt_tokens += done.failed_prompt_tokens
             reply.completion_tokens += done.failed_completion_tokens
+            return reply
+
+        return handle
+
+    return wrap
+
+
+def request_tokens(request: dict[str, Any]) -> int:
+    """What a request may use of a tokens-per-minute limit: its prompt (cl100k) and reply cap."""
+    prompt = request.get("prompt") or "\n".join(m["content"] for m in request["messages"])
+    return count_tokens(prompt) + int(request.get("max_tokens") or 0)
+
+
+def with_rate_limit(limiter: RateLimiter) -> Middleware:
+    """Every attempt waits for the run's requests- and tokens-per-minute budget and for any pause a
+    429 asked for; a reply's reported usage settles its token reservation.
+    """
+
+    def wrap(inner: Handler) -> Handler:
+        def handle(call: Call) -> Reply:
+            reserved = request_tokens(call.request) if limiter.counts_tokens else 0
+            limiter.acquire(reserved)
+            try:
+                reply = inner(call)
+            except BadReply as err:
+                limiter.settle(reserved, err.prompt_tokens + err.completion_tokens)
+                raise
+            except openai.RateLimitError:
+                limiter.settle(reserved, 0)  # refused: it used nothing
+                raise
+            limiter.settle(reserved, reply.prompt_tokens + reply.completion_tokens)
             return reply
 
         return handle
@@ -387,46 +439,93 @@ def _failure_kind(err: Exception) -> tuple[str, bool]:
 
 @dataclass
 class Attempted:
-    """What `call_with_retries` got: the result, the attempts it took, and what the failed
-    attempts consumed (a 200 response without a usable reply still reports its usage).
+    """What `call_with_retries` got: the result, the attempts it took (the throttled ones among
+    them), and what the failed attempts consumed (a 200 response without a usable reply still
+    reports its usage).
     """
 
     result: Any
     attempts: int
+    throttled: int
     failed_prompt_tokens: int
     failed_completion_tokens: int
 
 
-def call_with_retries(
-    attempt: Callable[[], Any], settings: LLMSettings, what: str, key_envs: Sequence[str] = ()
-) -> Attempted:
-    """Run `attempt` with exponential backoff on 429 / 5xx / timeouts / dropped connections /
-    200 responses without a usable reply (`BadReply`).
+def retry_after_s(err: Exception) -> float | None:
+    """The wait a refused request's response asks for (`retry-after-ms` or `Retry-After` in
+    seconds; an HTTP-date is not read), None when it asks for none.
+    """
+    headers = getattr(getattr(err, "response", None), "headers", None) or {}
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = str(headers.get(name) or "")
+        if value.replace(".", "", 1).isdigit():
+            return float(value) / scale
+    return None
 
-    Raises LLMError naming the endpoint once retries are exhausted, carrying the attempts made and
-    the tokens they consumed; its message is redacted (`key_envs`: the API key's variable).
+
+def call_with_retries(
+    attempt: Callable[[], Any],
+    settings: LLMSettings,
+    what: str,
+    key_envs: Sequence[str] = (),
+    limiter: RateLimiter | None = None,
+) -> Attempted:
+    """Run `attempt` with exponential backoff on 5xx / timeouts / dropped connections / 200
+    responses without a usable reply (`BadReply`), at most `max_retries` times.
+
+    A 429 is the endpoint throttling the run, not a fault of the request: it does not use up
+    `max_retries`. The call waits what the endpoint asks (`Retry-After`, else the backoff), through
+    `limiter` when there is one so that every thread of the run waits with it, and fails as
+    `rate_limit` only once its waits would pass `throttle_max_s`.
+
+    Raises LLMError naming the endpoint once it gives up, carrying the attempts made, the throttled
+    ones, and the tokens they consumed; its message is redacted (`key_envs`: the API key's variable).
     """
     failed_prompt_tokens = failed_completion_tokens = 0
-    for attempt_no in range(1, settings.max_retries + 2):
+    attempts = throttled = retries = 0
+    throttled_s = 0.0
+    while True:
+        attempts += 1
         try:
-            return Attempted(attempt(), attempt_no, failed_prompt_tokens, failed_completion_tokens)
+            return Attempted(attempt(), attempts, throttled, failed_prompt_tokens, failed_completion_tokens)
         except Exception as err:  # noqa: BLE001 - classified below, never swallowed
             kind, retryable = _failure_kind(err)
             if isinstance(err, BadReply):
                 failed_prompt_tokens += err.prompt_tokens
                 failed_completion_tokens += err.completion_tokens
-            if not retryable or attempt_no > settings.max_retries:
+            asked = retry_after_s(err)
+            if kind == "rate_limit":
+                throttled += 1
+                delay = asked if asked is not None else _backoff(settings, throttled)
+                gives_up = throttled_s + delay > settings.throttle_max_s
+            else:
+                retries += 1
+                delay = _backoff(settings, retries)
+                if asked is not None:
+                    delay = min(settings.backoff_max_s, max(delay, asked))
+                gives_up = retries > settings.max_retries
+            if not retryable or gives_up:
+                waited = f", {throttled} throttled over {throttled_s:.0f} s" if throttled else ""
                 # `from None`: the cause's own message (an endpoint's error body) is not redacted
-                failure = LLMError(kind, f"{what}: {kind} after {attempt_no} attempt(s): {err}", key_envs)
-                failure.attempts = attempt_no
+                failure = LLMError(
+                    kind, f"{what}: {kind} after {attempts} attempt(s){waited}: {err}", key_envs
+                )
+                failure.attempts, failure.throttled = attempts, throttled
                 failure.prompt_tokens, failure.completion_tokens = (
                     failed_prompt_tokens,
                     failed_completion_tokens,
                 )
                 raise failure from None
-            delay = min(settings.backoff_max_s, settings.backoff_initial_s * 2 ** (attempt_no - 1))
-            retry_after = getattr(getattr(err, "response", None), "headers", {}).get("retry-after")
-            if retry_after and retry_after.replace(".", "", 1).isdigit():
-                delay = min(settings.backoff_max_s, max(delay, float(retry_after)))
-            time.sleep(delay * (0.5 + random.random() / 2))
-    raise AssertionError("unreachable")
+            if kind == "rate_limit":
+                throttled_s += delay
+                if limiter is not None:
+                    limiter.pause(delay)  # the next attempt, and every thread's, waits it out
+                else:
+                    time.sleep(delay)
+            else:
+                time.sleep(delay * (0.5 + random.random() / 2))
+
+
+def _backoff(settings: LLMSettings, n: int) -> float:
+    """The wait before the `n`-th retry: doubling from `backoff_initial_s`, at most `backoff_max_s`."""
+    return min(settings.backoff_max_s, settings.backoff_initial_s * 2 ** (n - 1))
