@@ -11,6 +11,8 @@ last user message. Steps:
   ("raw", status, bytes)      reply with these bytes as the body (truncated or non-JSON bodies)
   ("vectors", vectors)        an embeddings reply carrying exactly these vectors (ragged, NaN, ...)
 Every request's path, JSON body and Authorization header are kept in `requests`.
+`rate_limit = (n, window_s, retry_after)` makes it an endpoint that allows n requests per window:
+one above that gets a 429 with that Retry-After (counted in `refused`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ class ScriptedServer:
         self.script: deque[tuple] = deque()
         self.requests: list[dict[str, Any]] = []
         self.default_reply = lambda body: "echo: " + _prompt_text(body)[-1][:40]
+        self.rate_limit: tuple[int, float, float] | None = None
+        self.refused = 0
+        self._admitted: deque[float] = deque()
+        self._rate_lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -63,6 +69,13 @@ class ScriptedServer:
                 server.requests.append(
                     {"path": self.path, "body": body, "authorization": self.headers.get("Authorization", "")}
                 )
+                if server.over_rate_limit():
+                    self.send_response(429)
+                    self.send_header("Retry-After", str(server.rate_limit[2]))
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"{}")
+                    return
                 step = server.script.popleft() if server.script else ("default",)
                 if step[0] == "drop":
                     self.close_connection = True
@@ -131,6 +144,21 @@ class ScriptedServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def over_rate_limit(self) -> bool:
+        """Whether this request is one above `rate_limit` (then counted as refused)."""
+        if self.rate_limit is None:
+            return False
+        n, window, _ = self.rate_limit
+        with self._rate_lock:
+            now = time.monotonic()
+            while self._admitted and now - self._admitted[0] > window:
+                self._admitted.popleft()
+            if len(self._admitted) >= n:
+                self.refused += 1
+                return True
+            self._admitted.append(now)
+            return False
 
     def __enter__(self) -> ScriptedServer:
         self.thread.start()

@@ -14,21 +14,24 @@ from collections.abc import Callable
 
 
 class Bucket:
-    """`per_minute` units, refilled evenly; a draw larger than the bucket waits for a full bucket."""
+    """`per_minute` units refilled evenly, holding one second's worth (at least one unit): endpoints
+    meter their per-minute limits over short intervals, so a burst of a whole minute's budget would
+    be refused. A draw larger than the bucket waits for a full bucket and leaves it in debt.
+    """
 
     def __init__(self, per_minute: int, now: float):
-        self.capacity = float(per_minute)
+        self.rate = per_minute / 60.0  # units per second
+        self.capacity = max(1.0, self.rate)
         self.level = self.capacity
         self.updated = now
 
     def refill(self, now: float) -> None:
-        self.level = min(self.capacity, self.level + (now - self.updated) * self.capacity / 60.0)
+        self.level = min(self.capacity, self.level + (now - self.updated) * self.rate)
         self.updated = now
 
     def wait_for(self, units: float) -> float:
         """Seconds until `units` (at most a full bucket) are there."""
-        missing = min(units, self.capacity) - self.level
-        return max(0.0, missing * 60.0 / self.capacity)
+        return max(0.0, (min(units, self.capacity) - self.level) / self.rate)
 
 
 class RateLimiter:
