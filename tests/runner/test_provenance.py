@@ -40,3 +40,21 @@ def test_retry_failures_reaches_the_model_calls_without_changing_the_run(monkeyp
     monkeypatch.setenv(RETRY_FAILURES_ENV, "0")  # restored when the test ends
     assert cli.main(["run", "params/default.yaml", "--retry-failures", "--outputs", str(tmp_path)]) == 0
     assert seen["env"] == "1" and "retry_failures" not in seen["kwargs"]  # not a setting: same run ids
+
+
+def test_provenance_states_the_requests_in_flight_and_the_rate_limits(tmp_path):
+    embedded = open_run({"llm": {"concurrency": 8}}, tmp_path / "a", notebook="00_backend_check")
+    assert dict(embedded.provenance().itertuples(index=False))["requests in flight"] == (
+        "1 (llm.concurrency 8; the embedded server serves one at once)"
+    )
+    endpoint = {
+        "backend": "openai_compatible",
+        "base_url": "http://127.0.0.1:9/v1",
+        "concurrency": 32,
+        "requests_per_minute": 500,
+        "tokens_per_minute": 200000,
+    }
+    ctx = open_run({"llm": endpoint}, tmp_path / "b", notebook="00_backend_check")
+    assert dict(ctx.provenance().itertuples(index=False))["requests in flight"] == (
+        "32 (llm.concurrency); at most 500 requests and 200,000 tokens a minute"
+    )

@@ -17,6 +17,7 @@ import pandas as pd
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec
+from ragtrial.config.llm import LLMSettings
 from ragtrial.config.settings import Settings, validate_settings
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.llm.cache import ResponseCache
@@ -123,6 +124,7 @@ class RunContext:
             ("LLM requested", f"{s.llm.model} via {endpoint}"),
             ("answered by", answered_by(self.ledger.frame())),
             ("sampling", f"temperature {s.llm.temperature}, top_p {s.llm.top_p}, seed {s.llm.seed}"),
+            ("requests in flight", in_flight_note(s.llm)),
             ("embeddings", f"{s.embeddings.model} ({s.embeddings.backend})"),
             ("data", f"{data}, seed {s.data.seed}"),
             ("parameters", "run.json in this run's folder"),
@@ -156,6 +158,20 @@ class RunContext:
     def prompt_versions(self) -> list[str]:
         ledger = self.ledger.frame()
         return sorted(p for p in ledger["prompt"].unique() if p)
+
+
+def in_flight_note(llm: LLMSettings) -> str:
+    """How many requests the run keeps in flight, and the rate limits it honours."""
+    if llm.in_flight < llm.concurrency:
+        note = f"{llm.in_flight} (llm.concurrency {llm.concurrency}; the embedded server serves one at once)"
+    else:
+        note = f"{llm.in_flight} (llm.concurrency)"
+    limits = [
+        f"{value:,} {what}"
+        for value, what in ((llm.requests_per_minute, "requests"), (llm.tokens_per_minute, "tokens"))
+        if value
+    ]
+    return note + (f"; at most {' and '.join(limits)} a minute" if limits else "")
 
 
 def open_run(
