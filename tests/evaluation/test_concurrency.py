@@ -8,6 +8,7 @@ requests arrive in, so any difference between the two runs is the kit's.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 import sqlite3
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from conftest import make_llm
 
 from ragtrial.evaluation.claims import extract_claims
@@ -264,3 +266,24 @@ def test_at_concurrency_8_the_endpoint_sees_more_than_one_request_in_flight_in_e
     # text: answers and regenerations; MapReply: map steps; the judges; claim extraction
     assert set(most) == {"text", "MapReply", "ClassicVerdict", "AspectScores", "AnswerClaims"}
     assert all(n > 1 for n in most.values()), most
+
+
+@pytest.mark.fault
+def test_two_identical_requests_in_flight_at_once_are_sent_once_and_give_one_reply(scripted, tmp_path):
+    replies = itertools.count()
+
+    def slow(body: dict) -> str:
+        time.sleep(0.2)  # both extractions are under way before the first reply arrives
+        return json.dumps({"claims": [words(3, next(replies))]})  # as sampling would: each reply new
+
+    scripted.default_reply = slow
+    llm = make_llm(scripted.base_url, tmp_path, concurrency=8, max_retries=0)
+    same = words(12, 1)
+    answers = pd.DataFrame({"question_id": ["q0", "q1"], "method": ["a", "b"], "text": [same, same]})
+    sets = extract_claims(answers, llm, max_tokens=64, max_claims=4)
+    first, second = sets.drop(columns=["answer_id", "question_id", "method", "cached_calls"]).to_dict(
+        "records"
+    )
+    assert first == second  # one reply for both
+    assert sorted(sets["cached_calls"]) == [0, 1]  # which one waited is not fixed; one of them did
+    assert sorted(llm.ledger.frame()["cached"].astype(bool)) == [False, True]  # paid once
