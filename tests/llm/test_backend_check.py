@@ -1,6 +1,7 @@
 """Notebook 00's backend check: it fails when no model answered, and says what did answer."""
 
 import json
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +17,7 @@ from ragtrial.llm.backend_check import (
 )
 from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.embedder import Embedder
-from ragtrial.llm.ledger import answered_by
+from ragtrial.llm.ledger import CallRecord, answered_by
 from ragtrial.report.markdown import escape_markdown, table_cell
 from ragtrial.runner.batch import run_batch
 
@@ -55,6 +56,31 @@ def test_an_empty_or_malformed_completion_is_a_failed_probe(scripted, tmp_path, 
     assert failures["completion"].split(":")[0] in {"empty_reply", "malformed_response"}
     assert failures["structured"] == "" and failures["embedding"] == ""
     require_an_answer(probes)  # the structured probe was answered: a partial failure, reported
+
+
+@pytest.mark.fault
+def test_a_probe_reports_its_own_call_when_another_thread_records_one_right_after(scripted, tmp_path):
+    ctx = check_context(scripted.base_url, scripted.base_url, tmp_path, max_retries=0)
+    scripted.script.extend([("text", "Paris is the capital."), ("text", GOOD_PAIR)])
+    record = ctx.ledger.record
+    foreign = CallRecord(
+        "r", "completion", "elsewhere", "", "other", "", 0, True, 999, 999, 0.0, 0, "", "other"
+    )
+
+    def record_then_another_threads(row: CallRecord) -> None:
+        record(row)
+        if row.stage == "backend_check":  # a call of another unit lands before the probe reads
+            other = threading.Thread(target=record, args=(foreign,))
+            other.start()
+            other.join()
+
+    ctx.ledger.record = record_then_another_threads
+    probes = run_backend_check(ctx).set_index("probe")
+    mine = ctx.ledger.frame().query("stage == 'backend_check'").set_index("method")
+    for probe in ("completion", "structured"):
+        assert probes.loc[probe, "prompt_tokens"] == mine.loc[probe, "prompt_tokens"] != 999
+        assert probes.loc[probe, "served_model"] == "scripted"
+    assert probes.loc["embedding", "served_model"] == mine.loc["embedding", "served_model"] != "other"
 
 
 def notebook_00(tmp_path, llm: dict, force=False):

@@ -54,6 +54,11 @@ CLAIM_SET_COLUMNS = [
     "declined",
     "stage",
     "error",
+    # the extraction's own model calls (a repair round included) and tokens; 0 when none was asked
+    "calls",
+    "cached_calls",
+    "prompt_tokens",
+    "completion_tokens",
 ]
 METRIC_COLUMNS = ["answer_id", "question_id", "method", "metric", "threshold", "measure", "value"]
 # The kit's answer prompts decline with exactly "Insufficient information."; such an answer states no
@@ -123,32 +128,39 @@ def extract_claims(
     """
     prompt = load_prompt(PROMPT)
     schema = claims_reply_schema(max_claims)
-    rows = []
-    for r in answers.to_dict("records"):
-        row = {
+
+    def claim_set(r: dict[str, Any]) -> dict[str, Any]:
+        failure, text = (value if isinstance(value, str) else "" for value in (r.get("failure"), r["text"]))
+        if failure or not text.strip():
+            return _failed("answer", failure or "no answer text")
+        if normalize_answer(text) == DECLINE:
+            return _claim_set([], 0, max_claims, declined=True)
+        try:
+            reply = llm.structured(
+                prompt.render(answer=text),
+                schema,
+                stage=STAGE,
+                method=r["method"],
+                prompt=prompt,
+                max_tokens=max_tokens,
+            )
+        except LLMError as err:
+            return _failed(STAGE, f"{err.kind}: {err}")
+        return _claim_set(distinct_claims(reply.claims), len(reply.claims), max_claims)
+
+    def extract(r: dict[str, Any]) -> dict[str, Any]:
+        with llm.ledger.tally() as tally:
+            found = claim_set(r)
+        return {
             "answer_id": answer_id(r["question_id"], r["method"]),
             "question_id": r["question_id"],
             "method": r["method"],
+            **found,
+            **tally.totals(),
         }
-        failure, text = (value if isinstance(value, str) else "" for value in (r.get("failure"), r["text"]))
-        if failure or not text.strip():
-            rows.append(row | _failed("answer", failure or "no answer text"))
-        elif normalize_answer(text) == DECLINE:
-            rows.append(row | _claim_set([], 0, max_claims, declined=True))
-        else:
-            try:
-                reply = llm.structured(
-                    prompt.render(answer=text),
-                    schema,
-                    stage=STAGE,
-                    method=r["method"],
-                    prompt=prompt,
-                    max_tokens=max_tokens,
-                )
-            except LLMError as err:
-                rows.append(row | _failed(STAGE, f"{err.kind}: {err}"))
-                continue
-            rows.append(row | _claim_set(distinct_claims(reply.claims), len(reply.claims), max_claims))
+
+    # one extraction per answer, concurrently up to llm.concurrency, rows in the answers' order
+    rows = llm.fan_out(extract, answers.to_dict("records"), label=STAGE)
     return pd.DataFrame(rows, columns=CLAIM_SET_COLUMNS)
 
 

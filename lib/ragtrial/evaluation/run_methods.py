@@ -19,9 +19,20 @@ if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods n
 
 def run_methods(methods: Sequence[Method], questions: Sequence[Question]) -> pd.DataFrame:
     """One row per question x method: the answer or its failure, the context shown (ids, tokens per
-    kind), calls, tokens and latency. Sequential: per-answer cost is read off the ledger in order.
+    kind), calls, tokens and latency.
     """
-    return answers_frame(method.answer(question) for question in questions for method in methods)
+    return answers_frame(answer_all([(method, question) for question in questions for method in methods]))
+
+
+def answer_all(units: Sequence[tuple[Method, Question]]) -> list[Answer]:
+    """Each method's answer to its question, concurrently up to `llm.concurrency` (the methods'
+    shared model client), in the order of `units`. Each answer's calls and tokens are its own:
+    `Method.answer` tallies them in the context its unit runs in.
+    """
+    if not units:
+        return []
+    llm = units[0][0].generator.llm
+    return llm.fan_out(lambda unit: unit[0].answer(unit[1]), units, label="answers")
 
 
 def answers_frame(answers: Iterable[Answer]) -> pd.DataFrame:

@@ -31,22 +31,24 @@ def run_backend_check(ctx: ModelContext) -> pd.DataFrame:
     rows = []
 
     def probe(name: str, question: str, ask) -> None:
-        try:
-            output = ask()
-        except LLMError as err:
-            rows.append((name, question, "", f"{err.kind}: {err}", None, None, None, err.served_model))
-            return
-        call = ctx.ledger.frame().iloc[-1]  # the ledger row of the call just made
+        # the probe's own ledger row, whatever else the run's threads are recording meanwhile
+        with ctx.ledger.tally() as tally:
+            try:
+                output = ask()
+            except LLMError as err:
+                rows.append((name, question, "", f"{err.kind}: {err}", None, None, None, err.served_model))
+                return
+        (call,) = tally.rows
         rows.append(
             (
                 name,
                 question,
                 output,
                 "",
-                call["prompt_tokens"],
-                call["completion_tokens"],
-                call["cached"],
-                call["served_model"],
+                call.prompt_tokens,
+                call.completion_tokens,
+                call.cached,
+                call.served_model,
             )
         )
 
@@ -80,7 +82,8 @@ def run_backend_check(ctx: ModelContext) -> pd.DataFrame:
         "Graphs connect entities through edges.",
         "The recipe needs two eggs and flour.",
     ]
-    vectors = ctx.embedder.embed(texts, stage="backend_check", method="embedding")
+    with ctx.ledger.tally() as embedding_call:
+        vectors = ctx.embedder.embed(texts, stage="backend_check", method="embedding")
     sims = vectors @ vectors.T
     rows.append(
         (
@@ -92,7 +95,7 @@ def run_backend_check(ctx: ModelContext) -> pd.DataFrame:
             None,
             None,
             None,
-            ctx.ledger.frame().iloc[-1]["served_model"],
+            embedding_call.rows[0].served_model,
         )
     )
     if not np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4):

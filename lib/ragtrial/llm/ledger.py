@@ -58,6 +58,18 @@ class Tally:
     def frame(self) -> pd.DataFrame:
         return calls_frame(self.rows)
 
+    def totals(self) -> dict[str, int]:
+        """The model calls of this tally (embeddings not counted), those replayed from the cache,
+        and their prompt and completion tokens: the cost of one unit of work.
+        """
+        calls = [r for r in self.rows if r.kind != "embedding"]
+        return {
+            "calls": len(calls),
+            "cached_calls": sum(bool(r.cached) for r in calls),
+            "prompt_tokens": sum(r.prompt_tokens for r in calls),
+            "completion_tokens": sum(r.completion_tokens for r in calls),
+        }
+
 
 # (ledger, tally) pairs open in the current context, innermost last.
 _OPEN_TALLIES: ContextVar[tuple[tuple[Ledger, Tally], ...]] = ContextVar("ragtrial_open_tallies", default=())

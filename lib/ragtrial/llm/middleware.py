@@ -32,7 +32,8 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -186,10 +187,19 @@ def with_cache(cache: ResponseCache, model: str) -> Middleware:
     keep the draws that happened to validate, a silent bias toward success. Transient failures (HTTP errors,
     timeouts, empty or malformed bodies) are never stored, and a stored blank reply that is not a
     reply (`is_empty_reply`; older caches kept those) is asked again.
+
+    Identical requests running at once (two pairs regenerating one answer to one length, AB and BA
+    of two equal answers) are sent once: the later ones wait and replay what the first stored, as
+    they would one after the other. Paid once, one reply, whatever the concurrency.
     """
+    one_at_a_time = KeyLocks()
 
     def wrap(inner: Handler) -> Handler:
         def handle(call: Call) -> Reply:
+            with one_at_a_time.held(call.key):
+                return cached_or_live(call)
+
+        def cached_or_live(call: Call) -> Reply:
             started = time.perf_counter()
             hit = cache.get_completion(call.key)
             if hit is not None and hit.status == STATUS_OK:
@@ -223,6 +233,30 @@ def with_cache(cache: ResponseCache, model: str) -> Middleware:
         return handle
 
     return wrap
+
+
+class KeyLocks:
+    """A lock per key, kept only while a holder or a waiter needs it."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.Lock, int]] = {}  # key -> (lock, holders and waiters)
+
+    @contextmanager
+    def held(self, key: str) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._locks.get(key, (threading.Lock(), 0))
+            self._locks[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, users = self._locks[key]
+                if users == 1:
+                    del self._locks[key]
+                else:
+                    self._locks[key] = (lock, users - 1)
 
 
 def _replayed(hit: CachedReply, started: float) -> Reply:

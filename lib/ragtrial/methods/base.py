@@ -140,7 +140,8 @@ class Method(ABC):
         started = time.perf_counter()
         draft = Draft(self.name)
         failure = ""
-        # The tally holds exactly this answer's calls, retrievers' own model calls included.
+        # The tally holds exactly this answer's calls, retrievers' own model calls included, and
+        # none of the answers running beside it (each runs in its own context, ragtrial.llm.fanout).
         with self.ledger.tally() as tally:
             try:
                 self.fill(question, draft)
@@ -149,7 +150,6 @@ class Method(ABC):
                 failed_stages = [r.stage for r in tally.rows if r.failure]
                 stage = failed_stages[-1] if failed_stages else "answer"
                 draft.failures.append({"stage": stage, "kind": err.kind, "detail": str(err)})
-        calls = [r for r in tally.rows if r.kind != "embedding"]
         doc_ids = [
             self.doc_of_chunk[c]
             for item in draft.context
@@ -163,15 +163,12 @@ class Method(ABC):
             text="" if failure else draft.text,
             context=draft.context,
             context_tokens=draft.context_tokens,
-            calls=len(calls),
-            prompt_tokens=sum(r.prompt_tokens for r in calls),
-            completion_tokens=sum(r.completion_tokens for r in calls),
+            **tally.totals(),
             latency_s=time.perf_counter() - started,
             fallback=draft.fallback,
             failure=failure,
             doc_ids=list(dict.fromkeys(doc_ids)),
             context_ready=draft.context_ready,
-            cached_calls=sum(bool(r.cached) for r in calls),
             notes=draft.notes,
             failures=draft.failures,
         )

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, create_model
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
+from ragtrial.llm.fanout import fan_out
 from ragtrial.llm.ledger import Ledger
 from ragtrial.llm.structured import TOO_LONG, at_length_cap, failure_kind
 from ragtrial.methods.base import NO_DATA_ANSWER, Draft, Generator, Method, MethodUnavailable
@@ -98,14 +99,24 @@ class MapReduceMethod(Method):
             for p in reply.points
         ]
 
+    def _map_batch(self, question: Question, i: int) -> list[ContextItem] | dict[str, str]:
+        """Batch `i`'s points, or its failure (stage, kind, detail): a failed batch is skipped."""
+        try:
+            return self._map(question, self.batches[i])
+        except LLMError as err:
+            return {"stage": "map", "kind": failure_kind(err, self.schema), "detail": f"batch {i}: {err}"}
+
     def fill(self, question: Question, draft: Draft) -> None:
-        points: list[ContextItem] = []
-        for i, batch in enumerate(self.batches):
-            try:
-                points += self._map(question, batch)
-            except LLMError as err:
-                kind = failure_kind(err, self.schema)
-                draft.failures.append({"stage": "map", "kind": kind, "detail": f"batch {i}: {err}"})
+        # The batches are mapped concurrently (inside an answer that may itself run beside others:
+        # the client's limit bounds the requests in flight), then combined in batch order. No
+        # progress lines: the answering stage around it shows them.
+        mapped = fan_out(
+            lambda i: self._map_batch(question, i),
+            range(len(self.batches)),
+            concurrency=self.llm.settings.in_flight,
+        )
+        points = [p for batch in mapped if isinstance(batch, list) for p in batch]
+        draft.failures += [batch for batch in mapped if isinstance(batch, dict)]
         failed = len(draft.failures)
         helpful = sorted((p for p in points if p.score > 0), key=lambda p: -p.score)
         draft.notes.update(

@@ -55,12 +55,13 @@ def answer_questions(methods: dict[tuple[str, int], Method], questions: Sequence
     """Every (method, replicate) answers every question; regeneration reuses the context the method
     retrieved and its own answer prompt (the reduce prompt for map-reduce methods) plus the length.
     """
-    from ragtrial.evaluation.run_methods import answers_frame
+    from ragtrial.evaluation.run_methods import answer_all, answers_frame
 
+    keys = [(q, name, replicate) for q in questions for name, replicate in methods]
+    answered = answer_all([(methods[(name, replicate)], q) for q, name, replicate in keys])
     answers = {
-        (q.question_id, name, replicate): method.answer(q)
-        for q in questions
-        for (name, replicate), method in methods.items()
+        (q.question_id, name, replicate): answer
+        for (q, name, replicate), answer in zip(keys, answered, strict=True)
     }
     frame = answers_frame(answers.values()).assign(replicate=[key[2] for key in answers])
     question_text = {q.question_id: q.question for q in questions}

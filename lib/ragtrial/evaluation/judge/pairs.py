@@ -115,6 +115,11 @@ ALIGNMENT_LOG_COLUMNS = [
     "error",
     "gap_after",
     "status",
+    # the pair's own regeneration and append calls (embeddings not counted) and their tokens
+    "calls",
+    "cached_calls",
+    "prompt_tokens",
+    "completion_tokens",
 ]
 
 
@@ -154,7 +159,13 @@ def _align_pair(
 
 
 def align_lengths(
-    pairs: pd.DataFrame, regenerate: Regenerate, append: Append, tolerance: int, max_attempts: int
+    pairs: pd.DataFrame,
+    regenerate: Regenerate,
+    append: Append,
+    tolerance: int,
+    max_attempts: int,
+    *,
+    llm: LLM | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Generate-adjust length alignment. Returns the aligned pairs and a log with one row per pair.
 
@@ -163,10 +174,24 @@ def align_lengths(
     different requests, even for a deterministic model). After `max_attempts` the model is asked
     to append the missing words (forced alignment). Pairs still apart by more than `tolerance`
     words are `discarded`; pairs whose regeneration or append call failed are `failed`.
+
+    With `llm` (the client `regenerate` and `append` call), the pairs are aligned concurrently up
+    to `llm.concurrency`; one pair's attempts stay in sequence, each depends on the one before.
+    The log's calls and tokens are each pair's own (a ledger tally per pair); without `llm` the
+    pairs run in sequence and those columns are empty (no ledger to tally).
     """
+
+    def align(pair: tuple) -> tuple[dict[str, str], dict]:
+        if llm is None:
+            return _align_pair(pair, regenerate, append, tolerance, max_attempts)
+        with llm.ledger.tally() as tally:
+            text, row = _align_pair(pair, regenerate, append, tolerance, max_attempts)
+        return text, row | tally.totals()
+
+    units = list(pairs.itertuples(index=False))
+    done = llm.fan_out(align, units, label="length alignment") if llm else [align(p) for p in units]
     aligned, log = [], []
-    for pair in pairs.itertuples(index=False):
-        text, row = _align_pair(pair, regenerate, append, tolerance, max_attempts)
+    for pair, (text, row) in zip(units, done, strict=True):
         log.append(row)
         if row["status"] == "aligned":
             aligned.append(pair._replace(text_a=text["a"], text_b=text["b"]))

@@ -34,6 +34,8 @@ CLASSIC_ASPECTS = ("comprehensiveness", "diversity", "empowerment", "directness"
 POSITIONS = ("AB", "BA")
 CALL_KEY = ["trial", "repeat", "position", "question_id", "question_type", *METHOD_KEY]
 FAILURE_COLUMNS = [*CALL_KEY, "stage", "kind", "error"]
+# One row per judge call, judged or failed: its own model calls (a repair round included) and tokens.
+COST_COLUMNS = [*CALL_KEY, "stage", "failed", "calls", "cached_calls", "prompt_tokens", "completion_tokens"]
 Score = Literal[0, 1, 2, 3, 4, 5]  # an enum, since llama.cpp's grammar ignores integer bounds
 
 
@@ -44,6 +46,8 @@ Score = Literal[0, 1, 2, 3, 4, 5]  # an enum, since llama.cpp's grammar ignores 
 class Judgments:
     judgments: pd.DataFrame  # successful calls, one row per aspect
     failures: pd.DataFrame  # calls that produced no usable reply (FAILURE_COLUMNS)
+    # what each call cost (COST_COLUMNS); empty for judgments that were not made here (read, built)
+    costs: pd.DataFrame = dataclasses.field(default_factory=lambda: pd.DataFrame(columns=COST_COLUMNS))
 
 
 @cache
@@ -118,13 +122,18 @@ def _judge(
     row_columns: list[str],
 ) -> Judgments:
     """One structured call per (trial, repeat, position) in `calls` and per pair; `rows_of` turns a
-    reply into rows of `row_columns`.
+    reply into rows of `row_columns`. The calls are independent: they run concurrently up to
+    `llm.concurrency` and are combined in this order (calls, then pairs), whatever order they
+    finished in; each call's cost is its own ledger tally.
     """
-    rows, failures = [], []
-    for trial, repeat, position in calls:
-        for pair in pairs.itertuples(index=False):
-            first, second = _ordered(pair, position)
-            key = _call_key(pair, trial, repeat, position)
+    units = [(call, pair) for call in calls for pair in pairs.itertuples(index=False)]
+
+    def judge_one(unit: tuple[tuple[int, int, str], tuple]) -> tuple[list[dict], dict | None, dict]:
+        (trial, repeat, position), pair = unit
+        first, second = _ordered(pair, position)
+        key = _call_key(pair, trial, repeat, position)
+        rows, failure = [], None
+        with llm.ledger.tally() as tally:
             try:
                 reply = llm.structured(
                     prompt.render(question=pair.question, answer_1=first, answer_2=second),
@@ -136,12 +145,16 @@ def _judge(
                     max_tokens=max_tokens,
                     temperature=temperature,
                 )
+                rows = [key | row for row in rows_of(reply, position)]
             except LLMError as err:
-                failures.append(key | {"stage": stage, "kind": err.kind, "error": str(err)})
-                continue
-            rows += [key | row for row in rows_of(reply, position)]
+                failure = key | {"stage": stage, "kind": err.kind, "error": str(err)}
+        return rows, failure, key | {"stage": stage, "failed": failure is not None, **tally.totals()}
+
+    judged = llm.fan_out(judge_one, units, label=stage)
     return Judgments(
-        pd.DataFrame(rows, columns=[*CALL_KEY, *row_columns]), pd.DataFrame(failures, columns=FAILURE_COLUMNS)
+        pd.DataFrame([row for rows, _, _ in judged for row in rows], columns=[*CALL_KEY, *row_columns]),
+        pd.DataFrame([f for _, f, _ in judged if f is not None], columns=FAILURE_COLUMNS),
+        pd.DataFrame([cost for _, _, cost in judged], columns=COST_COLUMNS),
     )
 
 
