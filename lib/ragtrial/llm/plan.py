@@ -48,6 +48,9 @@ class StagePlan:
     cached: int | None = None  # requests of this stage found in the cache; None: not buildable
     note: str = ""
     method: str = ""  # the ledger's `method` label, where a stage runs per method
+    # the ledger stages these calls are recorded under, when not `stage` (length alignment's
+    # regenerations are `answer` calls)
+    ledger_stages: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.basis not in BASES:
@@ -84,6 +87,7 @@ def projected(
     output: str = "text",
     note: str = "",
     method: str = "",
+    ledger_stages: tuple[str, ...] = (),
 ) -> StagePlan:
     """The plan of a stage whose requests need model output (or absent data) to be built: `calls`
     calls of `prompt_tokens` in all (projected from stated sizes) and `max_tokens` each; the cache is
@@ -99,6 +103,7 @@ def projected(
         tokens="projected",
         note=note,
         method=method,
+        ledger_stages=ledger_stages,
     )
 
 

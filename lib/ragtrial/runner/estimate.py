@@ -36,7 +36,7 @@ from ragtrial.llm.backend_check import planned_calls as planned_probes
 from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.client import LLM
 from ragtrial.llm.ledger import Ledger, read_ledger
-from ragtrial.llm.plan import QUESTION_TOKENS, StagePlan, projected
+from ragtrial.llm.plan import BASES, QUESTION_TOKENS, StagePlan, projected
 from ragtrial.questions.generate import planned_generation
 from ragtrial.questions.quality import planned_calls as planned_quality
 from ragtrial.questions.sampling import select_questions, task_questions
@@ -361,6 +361,42 @@ def totals(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         [total(g) for _, g in groups] + [total(table)], index=[r for r, _ in groups] + ["batch"]
     )
+
+
+def compare_with_ledger(table: pd.DataFrame, ledger: pd.DataFrame) -> pd.DataFrame:
+    """One run's estimate (rows of one run_id) against the model calls its ledger recorded: per group
+    of ledger stages (plans recorded under a shared stage are one group, on the loosest basis of its
+    plans), planned and made calls, and whether they agree (equal when exact, at most the bound when
+    an upper bound; a projection always agrees). Stages the ledger has and no plan names form a group
+    planned at 0 calls, exact, so they disagree.
+    """
+    made = ledger[ledger["kind"] != "embedding"].groupby("stage").size()
+    groups: list[tuple[set[str], list[dict[str, Any]]]] = []
+    for row in table.to_dict("records"):
+        stages = set(row["ledger_stages"] or (row["stage"],))
+        joined = [g for g in groups if g[0] & stages]
+        for g in joined:
+            groups.remove(g)
+            stages |= g[0]
+        groups.append((stages, [r for g in joined for r in g[1]] + [row]))
+    planned_stages = set().union(*(g[0] for g in groups)) if groups else set()
+    groups += [({stage}, []) for stage in made.index if stage not in planned_stages]
+    rows = []
+    for stages, plans in groups:
+        basis = max((p["basis"] for p in plans), key=BASES.index, default="exact")
+        planned = sum(p["calls"] for p in plans)
+        n = int(made.reindex(sorted(stages)).fillna(0).sum())
+        agrees = n == planned if basis == "exact" else n <= planned if basis == "upper bound" else True
+        rows.append(
+            {
+                "stages": ", ".join(sorted(stages)),
+                "basis": basis,
+                "planned": planned,
+                "made": n,
+                "agrees": agrees,
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def _duration(seconds: float | None) -> str:

@@ -106,11 +106,12 @@ def estimate_cost(
 
 # How each step of `estimate_cost` is counted: answers and judge calls follow from the questions and
 # pairs; alignment stops as soon as a pair's lengths agree, so its count is at most the stated one.
+# Alignment's regenerations are answer calls and its appends `align_append` calls in the ledger.
 STEP_BASIS = {
-    "answers": ("answer", "exact"),
-    "length alignment (at most)": ("length_alignment", "upper bound"),
-    "classic judge": ("judge_classic", "exact"),
-    "unbiased judge": ("judge_unbiased", "exact"),
+    "answers": ("answer", "exact", ()),
+    "length alignment (at most)": ("length_alignment", "upper bound", ("answer", "align_append")),
+    "classic judge": ("judge_classic", "exact", ()),
+    "unbiased judge": ("judge_unbiased", "exact", ()),
 }
 
 
@@ -120,8 +121,19 @@ def planned_calls(settings: JudgeSettings, n_questions: int, n_pairs: int, **siz
     """
     plans = []
     for row in estimate_cost(settings, n_questions, n_pairs, **sizes).itertuples(index=False):
-        stage, basis = STEP_BASIS[row.step]
+        stage, basis, recorded = STEP_BASIS[row.step]
         calls = int(row.calls)
         per_call = int(row.completion_tokens_max) // calls if calls else 0
-        plans.append(projected(stage, calls, int(row.prompt_tokens), per_call, basis, row.output, row.step))
+        plans.append(
+            projected(
+                stage,
+                calls,
+                int(row.prompt_tokens),
+                per_call,
+                basis,
+                row.output,
+                row.step,
+                ledger_stages=recorded,
+            )
+        )
     return plans
