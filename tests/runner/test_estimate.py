@@ -201,5 +201,18 @@ def test_paper_judge_prints_paper_scale_calls_without_its_data(tmp_path, monkeyp
     ]
     # M 25 x N 2 x 2 positions x 150 questions x 6 pairs of the four methods
     assert int(judge["calls"].sum()) == 25 * 2 * 2 * 150 * 6
-    assert "is not under the data root" in printed and "projected" in printed
+    assert "absent under the data root" in printed and "data.path" in printed and "projected" in printed
     assert "== totals" in printed
+
+
+def test_an_index_whose_data_is_absent_is_unknown_never_a_silent_zero(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGTRIAL_DATA_ROOT", str(tmp_path / "no-data-here"))
+    table, notes = estimate_batch(
+        PROJECT_ROOT / "params" / "paper_index.yaml",
+        {"llm": {"base_url": "http://127.0.0.1:9/v1"}, "cache_path": str(tmp_path / "cache.sqlite")},
+        root=PROJECT_ROOT,
+        outputs=tmp_path / "out",
+    )
+    assert set(table["basis"]) == {"unknown"} and (table["stage"] == "index").all()
+    assert (totals(table)["unknown_stages"] > 0).all()
+    assert notes and all("data.path" in n for n in notes)

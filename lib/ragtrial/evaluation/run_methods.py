@@ -136,7 +136,22 @@ def planned_answers(
                 method=name,
             )
         )
-        setting = RETRIEVERS.entry(name).metadata.get("llm_setting") if name in RETRIEVERS else None
+        if name == "selection":  # one routing call, then the RAG or the graph method's retrieval
+            route = load_prompt("route_question")
+            plans.append(
+                projected(
+                    "route",
+                    n_questions,
+                    n_questions * (frame_tokens(route) + QUESTION_TOKENS),
+                    16,
+                    basis,
+                    "json",
+                    method=name,
+                )
+            )
+        # Integration and Selection retrieve with the graph method too (Selection only when routed there)
+        retriever = settings.methods.graph_method if family == "both" else name
+        setting = RETRIEVERS.entry(retriever).metadata.get("llm_setting") if retriever in RETRIEVERS else None
         if setting and getattr(settings.retrieval, setting) == "llm":
             listing = "question_keywords" if setting == "lightrag_keywords" else "question_entities"
             plans.append(
@@ -147,7 +162,7 @@ def planned_answers(
                     settings.retrieval.keywords_max_tokens
                     if setting == "lightrag_keywords"
                     else settings.retrieval.entity_max_tokens,
-                    basis,
+                    "upper bound" if name == "selection" else basis,
                     "json",
                     f"retrieval.{setting} = llm (one listing per question, shared through the cache)",
                     method=name,

@@ -3,10 +3,12 @@ per-stage plan with the basis of its count.
 
 A stage's count is `exact` when it follows from inputs that exist before any model call (chunks,
 settings, the data set's questions), an `upper bound` when model output can only lower it (gleaning
-rounds that stop early, one entity listing per question before de-duplication), or `projected` when
+rounds that stop early, one entity listing per question before de-duplication), `projected` when
 it depends on model output either way (summaries of descriptions the model wrote, reports of the
-communities it induced). Prompt tokens are `counted` on the real prompts where the inputs exist, or
-`projected` from stated sizes where they do not (a judge prompt needs its answers).
+communities it induced), and `unknown` when it needs data that is absent and no setting states its
+size (a row of 0 calls that says so, never a silent 0). Prompt tokens are `counted` on the real
+prompts where the inputs exist, or `projected` from stated sizes where they do not (a judge prompt
+needs its answers).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from ragtrial.llm.tokens import count_tokens
 from ragtrial.prompts import Prompt
 
-BASES = ("exact", "upper bound", "projected")
+BASES = ("exact", "upper bound", "projected", "unknown")
 # cl100k tokens a projected question takes, where the questions do not exist yet
 QUESTION_TOKENS = 24
 
@@ -104,6 +106,21 @@ def projected(
         note=note,
         method=method,
         ledger_stages=ledger_stages,
+    )
+
+
+def unknown(stage: str, note: str) -> StagePlan:
+    """A stage whose calls cannot be counted or projected (its data is absent and no setting states
+    its size): 0 calls on the `unknown` basis, with the reason.
+    """
+    return StagePlan(
+        stage=stage,
+        calls=0,
+        basis="unknown",
+        prompt_tokens=0,
+        completion_tokens_max=0,
+        tokens="projected",
+        note=note,
     )
 
 

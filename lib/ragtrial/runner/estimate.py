@@ -20,10 +20,10 @@ from typing import Any
 
 import pandas as pd
 
-from ragtrial.config.base import ParamsError
+from ragtrial.config.base import ExistingPath, ParamsError, Section
 from ragtrial.config.batch import RunSpec, load_batch
-from ragtrial.config.data import data_path
-from ragtrial.config.settings import Settings
+from ragtrial.config.data import data_path, data_root_origin
+from ragtrial.config.settings import Settings, marked_values
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.evaluation.claim_verdicts import planned_calls as planned_verdicts
 from ragtrial.evaluation.claims import planned_calls as planned_claims
@@ -36,13 +36,17 @@ from ragtrial.llm.backend_check import planned_calls as planned_probes
 from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.client import LLM
 from ragtrial.llm.ledger import Ledger, read_ledger
-from ragtrial.llm.plan import BASES, QUESTION_TOKENS, StagePlan, projected
+from ragtrial.llm.plan import BASES, QUESTION_TOKENS, StagePlan, unknown
 from ragtrial.questions.generate import planned_generation
 from ragtrial.questions.quality import planned_calls as planned_quality
 from ragtrial.questions.sampling import select_questions, task_questions
 from ragtrial.records import Dataset
 from ragtrial.runner.batch import select_runs
 from ragtrial.runner.preflight import check_settings
+
+UNKNOWN_QUESTIONS = unknown(
+    "questions", "the data set is absent and data.limit_questions is not set: its calls are unknown"
+)
 
 
 class NoModelCall(RuntimeError):
@@ -76,6 +80,7 @@ class RunPlanner:
     ctx: PlanContext
     dataset: Dataset | None
     built: set[Path]
+    absent: list[str]  # the data-root paths of the settings that do not exist
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -85,20 +90,18 @@ class RunPlanner:
     def index(self, dataset: Dataset | None = None) -> list[StagePlan]:
         """The index build's calls, once per index folder in the batch (later runs load it)."""
         dataset = dataset or self.dataset
-        if dataset is None:
-            return [
-                projected(
-                    "index", 0, 0, 0, "projected", note="data set absent: the index calls are not counted"
-                )
-            ]
+        if dataset is None or "index.import_path" in self.absent:
+            return [unknown("index", "data absent: the index and so its calls are unknown")]
         path, plans = planned_build(self.ctx, dataset)
         if path in self.built:
             return []
         self.built.add(path)
         return plans
 
-    def questions(self, per_type: int | None, seed: int, task: str | None = None) -> int:
-        """How many of the data set's questions a notebook takes (projected without the data set)."""
+    def questions(self, per_type: int | None, seed: int, task: str | None = None) -> int | None:
+        """How many of the data set's questions a notebook takes; without the data set,
+        `data.limit_questions` when set (a projection), else None (unknown).
+        """
         if self.dataset is not None:
             chosen = (
                 task_questions(self.dataset, task, per_type, seed)
@@ -106,8 +109,9 @@ class RunPlanner:
                 else select_questions(self.dataset.questions, per_type, seed)
             )
             return len(chosen)
-        n = self.settings.data.limit_questions or per_type or 0
-        self.notes.append(f"questions projected at {n} (data.limit_questions or the per-type count)")
+        n = self.settings.data.limit_questions
+        if n is not None:
+            self.notes.append(f"the data set's questions projected at data.limit_questions = {n}")
         return n
 
     def generation(self, generators: Iterable[str]) -> tuple[list[StagePlan], int]:
@@ -149,6 +153,8 @@ def _task_notebook(task: str) -> Callable[[RunPlanner], list[StagePlan]]:
         cfg = p.settings.qa if task == "qa" else p.settings.summarization
         n = p.questions(cfg.questions_per_type, cfg.seed, task)
         index = p.index()
+        if n is None:
+            return index + [UNKNOWN_QUESTIONS]
         if task == "summarization" and cfg.index_per_document and p.dataset is not None:
             questions = task_questions(p.dataset, task, cfg.questions_per_type, cfg.seed)
             docs = {d.doc_id: d for d in p.dataset.documents}
@@ -169,6 +175,8 @@ def _judge_notebook(self_check: bool) -> Callable[[RunPlanner], list[StagePlan]]
             plans += generated
         else:
             n = p.questions(cfg.questions_per_type, cfg.seed)
+            if n is None:
+                return plans + [UNKNOWN_QUESTIONS]
         methods = [cfg.self_method] if self_check else list(cfg.methods)
         n_pairs = 1 if self_check else len(cfg.pairs or all_pairs(methods))
         retrieval = [r for r in planned_answers(methods, n, cfg, p.settings) if r.stage != "answer"]
@@ -195,6 +203,8 @@ def _claims_notebook(p: RunPlanner) -> list[StagePlan]:
         n = min(n, cfg.n_questions or n)
     else:
         n = p.questions(cfg.questions_per_type, cfg.seed)
+        if n is None:
+            return plans + [UNKNOWN_QUESTIONS]
         n = min(n, cfg.n_questions or n)
     answers = planned_answers(cfg.methods, n, cfg, p.settings)
     return (
@@ -284,13 +294,29 @@ def _row(spec: RunSpec, plan: StagePlan, measured: dict[tuple[str, str], float])
 # ---------------------------------------------------------------- the batch
 
 
-def _data_note(settings: Settings, root: Path) -> str:
-    """Why the data set is absent ('' when it is there)."""
-    if settings.data.path is None or data_path(settings.data.path, root).exists():
-        return ""
-    return (
-        f"data set {settings.data.dataset!r} is not under the data root (key 'data.path': "
-        f"{data_path(settings.data.path, root)}): its counts are projected from the params' sizes"
+def absent_data(settings: Settings, root: Path) -> list[str]:
+    """The keys of the data-root paths (`ExistingPath(under="data")`) that do not exist."""
+    return [
+        key
+        for key, marker, value in marked_values(settings)
+        if isinstance(marker, ExistingPath)
+        and marker.under == "data"
+        and value
+        and not data_path(value, root).exists()
+    ]
+
+
+def _without(section: Section, keys: list[str]) -> Section:
+    """`section` with the dotted `keys` set to None (not validated again: only for the name checks)."""
+    nested: dict[str, list[str]] = {}
+    for key in keys:
+        head, _, rest = key.partition(".")
+        nested.setdefault(head, []).append(rest)
+    return section.model_copy(
+        update={
+            head: _without(getattr(section, head), rests) if all(rests) else None
+            for head, rests in nested.items()
+        }
     )
 
 
@@ -315,14 +341,15 @@ def estimate_batch(
     for spec in specs:
         settings = spec.settings
         where = f"{spec.source or batch_path} [{spec.label or spec.notebook}]"
-        note = _data_note(settings, root)
-        # the preflight of `ragtrial run`, but an absent data folder is the note above
-        checked = (
-            settings.model_copy(update={"data": settings.data.model_copy(update={"path": None})})
-            if note
-            else settings
+        absent = absent_data(settings, root)
+        # the preflight of `ragtrial run`, but absent data is a note
+        check_settings(_without(settings, absent), where, root)
+        note = (
+            f"absent under the data root ({data_root_origin()}): {', '.join(absent)}; the counts that need "
+            "it are projected from the params' sizes or marked unknown"
+            if absent
+            else ""
         )
-        check_settings(checked, where, root)
         if spec.notebook not in NOTEBOOKS:
             raise ParamsError(
                 f"{where}: no estimate for notebook {spec.notebook!r} (known: {', '.join(NOTEBOOKS)})"
@@ -330,7 +357,8 @@ def estimate_batch(
         cache = caches.setdefault(settings.cache_path, ResponseCache(settings.cache_path))
         ledger = Ledger(spec.run_id)
         ctx = PlanContext(settings, spec.run_id, ledger, LLM(settings.llm, cache, ledger, _no_endpoint))
-        planner = RunPlanner(spec, ctx, None if note else load_experiment_dataset(settings.data), built)
+        dataset = None if "data.path" in absent else load_experiment_dataset(settings.data)
+        planner = RunPlanner(spec, ctx, dataset, built, absent)
         for plan in NOTEBOOKS[spec.notebook](planner):
             rows.append(_row(spec, plan, measured))
         notes += [f"{spec.run_id}: {n}" for n in ([note] if note else []) + planner.notes]
@@ -355,6 +383,7 @@ def totals(table: pd.DataFrame) -> pd.DataFrame:
             },
             "wall_s": known_sum("wall_s"),
             "cost": known_sum("cost"),
+            "unknown_stages": int((group["basis"] == "unknown").sum()),  # their calls are not in the sums
         }
 
     groups = list(table.groupby("run_id", sort=False))
