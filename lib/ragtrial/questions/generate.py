@@ -129,6 +129,20 @@ def dedup_counts(questions: pd.DataFrame, dropped: pd.DataFrame) -> pd.DataFrame
 # ---------------------------------------------------------------- before the calls (ragtrial estimate)
 
 
+def generated_at_most(cfg: QuestionsSettings, generators: Sequence[str], questions: list[Question]) -> int:
+    """The questions `generators` yield at most (before de-duplication); `questions` are the data
+    set's own (the ground-truth generator's categories; none known without the data set).
+    """
+    categories = {q.question_type for q in questions if not q.reference_summaries}
+    made = {
+        "summary": cfg.summary_questions,
+        "persona": cfg.personas * cfg.tasks_per_persona * cfg.questions_per_task,
+        "graph": cfg.per_level * len(cfg.levels),
+        "ground_truth": cfg.ground_truth_per_category * len(categories),
+    }
+    return sum(made[g] for g in generators)
+
+
 def planned_generation(
     llm: LLM, documents: pd.DataFrame | None, cfg: QuestionsSettings, generators: Sequence[str]
 ) -> list[StagePlan]:

@@ -37,7 +37,7 @@ from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.client import LLM
 from ragtrial.llm.ledger import Ledger, read_ledger
 from ragtrial.llm.plan import BASES, QUESTION_TOKENS, StagePlan, unknown
-from ragtrial.questions.generate import planned_generation
+from ragtrial.questions.generate import generated_at_most, planned_generation
 from ragtrial.questions.quality import planned_calls as planned_quality
 from ragtrial.questions.sampling import select_questions, task_questions
 from ragtrial.records import Dataset
@@ -119,16 +119,10 @@ class RunPlanner:
         cfg = self.settings.questions
         documents = self.dataset.documents_frame() if self.dataset is not None else None
         generators = list(generators)
-        made = {
-            "summary": cfg.summary_questions,
-            "persona": cfg.personas * cfg.tasks_per_persona * cfg.questions_per_task,
-            "graph": cfg.per_level * len(cfg.levels),
-            "ground_truth": 0,
-        }
-        if "ground_truth" in generators and self.dataset is not None:
-            types = {q.question_type for q in self.dataset.questions if not q.reference_summaries}
-            made["ground_truth"] = cfg.ground_truth_per_category * len(types)
-        return planned_generation(self.ctx.llm, documents, cfg, generators), sum(made[g] for g in generators)
+        questions = self.dataset.questions if self.dataset is not None else []
+        return planned_generation(self.ctx.llm, documents, cfg, generators), generated_at_most(
+            cfg, generators, questions
+        )
 
 
 def _backend_check(p: RunPlanner) -> list[StagePlan]:
@@ -266,8 +260,14 @@ def _row(spec: RunSpec, plan: StagePlan, measured: dict[tuple[str, str], float])
     llm = spec.settings.llm
     live = plan.calls - (plan.cached or 0)
     share = live / plan.calls if plan.calls else 0.0
-    latency, source = _latency(plan, spec.settings, measured)
-    priced = llm.price_prompt_per_mtok is not None and llm.price_completion_per_mtok is not None
+    latency, source = (
+        (None, "unknown") if plan.basis == "unknown" else _latency(plan, spec.settings, measured)
+    )
+    priced = (
+        plan.basis != "unknown"
+        and llm.price_prompt_per_mtok is not None
+        and llm.price_completion_per_mtok is not None
+    )
     cost = (
         share
         * (
@@ -281,7 +281,7 @@ def _row(spec: RunSpec, plan: StagePlan, measured: dict[tuple[str, str], float])
     return {
         "notebook": spec.notebook,
         "run_id": spec.run_id,
-        **{k: v for k, v in asdict(plan).items()},
+        **asdict(plan),
         "live_calls": live,
         "latency_s": latency,
         "latency_source": source,
@@ -369,12 +369,16 @@ def estimate_batch(
 
 def totals(table: pd.DataFrame) -> pd.DataFrame:
     """Per run and for the batch: calls, live calls, tokens, wall time and cost (None when a part of
-    it is unknown: an unpriced or unmeasured stage makes the total unknown, never zero).
+    it is unknown: an unpriced or unmeasured stage makes the total unknown, never zero), and how
+    many stages could not be counted (their data is absent).
     """
 
     def total(group: pd.DataFrame) -> dict[str, Any]:
         def known_sum(column: str) -> float | None:
-            return None if group[column].isna().any() else float(group[column].sum())
+            # a stage of unknown count is left out (and counted in unknown_stages), any other
+            # unknown figure makes the total unknown
+            values = group.loc[group["basis"] != "unknown", column]
+            return None if values.isna().any() else float(values.sum())
 
         return {
             **{
