@@ -216,3 +216,19 @@ def test_an_index_whose_data_is_absent_is_unknown_never_a_silent_zero(tmp_path, 
     assert set(table["basis"]) == {"unknown"} and (table["stage"] == "index").all()
     assert (totals(table)["unknown_stages"] > 0).all()
     assert notes and all("data.path" in n for n in notes)
+
+
+def test_request_key_and_plan_are_what_a_call_is_cached_under(scripted, tmp_path):
+    from conftest import make_llm
+
+    llm = make_llm(scripted.base_url, tmp_path)
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Capital of France?"}]
+    planned = llm.plan(messages, stage="probe", replicate=2, max_tokens=7)
+    assert not planned.cached and planned.max_tokens == 7 and planned.output == "text"
+    assert scripted.requests == []
+    llm.complete(messages, stage="probe", replicate=2, max_tokens=7)
+    assert llm.cache.get_completion(llm.request_key(messages, replicate=2, max_tokens=7)) is not None
+    assert llm.plan(messages, stage="probe", replicate=2, max_tokens=7).cached
+    assert (
+        llm.request_key(messages, replicate=3, max_tokens=7) != planned.key
+    )  # a replicate is its own sample
