@@ -1,5 +1,5 @@
-"""`ragtrial run params/<batch>.yaml [--set key.sub=value ...]` and `ragtrial settings [SECTION]`
-(also `python -m ragtrial`).
+"""`ragtrial run params/<batch>.yaml [--set key.sub=value ...]`, `ragtrial estimate params/<batch>.yaml
+[--set ...] [--only NB]` and `ragtrial settings [SECTION]` (also `python -m ragtrial`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,31 @@ def print_settings(section: str | None) -> None:
         print(textwrap.fill(row.description, width=100, initial_indent="    ", subsequent_indent="    "))
 
 
+def print_estimate(args: argparse.Namespace) -> int:
+    """`ragtrial estimate`: the readable table on stdout, optionally CSV / JSON files; exit 2 on a
+    params error, as `run`.
+    """
+    from ragtrial.runner.estimate import estimate_batch, render
+
+    try:
+        table, notes = estimate_batch(
+            args.batch,
+            parse_set_overrides(args.overrides),
+            root=Path.cwd(),
+            outputs=args.outputs,
+            only=args.only,
+        )
+    except ParamsError as err:
+        print(f"error: {redact_url(str(err))}", file=sys.stderr)
+        return 2
+    print(render(table, notes))
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    if args.json:
+        table.to_json(args.json, orient="records", indent=1)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ragtrial", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -52,6 +77,20 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--workers", type=int, help="parallel notebook executions (default: the batch's)")
     run.add_argument("--outputs", help="outputs folder (default: ./outputs)")
     run.add_argument("--show-code", action="store_true", help="keep code cells in report.html")
+    estimate = sub.add_parser(
+        "estimate",
+        help="dry run of a batch: calls, tokens, cache hits, time and cost per notebook; no model call",
+    )
+    estimate.add_argument("batch", help="params/<batch>.yaml")
+    estimate.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="as for run"
+    )
+    estimate.add_argument("--only", action="append", metavar="NOTEBOOK", help="estimate only these notebooks")
+    estimate.add_argument(
+        "--outputs", help="outputs folder whose ledgers give measured latencies (default: ./outputs)"
+    )
+    estimate.add_argument("--csv", help="also write the per-stage table to this CSV file")
+    estimate.add_argument("--json", help="also write the per-stage table to this JSON file (records)")
     listing = sub.add_parser(
         "settings", help="list every settings key with its type, default and description"
     )
@@ -68,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.command == "estimate":
+        return print_estimate(args)
     if args.retry_failures:
         from ragtrial.llm.middleware import RETRY_FAILURES_ENV
 

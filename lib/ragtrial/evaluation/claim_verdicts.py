@@ -15,9 +15,11 @@ import pandas as pd
 
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.judge import JudgeSettings
+from ragtrial.evaluation.judge.estimate import judge_prompt_tokens
 from ragtrial.evaluation.judge.pairs import all_pairs, make_pairs
 from ragtrial.evaluation.judge.protocols import CLASSIC_OUTCOME, FAILURE_COLUMNS, judge_classic
 from ragtrial.llm.client import LLM
+from ragtrial.llm.plan import StagePlan, projected
 from ragtrial.stats import bootstrap_mean_ci, majority_verdict
 
 VERDICT_COLUMNS = ["trial", "question_id", "method_a", "method_b", "aspect", "outcome"]
@@ -192,3 +194,31 @@ def judge_agreement(
             row |= {"agreement": ci.mean, "ci_low": ci.low, "ci_high": ci.high}
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def planned_calls(
+    cfg: ClaimsSettings,
+    judge_cfg: JudgeSettings,
+    n_questions: int,
+    methods: Sequence[str],
+    answer_tokens: int,
+) -> list[StagePlan]:
+    """The classic judge calls of `judge_verdicts` before the answers exist: every pair of methods x
+    question x shown order x repeat, at most (a pair with a failed answer is not judged); none unless
+    `claims.judge` is classic.
+    """
+    if cfg.judge != "classic":
+        return []
+    calls = len(all_pairs(list(methods))) * n_questions * len(cfg.judge_positions) * judge_cfg.classic_repeats
+    per_call = judge_prompt_tokens(None, 24, answer_tokens, judge_cfg.classic_ties)
+    return [
+        projected(
+            "judge_classic",
+            calls,
+            calls * per_call,
+            judge_cfg.classic_max_tokens,
+            "upper bound",
+            "json",
+            "pairs with both answers",
+        )
+    ]

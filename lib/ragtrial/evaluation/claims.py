@@ -31,6 +31,7 @@ from ragtrial.evaluation.metrics import METRICS, rouge_l_distance_matrix
 from ragtrial.evaluation.run_methods import failures_table
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
+from ragtrial.llm.plan import StagePlan, frame_tokens, projected
 from ragtrial.prompts import load_prompt
 from ragtrial.stats import (
     holm_correction,
@@ -391,3 +392,21 @@ METRICS.add(
     higher_is_better=True,
     paired_test="wilcoxon",
 )
+
+
+def planned_calls(n_answers: int, answer_tokens: int, max_tokens: int) -> list[StagePlan]:
+    """The extraction calls before the answers exist: one per answer, at most (a failed answer has
+    none); each prompt projected with an answer of `answer_tokens`.
+    """
+    frame = frame_tokens(load_prompt(PROMPT))
+    return [
+        projected(
+            STAGE,
+            n_answers,
+            n_answers * (frame + answer_tokens),
+            max_tokens,
+            "upper bound",
+            "json",
+            "one per successful answer",
+        )
+    ]

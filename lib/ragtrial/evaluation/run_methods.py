@@ -11,9 +11,13 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ragtrial.llm.plan import QUESTION_TOKENS, StagePlan, frame_tokens, projected
+from ragtrial.prompts import load_prompt
 from ragtrial.records import Question, ordered_union
 
 if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
+    from ragtrial.config.methods import AnswerSettings
+    from ragtrial.config.settings import Settings
     from ragtrial.methods.base import Answer, Method
 
 
@@ -99,3 +103,97 @@ def fallback_table(answers: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=["method", "retrieved", "fallbacks", "fallback_rate", "most_common"])
+
+
+# ---------------------------------------------------------------- before the calls (ragtrial estimate)
+
+
+def planned_answers(
+    method_names: Sequence[str],
+    n_questions: int,
+    cfg: AnswerSettings,
+    settings: Settings,
+    basis: str = "exact",
+) -> list[StagePlan]:
+    """The calls `run_methods` makes for `method_names` over `n_questions` questions, none sent: one
+    answer per question and method (a short answer whose reply opens with a line break is asked again,
+    so with `first_line_only` that is at most twice); a retriever that lists the question's entities
+    or keywords with the model adds one call per question; a map-reduce method adds its map calls,
+    projected at one per `methods.map_budget` tokens of the reports (or chunks) it maps over. Prompts
+    are projected at the context budget: the contexts need retrieval over an index.
+    """
+    from ragtrial.methods.registry import METHODS
+    from ragtrial.retrieval.registry import RETRIEVERS
+
+    answer = load_prompt(cfg.answer_prompt)
+    plans = []
+    for name in method_names:
+        family = METHODS.entry(name).metadata.get("family", "") if name in METHODS else ""
+        map_reduce = family == "community_reports" or name == "ts"
+        answer_calls = n_questions * (2 if cfg.first_line_only else 1)
+        why = [
+            *(["a reply opening with a line break is asked again"] if cfg.first_line_only else []),
+            *(["no reduce call when no map point helps"] if map_reduce else []),
+        ]
+        plans.append(
+            projected(
+                "answer",
+                answer_calls,
+                answer_calls * (frame_tokens(answer) + cfg.context_budget + QUESTION_TOKENS),
+                cfg.answer_max_tokens,
+                "upper bound" if why else basis,
+                "text",
+                "; ".join(why),
+                method=name,
+            )
+        )
+        if name == "selection":  # one routing call, then the RAG or the graph method's retrieval
+            route = load_prompt("route_question")
+            plans.append(
+                projected(
+                    "route",
+                    n_questions,
+                    n_questions * (frame_tokens(route) + QUESTION_TOKENS),
+                    16,
+                    basis,
+                    "json",
+                    method=name,
+                )
+            )
+        # Integration and Selection retrieve with the graph method too (Selection only when routed there)
+        retriever = settings.methods.graph_method if family == "both" else name
+        setting = RETRIEVERS.entry(retriever).metadata.get("llm_setting") if retriever in RETRIEVERS else None
+        if setting and getattr(settings.retrieval, setting) == "llm":
+            listing = "question_keywords" if setting == "lightrag_keywords" else "question_entities"
+            plans.append(
+                projected(
+                    listing,
+                    n_questions,
+                    n_questions * (frame_tokens(load_prompt(listing)) + QUESTION_TOKENS),
+                    settings.retrieval.keywords_max_tokens
+                    if setting == "lightrag_keywords"
+                    else settings.retrieval.entity_max_tokens,
+                    "upper bound" if name == "selection" else basis,
+                    "json",
+                    f"retrieval.{setting} = llm (one listing per question, shared through the cache)",
+                    method=name,
+                )
+            )
+        if map_reduce:
+            mapped = (
+                settings.index.max_reports or settings.index.max_cluster_size
+            ) * settings.index.report_max_tokens
+            maps = n_questions * max(1, -(-mapped // settings.methods.map_budget))
+            plans.append(
+                projected(
+                    "map",
+                    maps,
+                    maps * settings.methods.map_budget,
+                    settings.methods.map_max_tokens,
+                    "projected",
+                    "json",
+                    "map calls follow the reports (chunks) found",
+                    method=name,
+                )
+            )
+    return plans

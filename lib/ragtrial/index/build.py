@@ -33,14 +33,17 @@ from ragtrial.config.index import IndexSettings
 from ragtrial.index.chunk_documents import chunk_documents, documents_as_chunks
 from ragtrial.index.create_communities import create_communities
 from ragtrial.index.create_community_reports import create_community_reports
+from ragtrial.index.create_community_reports import planned_calls as report_plan
 from ragtrial.index.embed_index import embed_index
 from ragtrial.index.extract_llm_graph import PROMPTS as EXTRACTION_PROMPTS
 from ragtrial.index.extract_llm_graph import extract_llm_graph
+from ragtrial.index.extract_llm_graph import planned_calls as extraction_plan
 from ragtrial.index.extract_nlp_graph import extract_nlp_graph
 from ragtrial.index.import_graphs import import_graphrag_output, import_openie
 from ragtrial.index.tables import GraphIndex, config_hash, empty_tables, fingerprint_documents
 from ragtrial.llm.context import ModelContext
 from ragtrial.llm.ledger import Ledger, Tally, by_stage
+from ragtrial.llm.plan import StagePlan
 from ragtrial.locks import FolderLock
 from ragtrial.prompts import load_prompt
 from ragtrial.records import Dataset, Question
@@ -350,3 +353,27 @@ def load_or_build_document_indexes(
         )
         for doc_id, own in by_document.items()
     ]
+
+
+# ---------------------------------------------------------------- before the build (ragtrial estimate)
+
+
+def planned_build(
+    ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None
+) -> tuple[Path, list[StagePlan]]:
+    """Where the index for these settings lives, and the model calls building it would make: none
+    when it is saved there; else the LLM extraction planned on the real chunks (`STAGES`' chunking,
+    model-free) and the reports of communities not yet found. An imported GraphRAG index calls no model.
+    """
+    s = settings or ctx.settings.index
+    path = index_path(ctx, dataset, s)
+    if (path / "manifest.json").is_file() or _imports_graphrag(s):
+        return path, []
+    build = _Build(ctx, s, dataset)
+    _chunk(build)
+    plans = []
+    if s.graph_source in ("llm", "both"):
+        plans += extraction_plan(ctx.llm, build.chunks, s)
+    if s.reports == "llm":
+        plans += report_plan(s, origins=2 if s.graph_source == "both" else 1)
+    return path, plans

@@ -25,6 +25,7 @@ from ragtrial.config.index import IndexSettings
 from ragtrial.index.tables import SCHEMAS, conform_table
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
+from ragtrial.llm.plan import StagePlan, frame_tokens, projected
 from ragtrial.llm.tokens import count_tokens
 from ragtrial.prompts import load_prompt
 
@@ -334,3 +335,34 @@ def create_community_reports(
         ],
     }
     return ReportsResult(reports, stats)
+
+
+def planned_calls(settings: IndexSettings, origins: int) -> list[StagePlan]:
+    """The report calls before the communities exist (they come from the graph the model extracts):
+    at most `max_reports` per graph origin, else projected at one per `max_cluster_size` entities of
+    an unknown graph, so stated as projected; each prompt at most its context budget.
+    """
+    if settings.max_reports is not None:
+        calls, basis, note = (
+            settings.max_reports * origins,
+            "upper bound",
+            "index.max_reports per graph origin",
+        )
+    else:
+        calls, basis, note = (
+            settings.max_cluster_size * origins,
+            "projected",
+            "depends on the communities found",
+        )
+    frame = frame_tokens(load_prompt("community_report"))
+    return [
+        projected(
+            "community_report",
+            calls,
+            calls * (frame + settings.report_context_tokens),
+            settings.report_max_tokens,
+            basis,
+            "json",
+            note,
+        )
+    ]

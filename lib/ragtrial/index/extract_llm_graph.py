@@ -32,6 +32,7 @@ from ragtrial.index.merge_extractions import (
 from ragtrial.index.tables import SCHEMAS, conform_table, short_hash
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
+from ragtrial.llm.plan import StagePlan, counted, frame_tokens, projected
 from ragtrial.prompts import load_prompt
 from ragtrial.records import ordered_union
 
@@ -410,3 +411,76 @@ def extract_llm_graph(llm: LLM, chunks: pd.DataFrame, settings: IndexSettings) -
         ),
         stats,
     )
+
+
+# ---------------------------------------------------------------- before the calls (ragtrial estimate)
+
+
+def planned_calls(llm: LLM, chunks: pd.DataFrame, settings: IndexSettings) -> list[StagePlan]:
+    """The calls `extract_llm_graph` will make on `chunks`, none sent. The first extraction per
+    sampled chunk is built exactly as `extract_chunk` builds it (tokens counted, cache looked up);
+    gleaning rounds stop at the first empty reply (upper bound); the claims call follows the entities
+    the model listed (count exact, tokens projected from the prompt with no names); description
+    summaries need elements the model described differently in several chunks (projected: at most
+    `max_summaries`, else one per sampled chunk).
+    """
+    attempted = sample_chunks(chunks, settings.llm_max_chunks, settings.seed)
+    schema = graph_schema(tuple(settings.entity_types), settings.max_items, settings.text_max_chars)
+    prompt, glean = load_prompt("extract_graph"), load_prompt("glean_graph")
+    first = [
+        llm.plan(
+            prompt.render(entity_types=", ".join(settings.entity_types), text=text),
+            schema,
+            stage="extract_graph",
+            prompt=prompt,
+            max_tokens=settings.extraction_max_tokens,
+        )
+        for text in attempted["text"]
+    ]
+    n, cap = len(first), settings.extraction_max_tokens
+    plans = [counted("extract_graph", first)]
+    if settings.max_gleanings:
+        # round k repeats the conversation so far: the first prompt, k replies at their cap, k asks
+        rounds = range(1, settings.max_gleanings + 1)
+        tokens = sum(r.prompt_tokens + k * (cap + frame_tokens(glean)) for r in first for k in rounds)
+        plans.append(
+            projected(
+                "glean_graph",
+                n * len(rounds),
+                tokens,
+                cap,
+                "upper bound",
+                "json",
+                "stops at the first round that finds nothing",
+            )
+        )
+    if settings.claims:
+        claims = load_prompt("extract_claims")
+        chunk_text = sum(r.prompt_tokens for r in first) - n * frame_tokens(prompt)
+        plans.append(
+            projected(
+                "extract_claims",
+                n,
+                n * frame_tokens(claims) + chunk_text,
+                cap,
+                "exact",
+                "json",
+                "tokens without the entity names the model will list",
+            )
+        )
+    summarize = load_prompt("summarize_descriptions")
+    bounded = settings.max_summaries is not None
+    summaries = settings.max_summaries if bounded else n
+    plans.append(
+        projected(
+            "summarize_descriptions",
+            summaries,
+            summaries * (frame_tokens(summarize) + 3 * (settings.text_max_chars or 200) // 4),
+            settings.summary_max_tokens,
+            "upper bound" if bounded else "projected",
+            "text",
+            "elements described differently in several chunks"
+            + (f" (index.max_summaries {summaries})" if bounded else ", projected one per sampled chunk"),
+        )
+    )
+    return plans

@@ -6,9 +6,12 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
+from ragtrial.config.llm import BackendCheckSettings
+from ragtrial.llm.client import LLM
 from ragtrial.llm.context import ModelContext
 from ragtrial.llm.errors import LLMError
 from ragtrial.llm.ledger import throughput
+from ragtrial.llm.plan import StagePlan, counted
 from ragtrial.prompts import load_prompt
 
 LLM_PROBES = ("completion", "structured")
@@ -136,3 +139,23 @@ def throughput_sentence(ledger: pd.DataFrame) -> str:
     if not llm.empty and llm["cached"].astype(bool).all():
         return "Every call was replayed from the cache, so no throughput was measured in this run."
     return "No live call succeeded, so no throughput was measured in this run."
+
+
+def planned_calls(llm: LLM, cfg: BackendCheckSettings) -> list[StagePlan]:
+    """The two probes' requests as `run_backend_check` builds them (exact; none sent)."""
+    prompt = load_prompt("backend_check_structured")
+    return [
+        counted(
+            "backend_check",
+            [
+                llm.plan(cfg.sample_prompt, stage="backend_check", max_tokens=cfg.completion_max_tokens),
+                llm.plan(
+                    prompt.render(country="Japan"),
+                    CapitalAnswer,
+                    stage="backend_check",
+                    prompt=prompt,
+                    max_tokens=cfg.structured_max_tokens,
+                ),
+            ],
+        )
+    ]

@@ -36,6 +36,7 @@ from ragtrial.llm.middleware import (
     with_repair,
     with_retries,
 )
+from ragtrial.llm.plan import PlannedRequest
 from ragtrial.llm.rate_limit import RateLimiter
 from ragtrial.llm.structured import T, parse_reply
 from ragtrial.llm.tokens import count_tokens
@@ -189,6 +190,45 @@ class LLM:
         )
         return parse_reply(schema, reply.text)
 
+    def request_key(
+        self,
+        messages: Messages | str,
+        schema: type[BaseModel] | None = None,
+        *,
+        prompt: Prompt | None = None,
+        replicate: int = 0,
+        **overrides: Any,
+    ) -> str:
+        """The cache key of this request, exactly as `complete` (no schema) or `structured` would
+        build it; nothing is sent.
+        """
+        return self._call(_kind(schema), messages, schema, "", "", prompt, replicate, overrides).key
+
+    def plan(
+        self,
+        messages: Messages | str,
+        schema: type[BaseModel] | None = None,
+        *,
+        stage: str,
+        prompt: Prompt | None = None,
+        replicate: int = 0,
+        **overrides: Any,
+    ) -> PlannedRequest:
+        """What this request would cost, without sending it: its cl100k prompt tokens (of the text
+        the endpoint would receive), its completion cap, and whether the cache already holds it.
+        """
+        call = self._call(_kind(schema), messages, schema, stage, "", prompt, replicate, overrides)
+        request = call.request
+        text = request.get("prompt") or "\n".join(m["content"] for m in request["messages"])
+        return PlannedRequest(
+            stage=stage,
+            key=call.key,
+            prompt_tokens=count_tokens(text),
+            max_tokens=int(request["max_tokens"]),
+            output="text" if schema is None else "json",
+            cached=self.cache.get_completion(call.key) is not None,
+        )
+
     def _call(
         self,
         kind: str,
@@ -206,6 +246,10 @@ class LLM:
         request = self._request(messages, schema, replicate, overrides)
         key = cache_key({**request, "prompt_version": tag, "replicate": replicate})
         return Call(kind, request, key, schema, stage, method, tag, replicate)
+
+
+def _kind(schema: type[BaseModel] | None) -> str:
+    return "completion" if schema is None else "structured"
 
 
 class SharedClients:

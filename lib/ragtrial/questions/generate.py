@@ -4,6 +4,9 @@ de-duplication of near-identical questions.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -11,8 +14,11 @@ from ragtrial.config.questions import QuestionsSettings
 from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
-from ragtrial.questions.corpus_questions import persona_questions, summary_questions
-from ragtrial.questions.generated import Embed, Generated, GeneratedQuestion
+from ragtrial.llm.plan import StagePlan, counted, frame_tokens, projected
+from ragtrial.llm.tokens import count_tokens
+from ragtrial.prompts import load_prompt
+from ragtrial.questions.corpus_questions import dataset_description, persona_questions, summary_questions
+from ragtrial.questions.generated import Embed, Generated, GeneratedQuestion, list_schema
 from ragtrial.questions.graph_questions import graph_questions
 from ragtrial.records import Question
 from ragtrial.text import normalize_answer
@@ -118,3 +124,128 @@ def dedup_counts(questions: pd.DataFrame, dropped: pd.DataFrame) -> pd.DataFrame
     table = table.astype(int).rename(columns={"exact": "exact_duplicates", "near": "near_duplicates"})
     table["kept"] = table["generated"] - table["exact_duplicates"] - table["near_duplicates"]
     return table.rename_axis("generator").reset_index()
+
+
+# ---------------------------------------------------------------- before the calls (ragtrial estimate)
+
+
+def generated_at_most(cfg: QuestionsSettings, generators: Sequence[str], questions: list[Question]) -> int:
+    """The questions `generators` yield at most (before de-duplication); `questions` are the data
+    set's own (the ground-truth generator's categories; none known without the data set).
+    """
+    categories = {q.question_type for q in questions if not q.reference_summaries}
+    made = {
+        "summary": cfg.summary_questions,
+        "persona": cfg.personas * cfg.tasks_per_persona * cfg.questions_per_task,
+        "graph": cfg.per_level * len(cfg.levels),
+        "ground_truth": cfg.ground_truth_per_category * len(categories),
+    }
+    return sum(made[g] for g in generators)
+
+
+def planned_generation(
+    llm: LLM, documents: pd.DataFrame | None, cfg: QuestionsSettings, generators: Sequence[str]
+) -> list[StagePlan]:
+    """The calls `generate_questions` makes for `generators`, none sent. Summary-based calls are
+    built from the documents as `summary_questions` builds them (exact, counted; projected when the
+    documents are absent); persona-based: one persona call, then at most K task calls and K x N
+    question calls (fewer when the model returns fewer items); graph-grounded: at most `per_level`
+    calls per level (fewer structures may exist) and, for subgraphs, `summary_chunks` chunk summaries
+    per walk.
+    """
+    plans: list[StagePlan] = []
+    described = (
+        dataset_description(
+            documents, cfg.head_tokens, cfg.tail_tokens, cfg.description_max_tokens, cfg.head_offset_tokens
+        )[0]
+        if documents is not None
+        else None
+    )
+    sampling = {} if cfg.temperature is None else {"temperature": cfg.temperature}
+    if "summary" in generators:
+        prompt, calls = (
+            load_prompt("questions_summary_based"),
+            math.ceil(cfg.summary_questions / cfg.summary_per_call),
+        )
+        sizes = [
+            min(cfg.summary_per_call, cfg.summary_questions - c * cfg.summary_per_call) for c in range(calls)
+        ]
+        if described is None:
+            tokens = calls * (frame_tokens(prompt) + cfg.description_max_tokens)
+            plans.append(
+                projected(prompt.name, calls, tokens, cfg.max_tokens * cfg.summary_per_call, "exact", "json")
+            )
+        else:
+            plans.append(
+                counted(
+                    prompt.name,
+                    [
+                        llm.plan(
+                            prompt.render(description=described, n=n),
+                            list_schema("questions", n, cfg.question_max_chars),
+                            stage=prompt.name,
+                            prompt=prompt,
+                            replicate=c,
+                            max_tokens=cfg.max_tokens * n,
+                            **sampling,
+                        )
+                        for c, n in enumerate(sizes)
+                    ],
+                )
+            )
+    if "persona" in generators:
+        description = cfg.description_max_tokens + (
+            count_tokens(cfg.corpus_description) if cfg.corpus_description else 0
+        )
+        k, n, m = cfg.personas, cfg.tasks_per_persona, cfg.questions_per_task
+        for name, calls, basis, per_reply in (
+            ("questions_personas", 1, "exact", k),
+            ("questions_persona_tasks", k, "upper bound", n),
+            ("questions_persona_questions", k * n, "upper bound", m),
+        ):
+            prompt = load_prompt(name)
+            plans.append(
+                projected(
+                    name,
+                    calls,
+                    calls * (frame_tokens(prompt) + description + 2 * cfg.max_tokens),
+                    cfg.max_tokens * per_reply,
+                    basis,
+                    "json",
+                    "fewer when the model returns fewer items",
+                )
+            )
+    if "graph" in generators:
+        for level in cfg.levels:
+            prompt = load_prompt(f"questions_{level}")
+            context = (
+                cfg.source_chunks * cfg.chunk_tokens
+                if level != "subgraph"
+                else cfg.summary_chunks * cfg.summary_max_tokens
+            )
+            if level == "subgraph":
+                summarize = load_prompt("summarize_chunks")
+                calls = cfg.per_level * cfg.summary_chunks
+                plans.append(
+                    projected(
+                        "summarize_chunks",
+                        calls,
+                        calls * (frame_tokens(summarize) + cfg.chunk_tokens),
+                        cfg.summary_max_tokens,
+                        "upper bound",
+                        "text",
+                        "chunks of the walks (a chunk two walks share is a cache hit)",
+                    )
+                )
+            plans.append(
+                projected(
+                    prompt.name,
+                    cfg.per_level,
+                    cfg.per_level * (frame_tokens(prompt) + context),
+                    cfg.max_tokens,
+                    "upper bound",
+                    "json",
+                    "fewer when the graph has fewer structures",
+                )
+            )
+    return plans

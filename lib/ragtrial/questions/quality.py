@@ -21,11 +21,13 @@ import pandas as pd
 from pydantic import BaseModel
 from scipy.stats import entropy
 
+from ragtrial.config.questions import QuestionsSettings
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
+from ragtrial.llm.plan import QUESTION_TOKENS, StagePlan, frame_tokens, projected
 from ragtrial.prompts import load_prompt
 from ragtrial.questions.generated import Failure
 from ragtrial.records import records_frame
@@ -393,3 +395,44 @@ def retrieve_contexts(
         rows.append((q.question_id, format_context(items), len(items), sum(tokens.values()), found.fallback))
     contexts = pd.DataFrame(rows, columns=["question_id", "context", "items", "context_tokens", "fallback"])
     return contexts, records_frame(failures, Failure)
+
+
+# ---------------------------------------------------------------- before the calls (ragtrial estimate)
+
+
+def planned_calls(
+    n_questions: int, cfg: QuestionsSettings, retrieval: RetrievalSettings, listing: bool, rating: bool
+) -> list[StagePlan]:
+    """Notebooks 02 and 03's calls after generation, before the questions exist: with `listing`, the
+    LLM linker lists each question's entities (one call per question); with `rating`, one relevance
+    rating per question with its context. `n_questions` is the generated count before
+    de-duplication, so both are upper bounds.
+    """
+    plans = []
+    if listing:
+        entities = load_prompt("question_entities")
+        plans.append(
+            projected(
+                "question_entities",
+                n_questions,
+                n_questions * (frame_tokens(entities) + 40),
+                128,
+                "upper bound",
+                "json",
+                "questions left after de-duplication",
+            )
+        )
+    if rating:
+        rate = load_prompt("rate_relevance")
+        plans.append(
+            projected(
+                "rate_relevance",
+                n_questions,
+                n_questions * (frame_tokens(rate) + QUESTION_TOKENS + cfg.relevance.context_max_tokens),
+                cfg.relevance.max_tokens,
+                "upper bound",
+                "json",
+                "questions with a retrieved context",
+            )
+        )
+    return plans

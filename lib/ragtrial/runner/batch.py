@@ -231,6 +231,11 @@ def _selected(specs: list[RunSpec], only: list[str] | None, batch_path: str | Pa
     return [s for s in specs if s.notebook in only]
 
 
+def select_runs(specs: list[RunSpec], only: list[str] | None, batch_path: str | Path) -> list[RunSpec]:
+    """The runs `--only` asks for, as `run_batch` selects them (`ragtrial estimate` shares it)."""
+    return _selected(specs, only, batch_path)
+
+
 def run_batch(
     batch_path: str | Path,
     overrides: dict[str, Any] | None = None,

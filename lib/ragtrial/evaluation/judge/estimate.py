@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ragtrial.evaluation.judge.protocols import POSITIONS, classic_prompt, scoring_prompt
+from ragtrial.llm.plan import StagePlan, projected
 from ragtrial.llm.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -101,3 +102,38 @@ def estimate_cost(
             + table["completion_tokens_max"] / table["output"].map(throughput)
         ).round(0)
     return table
+
+
+# How each step of `estimate_cost` is counted: answers and judge calls follow from the questions and
+# pairs; alignment stops as soon as a pair's lengths agree, so its count is at most the stated one.
+# Alignment's regenerations are answer calls and its appends `align_append` calls in the ledger.
+STEP_BASIS = {
+    "answers": ("answer", "exact", ()),
+    "length alignment (at most)": ("length_alignment", "upper bound", ("answer", "align_append")),
+    "classic judge": ("judge_classic", "exact", ()),
+    "unbiased judge": ("judge_unbiased", "exact", ()),
+}
+
+
+def planned_calls(settings: JudgeSettings, n_questions: int, n_pairs: int, **sizes) -> list[StagePlan]:
+    """`estimate_cost` as stage plans for `ragtrial estimate` (the same counts, no second copy): the
+    prompts need answers not yet written, so their tokens are projected.
+    """
+    plans = []
+    for row in estimate_cost(settings, n_questions, n_pairs, **sizes).itertuples(index=False):
+        stage, basis, recorded = STEP_BASIS[row.step]
+        calls = int(row.calls)
+        per_call = int(row.completion_tokens_max) // calls if calls else 0
+        plans.append(
+            projected(
+                stage,
+                calls,
+                int(row.prompt_tokens),
+                per_call,
+                basis,
+                row.output,
+                row.step,
+                ledger_stages=recorded,
+            )
+        )
+    return plans

@@ -1,0 +1,475 @@
+"""`ragtrial estimate`: a dry run of a batch. Per run and stage, the model calls its notebook would
+make, on what basis (exact, upper bound, projected), their prompt tokens (counted on the real
+prompts where the inputs exist, else projected), the completion tokens at their caps, how many the
+response cache already holds, and the wall time and money they would take. No request is sent and
+no model server starts: the estimate's LLM has an endpoint that refuses to resolve.
+
+`NOTEBOOKS` follows what each notebook calls, composing the planning functions that sit beside the
+stages (`planned_calls` / `planned_*`, built with the stages' own prompts and schemas). An index
+that an earlier run of the batch builds is counted once, where it is built. A data set that is not
+under the data root leaves the counts that need it projected from the params' sizes, with a note.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ragtrial.config.base import ExistingPath, ParamsError, Section
+from ragtrial.config.batch import RunSpec, load_batch
+from ragtrial.config.data import data_path, data_root_origin
+from ragtrial.config.settings import Settings, marked_values
+from ragtrial.data.experiment_dataset import load_experiment_dataset
+from ragtrial.evaluation.claim_verdicts import planned_calls as planned_verdicts
+from ragtrial.evaluation.claims import planned_calls as planned_claims
+from ragtrial.evaluation.judge.estimate import EMBEDDED_THROUGHPUT
+from ragtrial.evaluation.judge.estimate import planned_calls as planned_judging
+from ragtrial.evaluation.judge.pairs import all_pairs
+from ragtrial.evaluation.run_methods import planned_answers
+from ragtrial.index.build import planned_build
+from ragtrial.llm.backend_check import planned_calls as planned_probes
+from ragtrial.llm.cache import ResponseCache
+from ragtrial.llm.client import LLM
+from ragtrial.llm.ledger import Ledger, read_ledger
+from ragtrial.llm.plan import BASES, QUESTION_TOKENS, StagePlan, unknown
+from ragtrial.questions.generate import generated_at_most, planned_generation
+from ragtrial.questions.quality import planned_calls as planned_quality
+from ragtrial.questions.sampling import select_questions, task_questions
+from ragtrial.records import Dataset
+from ragtrial.runner.batch import select_runs
+from ragtrial.runner.preflight import check_settings
+
+UNKNOWN_QUESTIONS = unknown(
+    "questions", "the data set is absent and data.limit_questions is not set: its calls are unknown"
+)
+
+
+class NoModelCall(RuntimeError):
+    """A planned call reached the endpoint: the estimate never sends a request."""
+
+
+def _no_endpoint() -> str:
+    raise NoModelCall("ragtrial estimate sends no request; a planning function made a model call")
+
+
+@dataclass
+class PlanContext:
+    """A `ModelContext` whose model doors cannot reach a model: the planning functions build
+    requests and look up their cache keys with it, and nothing else.
+    """
+
+    settings: Settings
+    run_id: str
+    ledger: Ledger
+    llm: LLM
+    embedder: Any = None
+
+
+@dataclass
+class RunPlanner:
+    """What one run's notebook needs planned: its settings, its data set (None when absent) and the
+    index folders the batch's earlier runs build.
+    """
+
+    spec: RunSpec
+    ctx: PlanContext
+    dataset: Dataset | None
+    built: set[Path]
+    absent: list[str]  # the data-root paths of the settings that do not exist
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def settings(self) -> Settings:
+        return self.ctx.settings
+
+    def index(self, dataset: Dataset | None = None) -> list[StagePlan]:
+        """The index build's calls, once per index folder in the batch (later runs load it)."""
+        dataset = dataset or self.dataset
+        if dataset is None or "index.import_path" in self.absent:
+            return [unknown("index", "data absent: the index and so its calls are unknown")]
+        path, plans = planned_build(self.ctx, dataset)
+        if path in self.built:
+            return []
+        self.built.add(path)
+        return plans
+
+    def questions(self, per_type: int | None, seed: int, task: str | None = None) -> int | None:
+        """How many of the data set's questions a notebook takes; without the data set,
+        `data.limit_questions` when set (a projection), else None (unknown).
+        """
+        if self.dataset is not None:
+            chosen = (
+                task_questions(self.dataset, task, per_type, seed)
+                if task
+                else select_questions(self.dataset.questions, per_type, seed)
+            )
+            return len(chosen)
+        n = self.settings.data.limit_questions
+        if n is not None:
+            self.notes.append(f"the data set's questions projected at data.limit_questions = {n}")
+        return n
+
+    def generation(self, generators: Iterable[str]) -> tuple[list[StagePlan], int]:
+        """Question generation's calls and the number of questions it yields at most."""
+        cfg = self.settings.questions
+        documents = self.dataset.documents_frame() if self.dataset is not None else None
+        generators = list(generators)
+        questions = self.dataset.questions if self.dataset is not None else []
+        return planned_generation(self.ctx.llm, documents, cfg, generators), generated_at_most(
+            cfg, generators, questions
+        )
+
+
+def _backend_check(p: RunPlanner) -> list[StagePlan]:
+    return planned_probes(p.ctx.llm, p.settings.backend_check)
+
+
+def _question_notebook(listing: bool, rating: bool) -> Callable[[RunPlanner], list[StagePlan]]:
+    def plan(p: RunPlanner) -> list[StagePlan]:
+        cfg = p.settings.questions
+        generated, n = p.generation(cfg.generators)
+        return (
+            p.index()
+            + generated
+            + planned_quality(n, cfg, p.settings.retrieval, listing and cfg.llm_entities, rating)
+        )
+
+    return plan
+
+
+def _task_notebook(task: str) -> Callable[[RunPlanner], list[StagePlan]]:
+    def plan(p: RunPlanner) -> list[StagePlan]:
+        cfg = p.settings.qa if task == "qa" else p.settings.summarization
+        n = p.questions(cfg.questions_per_type, cfg.seed, task)
+        index = p.index()
+        if n is None:
+            return index + [UNKNOWN_QUESTIONS]
+        if task == "summarization" and cfg.index_per_document and p.dataset is not None:
+            questions = task_questions(p.dataset, task, cfg.questions_per_type, cfg.seed)
+            docs = {d.doc_id: d for d in p.dataset.documents}
+            index = []
+            for doc_id in dict.fromkeys(q.gold_doc_ids[0] for q in questions if len(q.gold_doc_ids) == 1):
+                index += p.index(p.dataset.model_copy(update={"documents": [docs[doc_id]]}))
+        return index + planned_answers(cfg.methods, n, cfg, p.settings)
+
+    return plan
+
+
+def _judge_notebook(self_check: bool) -> Callable[[RunPlanner], list[StagePlan]]:
+    def plan(p: RunPlanner) -> list[StagePlan]:
+        cfg = p.settings.judge
+        plans = p.index()
+        if cfg.question_source == "graph":
+            generated, n = p.generation(["graph"])
+            plans += generated
+        else:
+            n = p.questions(cfg.questions_per_type, cfg.seed)
+            if n is None:
+                return plans + [UNKNOWN_QUESTIONS]
+        methods = [cfg.self_method] if self_check else list(cfg.methods)
+        n_pairs = 1 if self_check else len(cfg.pairs or all_pairs(methods))
+        retrieval = [r for r in planned_answers(methods, n, cfg, p.settings) if r.stage != "answer"]
+        sizes = {
+            "n_answers": n * (2 if self_check else len(methods)),
+            "question_tokens": QUESTION_TOKENS,
+            "answer_tokens": cfg.answer_max_tokens,
+            "answer_prompt_tokens": cfg.context_budget + 100,  # as notebooks 06 and 07 state it
+            "classic_positions": 2 if self_check else len(cfg.classic_positions),
+        }
+        if not self_check:
+            sizes["unbiased"] = cfg.unbiased
+        return plans + retrieval + planned_judging(cfg, n, n_pairs, **sizes)
+
+    return plan
+
+
+def _claims_notebook(p: RunPlanner) -> list[StagePlan]:
+    cfg = p.settings.claims
+    plans = p.index()
+    if cfg.question_source == "persona":
+        generated, n = p.generation(["persona"])
+        plans += generated
+        n = min(n, cfg.n_questions or n)
+    else:
+        n = p.questions(cfg.questions_per_type, cfg.seed)
+        if n is None:
+            return plans + [UNKNOWN_QUESTIONS]
+        n = min(n, cfg.n_questions or n)
+    answers = planned_answers(cfg.methods, n, cfg, p.settings)
+    return (
+        plans
+        + answers
+        + planned_claims(n * len(cfg.methods), cfg.answer_max_tokens, cfg.extraction_max_tokens)
+        + planned_verdicts(cfg, p.settings.judge, n, cfg.methods, cfg.answer_max_tokens)
+    )
+
+
+# What each notebook calls, in its order (see notebooks/*.ipynb).
+NOTEBOOKS: dict[str, Callable[[RunPlanner], list[StagePlan]]] = {
+    "00_backend_check": _backend_check,
+    "01_build_index": lambda p: p.index(),
+    "02_question_entity_distribution": _question_notebook(listing=True, rating=False),
+    "03_question_relevance": _question_notebook(listing=False, rating=True),
+    "04_rag_vs_graphrag_qa": _task_notebook("qa"),
+    "05_rag_vs_graphrag_summarization": _task_notebook("summarization"),
+    "06_judge_bias_audit": _judge_notebook(self_check=True),
+    "07_pairwise_method_comparison": _judge_notebook(self_check=False),
+    "08_claims_comprehensiveness_diversity": _claims_notebook,
+}
+
+
+# ---------------------------------------------------------------- time and money
+
+
+def measured_latency(outputs: Path) -> dict[tuple[str, str], float]:
+    """Mean latency of live successful calls per (stage, model) in the ledgers under `outputs`."""
+    frames = [read_ledger(p) for p in sorted(Path(outputs).glob("*/ledger*.csv"))]
+    ledger = pd.concat([f for f in frames if not f.empty], ignore_index=True) if frames else pd.DataFrame()
+    if ledger.empty:
+        return {}
+    live = ledger[
+        ~ledger["cached"].astype(bool) & (ledger["failure"] == "") & (ledger["kind"] != "embedding")
+    ]
+    return {key: float(v) for key, v in live.groupby(["stage", "model"])["latency_s"].mean().items()}
+
+
+def _latency(
+    plan: StagePlan, settings: Settings, measured: dict[tuple[str, str], float]
+) -> tuple[float | None, str]:
+    """Seconds per call of `plan` and where that figure comes from."""
+    llm = settings.llm
+    if (plan.stage, llm.model) in measured:
+        return measured[(plan.stage, llm.model)], "measured"
+    if llm.estimate_latency_s is not None:
+        return llm.estimate_latency_s, "configured"
+    if llm.backend == "embedded" and plan.calls:
+        per_call = (
+            plan.prompt_tokens / EMBEDDED_THROUGHPUT["prompt"]
+            + plan.completion_tokens_max / EMBEDDED_THROUGHPUT[plan.output]
+        ) / plan.calls
+        return per_call, "embedded throughput"
+    return None, "unknown"
+
+
+def _row(spec: RunSpec, plan: StagePlan, measured: dict[tuple[str, str], float]) -> dict[str, Any]:
+    llm = spec.settings.llm
+    live = plan.calls - (plan.cached or 0)
+    share = live / plan.calls if plan.calls else 0.0
+    latency, source = (
+        (None, "unknown") if plan.basis == "unknown" else _latency(plan, spec.settings, measured)
+    )
+    priced = (
+        plan.basis != "unknown"
+        and llm.price_prompt_per_mtok is not None
+        and llm.price_completion_per_mtok is not None
+    )
+    cost = (
+        share
+        * (
+            plan.prompt_tokens * llm.price_prompt_per_mtok
+            + plan.completion_tokens_max * llm.price_completion_per_mtok
+        )
+        / 1e6
+        if priced
+        else None
+    )
+    return {
+        "notebook": spec.notebook,
+        "run_id": spec.run_id,
+        **asdict(plan),
+        "live_calls": live,
+        "latency_s": latency,
+        "latency_source": source,
+        # the run's calls of one stage go out `in_flight` at a time
+        "wall_s": None if latency is None else live * latency / llm.in_flight,
+        "cost": cost,
+    }
+
+
+# ---------------------------------------------------------------- the batch
+
+
+def absent_data(settings: Settings, root: Path) -> list[str]:
+    """The keys of the data-root paths (`ExistingPath(under="data")`) that do not exist."""
+    return [
+        key
+        for key, marker, value in marked_values(settings)
+        if isinstance(marker, ExistingPath)
+        and marker.under == "data"
+        and value
+        and not data_path(value, root).exists()
+    ]
+
+
+def _without(section: Section, keys: list[str]) -> Section:
+    """`section` with the dotted `keys` set to None (not validated again: only for the name checks)."""
+    nested: dict[str, list[str]] = {}
+    for key in keys:
+        head, _, rest = key.partition(".")
+        nested.setdefault(head, []).append(rest)
+    return section.model_copy(
+        update={
+            head: _without(getattr(section, head), rests) if all(rests) else None
+            for head, rests in nested.items()
+        }
+    )
+
+
+def estimate_batch(
+    batch_path: str | Path,
+    overrides: dict[str, Any] | None = None,
+    root: str | Path = ".",
+    outputs: str | Path | None = None,
+    only: list[str] | None = None,
+) -> tuple[pd.DataFrame, list[str]]:
+    """One row per run and stage (see `StagePlan`, plus live calls, latency, wall time and cost), and
+    the notes (absent data sets). The batch is loaded, `--set` applied, `--only` selected and checked
+    as `ragtrial run` does; a missing data set is a note, not an error.
+    """
+    root = Path(root).resolve()
+    outputs = Path(outputs).resolve() if outputs else root / "outputs"
+    specs, _ = load_batch(batch_path, overrides, notebooks_dir=root / "notebooks")
+    specs = select_runs(specs, only, batch_path)
+    measured = measured_latency(outputs)
+    rows, notes, built = [], [], set()
+    caches: dict[str, ResponseCache] = {}
+    for spec in specs:
+        settings = spec.settings
+        where = f"{spec.source or batch_path} [{spec.label or spec.notebook}]"
+        absent = absent_data(settings, root)
+        # the preflight of `ragtrial run`, but absent data is a note
+        check_settings(_without(settings, absent), where, root)
+        note = (
+            f"absent under the data root ({data_root_origin()}): {', '.join(absent)}; the counts that need "
+            "it are projected from the params' sizes or marked unknown"
+            if absent
+            else ""
+        )
+        if spec.notebook not in NOTEBOOKS:
+            raise ParamsError(
+                f"{where}: no estimate for notebook {spec.notebook!r} (known: {', '.join(NOTEBOOKS)})"
+            )
+        cache = caches.setdefault(settings.cache_path, ResponseCache(settings.cache_path))
+        ledger = Ledger(spec.run_id)
+        ctx = PlanContext(settings, spec.run_id, ledger, LLM(settings.llm, cache, ledger, _no_endpoint))
+        dataset = None if "data.path" in absent else load_experiment_dataset(settings.data)
+        planner = RunPlanner(spec, ctx, dataset, built, absent)
+        for plan in NOTEBOOKS[spec.notebook](planner):
+            rows.append(_row(spec, plan, measured))
+        notes += [f"{spec.run_id}: {n}" for n in ([note] if note else []) + planner.notes]
+    for cache in caches.values():
+        cache.close()
+    return pd.DataFrame(rows), notes
+
+
+def totals(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run and for the batch: calls, live calls, tokens, wall time and cost (None when a part of
+    it is unknown: an unpriced or unmeasured stage makes the total unknown, never zero), and how
+    many stages could not be counted (their data is absent).
+    """
+
+    def total(group: pd.DataFrame) -> dict[str, Any]:
+        def known_sum(column: str) -> float | None:
+            # a stage of unknown count is left out (and counted in unknown_stages), any other
+            # unknown figure makes the total unknown
+            values = group.loc[group["basis"] != "unknown", column]
+            return None if values.isna().any() else float(values.sum())
+
+        return {
+            **{
+                c: int(group[c].sum())
+                for c in ("calls", "live_calls", "prompt_tokens", "completion_tokens_max")
+            },
+            "wall_s": known_sum("wall_s"),
+            "cost": known_sum("cost"),
+            "unknown_stages": int((group["basis"] == "unknown").sum()),  # their calls are not in the sums
+        }
+
+    groups = list(table.groupby("run_id", sort=False))
+    return pd.DataFrame(
+        [total(g) for _, g in groups] + [total(table)], index=[r for r, _ in groups] + ["batch"]
+    )
+
+
+def compare_with_ledger(table: pd.DataFrame, ledger: pd.DataFrame) -> pd.DataFrame:
+    """One run's estimate (rows of one run_id) against the model calls its ledger recorded: per group
+    of ledger stages (plans recorded under a shared stage are one group, on the loosest basis of its
+    plans), planned and made calls, and whether they agree (equal when exact, at most the bound when
+    an upper bound; a projection always agrees). Stages the ledger has and no plan names form a group
+    planned at 0 calls, exact, so they disagree.
+    """
+    made = ledger[ledger["kind"] != "embedding"].groupby("stage").size()
+    groups: list[tuple[set[str], list[dict[str, Any]]]] = []
+    for row in table.to_dict("records"):
+        stages = set(row["ledger_stages"] or (row["stage"],))
+        joined = [g for g in groups if g[0] & stages]
+        for g in joined:
+            groups.remove(g)
+            stages |= g[0]
+        groups.append((stages, [r for g in joined for r in g[1]] + [row]))
+    planned_stages = set().union(*(g[0] for g in groups)) if groups else set()
+    groups += [({stage}, []) for stage in made.index if stage not in planned_stages]
+    rows = []
+    for stages, plans in groups:
+        basis = max((p["basis"] for p in plans), key=BASES.index, default="exact")
+        planned = sum(p["calls"] for p in plans)
+        n = int(made.reindex(sorted(stages)).fillna(0).sum())
+        agrees = n == planned if basis == "exact" else n <= planned if basis == "upper bound" else True
+        rows.append(
+            {
+                "stages": ", ".join(sorted(stages)),
+                "basis": basis,
+                "planned": planned,
+                "made": n,
+                "agrees": agrees,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "unknown"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def render(table: pd.DataFrame, notes: list[str]) -> str:
+    """The readable estimate: a table per run, then the batch total and the notes."""
+    out = []
+    shown = [
+        "stage",
+        "method",
+        "basis",
+        "calls",
+        "cached",
+        "tokens",
+        "prompt_tokens",
+        "completion_tokens_max",
+        "wall",
+        "cost",
+        "note",
+    ]
+    for run_id, group in table.groupby("run_id", sort=False):
+        frame = group.assign(
+            cached=group["cached"].map(lambda v: "-" if pd.isna(v) else int(v)),
+            wall=group["wall_s"].map(_duration) + " (" + group["latency_source"] + ")",
+            cost=group["cost"].map(lambda v: "-" if pd.isna(v) else f"{v:,.2f}"),
+        )[shown]
+        out += [f"== {group['notebook'].iloc[0]} ({run_id})", frame.to_string(index=False), ""]
+    summary = totals(table)
+    summary["wall"] = summary["wall_s"].map(_duration)
+    summary["cost"] = summary["cost"].map(lambda v: "unknown" if v is None or pd.isna(v) else f"{v:,.2f}")
+    out += [
+        "== totals (wall time at llm.concurrency; cost in the price settings' currency)",
+        summary.drop(columns=["wall_s"]).to_string(),
+        "",
+    ]
+    out += [f"note: {n}" for n in notes]
+    return "\n".join(out)
