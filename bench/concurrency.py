@@ -10,6 +10,9 @@ every concurrency with a cold cache of its own:
          differing descriptions and a report for every community of every level
   judge  notebook 07's calls (answers, classic judge, length alignment, unbiased judge) for three
          methods (three pairs) over several trials, on an index built beforehand
+The index build has dependent rounds (summaries after extraction, reports level by level, bottom
+up) and 26 chunks on the default corpus, so at high concurrency its wall time cannot fall below a few
+latencies whatever the ideal says; the judge run is wide (hundreds of independent judge calls).
 For each: wall time, live calls (the ledger), ideal = live calls x latency / concurrency, the ratio
 wall / ideal (target <= 1.2 at 32), the most requests the server saw in flight, and whether the
 result tables are identical to those at concurrency 1 (exit status 1 if not). Then the response
