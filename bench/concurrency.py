@@ -1,0 +1,303 @@
+"""Benchmark: wall time of LLM-bound work at `llm.concurrency` 1, 8, 32 and 128 against the ideal.
+
+A latency-simulating OpenAI-compatible server (`tests/latency_server.py`) on 127.0.0.1 answers every
+request after a fixed latency (default 300 ms), up to 256 at once, with replies that depend only on
+the request, so the results must be the same at every concurrency. Embeddings come from the same
+server without latency (feature hashing): the figure is about model calls. Two workloads, each at
+every concurrency with a cold cache of its own:
+  index  the index build of the default corpus (notebook 01's `build_index`) with the LLM graph on
+         every chunk (`index.llm_max_chunks: null`), a summary of every element extracted with
+         differing descriptions and a report for every community of every level
+  judge  notebook 07's calls (answers, classic judge, length alignment, unbiased judge) for three
+         methods (three pairs) over several trials, on an index built beforehand
+The index build has dependent rounds (summaries after extraction, reports level by level, bottom
+up) and 26 chunks on the default corpus, so at high concurrency its wall time cannot fall below a few
+latencies whatever the ideal says; the judge run is wide (hundreds of independent judge calls).
+For each: wall time, live calls (the ledger), ideal = live calls x latency / concurrency, the ratio
+wall / ideal (target <= 1.2 at 32), the most requests the server saw in flight, and whether the
+result tables are identical to those at concurrency 1 (exit status 1 if not). Then the response
+cache's cost under threads: per-write time of `put_completion` (every write checkpoints the WAL)
+from 1 thread vs 32 threads, and a replay of the judge workload from a warm cache at 32 vs 1.
+All figures are ratios or times measured within this one run (the machine is shared).
+
+    .venv/bin/python bench/concurrency.py [--latency 0.3] [--concurrency 1 8 32 128] [--trials 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # test-side code, as tests use it
+
+from latency_server import LatencyServer  # noqa: E402
+
+from ragtrial.config.batch import deep_merge  # noqa: E402
+from ragtrial.data.experiment_dataset import load_experiment_dataset  # noqa: E402
+from ragtrial.evaluation.judge.aggregate import aggregate_unbiased, classic_summary  # noqa: E402
+from ragtrial.evaluation.judge.answers import answer_questions  # noqa: E402
+from ragtrial.evaluation.judge.pairs import align_lengths, all_pairs, llm_appender, make_pairs  # noqa: E402
+from ragtrial.evaluation.judge.protocols import judge_classic, judge_unbiased  # noqa: E402
+from ragtrial.index.build import build_index, load_or_build_index  # noqa: E402
+from ragtrial.index.tables import SCHEMAS  # noqa: E402
+from ragtrial.llm.cache import ResponseCache  # noqa: E402
+from ragtrial.methods.registry import make_methods  # noqa: E402
+from ragtrial.questions.sampling import judge_questions, questions_frame  # noqa: E402
+from ragtrial.runner.context import RunContext, open_run  # noqa: E402
+
+JUDGE_METHODS = ["naive_rag", "local_search", "global_search"]
+# Columns that time a call, not what it returned.
+TIMING_COLUMNS = ("latency_s", "wall_s")
+
+
+@dataclass
+class Leg:
+    """One workload at one concurrency."""
+
+    concurrency: int
+    wall_s: float
+    live_calls: int
+    max_in_flight: int
+    tables: str  # fingerprint of the result tables
+
+
+def fingerprint(tables: dict[str, Any]) -> str:
+    """sha256 over the tables' contents (timing columns dropped), in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(tables):
+        value = tables[name]
+        if isinstance(value, pd.DataFrame):
+            value = value.drop(columns=[c for c in value.columns if c in TIMING_COLUMNS])
+            value = value.to_json(orient="split", default_handler=str)
+        digest.update(name.encode() + b"\0" + str(value).encode())
+    return digest.hexdigest()
+
+
+def run_settings(server: LatencyServer, tmp: Path, concurrency: int, overrides: dict[str, Any]) -> dict:
+    base = {
+        "cache_path": str(tmp / "cache.sqlite"),
+        "llm": {
+            "backend": "openai_compatible",
+            "base_url": server.base_url,
+            "model": "latency-sim",
+            "concurrency": concurrency,
+        },
+        "embeddings": {"backend": "openai_compatible", "base_url": server.base_url, "model": "hashing-64"},
+    }
+    return deep_merge(base, overrides)
+
+
+def live_calls(ctx: RunContext) -> int:
+    ledger = ctx.ledger_frame()
+    return int((~ledger["cached"].astype(bool) & (ledger["kind"] != "embedding")).sum())
+
+
+def measure(
+    server: LatencyServer,
+    folder: Path,
+    concurrency: int,
+    overrides: dict[str, Any],
+    workload: Callable[[RunContext], dict[str, Any]],
+) -> Leg:
+    ctx = open_run(run_settings(server, folder, concurrency, overrides), folder / "run", notebook="bench")
+    server.reset_counts()
+    started = time.perf_counter()
+    tables = workload(ctx)
+    wall = time.perf_counter() - started
+    return Leg(concurrency, wall, live_calls(ctx), server.max_in_flight, fingerprint(tables))
+
+
+def index_workload(ctx: RunContext) -> dict[str, Any]:
+    """Notebook 01's build, cold: every table of the index and its embeddings."""
+    index = build_index(ctx, load_experiment_dataset(ctx.settings.data))
+    tables: dict[str, Any] = {name: getattr(index, name) for name in SCHEMAS}
+    for name in ("chunk_embeddings", "entity_embeddings", "report_embeddings"):
+        array = getattr(index, name)
+        tables[name] = "" if array is None else hashlib.sha256(array.tobytes()).hexdigest()
+    return tables
+
+
+def build_judged_index(ctx: RunContext) -> dict[str, Any]:
+    load_or_build_index(ctx, load_experiment_dataset(ctx.settings.data))
+    return {}
+
+
+def judge_workload(ctx: RunContext) -> dict[str, Any]:
+    """Notebook 07's model calls and result tables, with the library calls its cells make."""
+    cfg = ctx.settings.judge
+    dataset = load_experiment_dataset(ctx.settings.data)
+    index = load_or_build_index(ctx, dataset)
+    questions, _ = judge_questions(ctx.llm, dataset, index, cfg, ctx.settings.questions)
+    questions_df = questions_frame(questions)
+    methods, _ = make_methods(cfg.methods, index, ctx, cfg)
+    names = [m.name for m in methods]
+    method_pairs = [p for p in (cfg.pairs or all_pairs(names)) if set(p) <= set(names)]
+    answered = answer_questions({(m.name, 0): m for m in methods}, questions)
+    answers = answered.frame
+    pairs, _ = make_pairs(questions_df, answers[answers["failure"] == ""], method_pairs)
+    classic = judge_classic(
+        ctx.llm,
+        pairs,
+        max_tokens=cfg.classic_max_tokens,
+        temperature=cfg.judge_temperature,
+        positions=cfg.classic_positions,
+        repeats=cfg.classic_repeats,
+        ties=cfg.classic_ties,
+    )
+    aligned, alignment_log = align_lengths(
+        pairs,
+        answered.regenerate,
+        llm_appender(ctx.llm, cfg.answer_temperature),
+        cfg.tolerance_words,
+        cfg.max_regenerations,
+    )
+    unbiased_run = judge_unbiased(
+        ctx.llm,
+        aligned,
+        cfg.aspects,
+        trials=cfg.trials,
+        repeats=cfg.repeats,
+        max_tokens=cfg.judge_max_tokens,
+        temperature=cfg.judge_temperature,
+    )
+    unbiased = aggregate_unbiased(unbiased_run, cfg.bootstrap_resamples, seed=cfg.seed)
+    return {
+        "answers": answers.drop(columns=["failures"]),
+        "classic_judgments": classic.judgments,
+        "classic_summary": classic_summary(classic, cfg.bootstrap_resamples, cfg.seed),
+        "alignment_log": alignment_log,
+        "unbiased_judgments": unbiased_run.judgments,
+        "judge_failures": pd.concat([classic.failures, unbiased_run.failures], ignore_index=True),
+        **{f"unbiased_{name}": getattr(unbiased, name) for name in ("outcomes", "trials", "summary")},
+    }
+
+
+def print_table(title: str, legs: list[Leg], latency_s: float) -> bool:
+    """The markdown table of one workload; whether every leg's tables equal those of the first."""
+    print(f"\n**{title}** (latency {latency_s * 1000:.0f} ms per request, cold cache per row)\n")
+    print("| concurrency | live calls | wall s | ideal s | wall / ideal | max in flight | tables vs c=1 |")
+    print("|---:|---:|---:|---:|---:|---:|---|")
+    for leg in legs:
+        ideal = leg.live_calls * latency_s / leg.concurrency
+        same = "same" if leg.tables == legs[0].tables else "**different**"
+        print(
+            f"| {leg.concurrency} | {leg.live_calls} | {leg.wall_s:.1f} | {ideal:.1f} | "
+            f"{leg.wall_s / ideal:.2f} | {leg.max_in_flight} | {same} |"
+        )
+    calls_differ = len({leg.live_calls for leg in legs}) > 1
+    if calls_differ:
+        print("\nThe live calls differ between concurrencies.")
+    return not calls_differ and all(leg.tables == legs[0].tables for leg in legs)
+
+
+def put_seconds(cache: ResponseCache, keys: list[str], threads: int) -> float:
+    """Wall time of one `put_completion` per key, the keys split over `threads` threads."""
+    shares = [keys[i::threads] for i in range(threads)]
+    barrier = threading.Barrier(threads + 1)
+
+    def write(share: list[str]) -> None:
+        barrier.wait()
+        for key in share:
+            cache.put_completion(key, "latency-sim", "a reply of a few words " * 8, 400, 40)
+
+    workers = [threading.Thread(target=write, args=(share,)) for share in shares]
+    for worker in workers:
+        worker.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for worker in workers:
+        worker.join()
+    return time.perf_counter() - started
+
+
+def cache_costs(server: LatencyServer, tmp: Path, judge: dict[str, Any], writes: int) -> None:
+    cache = ResponseCache(tmp / "puts.sqlite")
+    one = put_seconds(cache, [f"one-{i}" for i in range(writes)], 1) / writes
+    many = put_seconds(cache, [f"many-{i}" for i in range(writes)], 32) / writes
+    cache.close()
+    warm = tmp / "judge-c1"  # the cache the concurrency-1 judge leg filled
+    replays = {c: measure(server, warm, c, judge, judge_workload) for c in (1, 32)}
+    print("\n**Response cache under threads**\n")
+    print("| measure | value |\n|---|---|")
+    print(f"| put_completion (write + passive WAL checkpoint), 1 thread | {one * 1000:.2f} ms per write |")
+    print(f"| … from 32 threads at once, wall time / writes | {many * 1000:.2f} ms per write |")
+    print(f"| 32 threads / 1 thread, per write | {many / one:.2f} |")
+    print(
+        f"| judge workload replayed from the warm cache: c=1 / c=32 wall | {replays[1].wall_s:.2f} s / "
+        f"{replays[32].wall_s:.2f} s (ratio 32 : 1 = {replays[32].wall_s / replays[1].wall_s:.2f}); "
+        f"live calls {replays[1].live_calls} / {replays[32].live_calls} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.3, help="seconds per request")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 128])
+    parser.add_argument("--trials", type=int, default=6, help="judge.trials (M) of the judge workload")
+    parser.add_argument("--writes", type=int, default=2000, help="cache writes timed per thread count")
+    parser.add_argument("--workload", choices=["index", "judge", "cache"], nargs="+", default=None)
+    args = parser.parse_args()
+    workloads = args.workload or ["index", "judge", "cache"]
+    # every chunk extracted, every differing description summarized, every community reported
+    index_settings = {
+        "index": {"llm_max_chunks": None, "max_summaries": None, "report_levels": None, "max_reports": None}
+    }
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="ragtrial-bench-") as name, LatencyServer(args.latency) as server:
+        tmp = Path(name)
+        print(
+            f"Latency-simulating endpoint on 127.0.0.1: {args.latency * 1000:.0f} ms per request, up to 256 "
+            f"at once; embeddings by feature hashing without latency. Concurrencies {args.concurrency}."
+        )
+        if "index" in workloads:
+            legs = [
+                measure(
+                    server,
+                    tmp / f"index-c{c}",
+                    c,
+                    deep_merge(index_settings, {"index": {"store_path": str(tmp / f"index-c{c}" / "store")}}),
+                    index_workload,
+                )
+                for c in args.concurrency
+            ]
+            ok &= print_table(
+                "Index build, default corpus, LLM graph on every chunk, every summary and report",
+                legs,
+                args.latency,
+            )
+        judge = {
+            "index": {"store_path": str(tmp / "judge-index")},
+            "judge": {"methods": JUDGE_METHODS, "trials": args.trials},
+        }
+        if {"judge", "cache"} & set(workloads):
+            # the judged index, built once outside the clock (its calls land in its own cache)
+            measure(server, tmp / "judge-index-build", 1, judge, build_judged_index)
+            legs = [measure(server, tmp / f"judge-c{c}", c, judge, judge_workload) for c in args.concurrency]
+            ok &= print_table(
+                f"Judge run of notebook 07 ({len(JUDGE_METHODS)} methods, 3 pairs, {args.trials} trials)",
+                legs,
+                args.latency,
+            )
+        if "cache" in workloads:
+            if 1 not in args.concurrency:
+                raise SystemExit("the cache replay reads the cache of the concurrency-1 judge leg: include 1")
+            cache_costs(server, tmp, judge, args.writes)
+    if not ok:
+        print("\nResults differ between concurrencies.")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
