@@ -42,7 +42,7 @@ import pandas as pd
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # test-side code, as tests use it
 
-from latency_server import LatencyServer  # noqa: E402
+from latency_server import LatencyServerProcess  # noqa: E402
 
 from ragtrial.config.batch import deep_merge  # noqa: E402
 from ragtrial.data.experiment_dataset import load_experiment_dataset  # noqa: E402
@@ -85,7 +85,9 @@ def fingerprint(tables: dict[str, Any]) -> str:
     return digest.hexdigest()
 
 
-def run_settings(server: LatencyServer, tmp: Path, concurrency: int, overrides: dict[str, Any]) -> dict:
+def run_settings(
+    server: LatencyServerProcess, tmp: Path, concurrency: int, overrides: dict[str, Any]
+) -> dict:
     base = {
         "cache_path": str(tmp / "cache.sqlite"),
         "llm": {
@@ -105,7 +107,7 @@ def live_calls(ctx: RunContext) -> int:
 
 
 def measure(
-    server: LatencyServer,
+    server: LatencyServerProcess,
     folder: Path,
     concurrency: int,
     overrides: dict[str, Any],
@@ -162,6 +164,7 @@ def judge_workload(ctx: RunContext) -> dict[str, Any]:
         llm_appender(ctx.llm, cfg.answer_temperature),
         cfg.tolerance_words,
         cfg.max_regenerations,
+        llm=ctx.llm,
     )
     unbiased_run = judge_unbiased(
         ctx.llm,
@@ -222,7 +225,7 @@ def put_seconds(cache: ResponseCache, keys: list[str], threads: int) -> float:
     return time.perf_counter() - started
 
 
-def cache_costs(server: LatencyServer, tmp: Path, judge: dict[str, Any], writes: int) -> None:
+def cache_costs(server: LatencyServerProcess, tmp: Path, judge: dict[str, Any], writes: int) -> None:
     cache = ResponseCache(tmp / "puts.sqlite")
     one = put_seconds(cache, [f"one-{i}" for i in range(writes)], 1) / writes
     many = put_seconds(cache, [f"many-{i}" for i in range(writes)], 32) / writes
@@ -246,16 +249,24 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.3, help="seconds per request")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--trials", type=int, default=6, help="judge.trials (M) of the judge workload")
+    parser.add_argument(
+        "--questions-per-type", type=int, default=3, help="judge.questions_per_type of the judge workload"
+    )
+    parser.add_argument("--size", default="small", help="data.size: the generated corpus of both workloads")
     parser.add_argument("--writes", type=int, default=2000, help="cache writes timed per thread count")
     parser.add_argument("--workload", choices=["index", "judge", "cache"], nargs="+", default=None)
     args = parser.parse_args()
     workloads = args.workload or ["index", "judge", "cache"]
     # every chunk extracted, every differing description summarized, every community reported
     index_settings = {
-        "index": {"llm_max_chunks": None, "max_summaries": None, "report_levels": None, "max_reports": None}
+        "data": {"size": args.size},
+        "index": {"llm_max_chunks": None, "max_summaries": None, "report_levels": None, "max_reports": None},
     }
     ok = True
-    with tempfile.TemporaryDirectory(prefix="ragtrial-bench-") as name, LatencyServer(args.latency) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="ragtrial-bench-") as name,
+        LatencyServerProcess(args.latency) as server,
+    ):
         tmp = Path(name)
         print(
             f"Latency-simulating endpoint on 127.0.0.1: {args.latency * 1000:.0f} ms per request, up to 256 "
@@ -279,7 +290,12 @@ def main() -> None:
             )
         judge = {
             "index": {"store_path": str(tmp / "judge-index")},
-            "judge": {"methods": JUDGE_METHODS, "trials": args.trials},
+            "data": {"size": args.size},
+            "judge": {
+                "methods": JUDGE_METHODS,
+                "trials": args.trials,
+                "questions_per_type": args.questions_per_type,
+            },
         }
         if {"judge", "cache"} & set(workloads):
             # the judged index, built once outside the clock (its calls land in its own cache)

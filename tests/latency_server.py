@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -189,10 +193,18 @@ class LatencyServer:
                 pass
 
             def do_GET(self) -> None:
+                if self.path.endswith("/stats"):  # the counts, for a server in another process
+                    with server._lock:
+                        self._send(200, {"requests": server.requests, "max_in_flight": server.max_in_flight})
+                    return
                 self._send(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if self.path.endswith("/reset"):
+                    server.reset_counts()
+                    self._send(200, {})
+                    return
                 if self.path.endswith("/embeddings"):
                     self._send(200, server.embeddings(body))
                     return
@@ -272,3 +284,47 @@ class LatencyServer:
             "model": body.get("model", MODEL),
             "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
         }
+
+
+class LatencyServerProcess:
+    """The server in a process of its own, as a real endpoint is: its threads do not compete with
+    the kit's for the interpreter lock. Same `base_url`, `reset_counts()` and `max_in_flight`.
+    """
+
+    def __init__(self, latency_s: float = 0.3, slots: int = 256):
+        self.latency_s, self.slots = latency_s, slots
+
+    def __enter__(self) -> LatencyServerProcess:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, str(self.latency_s), str(self.slots)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        self.base_url = self.process.stdout.readline().strip()
+        if not self.base_url.startswith("http://127.0.0.1:"):
+            self.process.kill()
+            raise RuntimeError(f"the latency server did not start (it said {self.base_url!r})")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+    def _ask(self, method: str, path: str) -> dict[str, Any]:
+        request = urllib.request.Request(self.base_url + path, data=b"{}" if method == "POST" else None)
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def reset_counts(self) -> None:
+        self._ask("POST", "/reset")
+
+    @property
+    def max_in_flight(self) -> int:
+        return int(self._ask("GET", "/stats")["max_in_flight"])
+
+
+if __name__ == "__main__":  # python latency_server.py LATENCY_S SLOTS: serve, print the URL, run until killed
+    with LatencyServer(float(sys.argv[1]), int(sys.argv[2])) as served:
+        print(served.base_url, flush=True)
+        threading.Event().wait()

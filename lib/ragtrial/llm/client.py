@@ -7,6 +7,7 @@ API keys are read from the environment at call time and never stored.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -55,6 +56,14 @@ class Completion:
     cached: bool
     latency_s: float
     attempts: int
+
+
+@functools.cache
+def json_schema_of(schema: type[BaseModel]) -> dict[str, Any]:
+    """A reply schema's JSON schema, built once per class (pydantic builds it anew on every call);
+    shared by every request, so never mutated.
+    """
+    return schema.model_json_schema()
 
 
 def fold_system_messages(messages: Messages) -> Messages:
@@ -109,9 +118,9 @@ class LLM:
         if self.settings.json_mode == "json_schema":
             return {
                 "type": "json_schema",
-                "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+                "json_schema": {"name": schema.__name__, "schema": json_schema_of(schema)},
             }
-        return {"type": "json_object", "schema": schema.model_json_schema()}
+        return {"type": "json_object", "schema": json_schema_of(schema)}
 
     def _request(
         self, messages: Messages, schema: type[BaseModel] | None, replicate: int, overrides: dict[str, Any]
@@ -127,7 +136,7 @@ class LLM:
                     "role": "user",
                     "content": messages[-1]["content"]
                     + "\n\nReply with one JSON object only, matching this JSON schema:\n"
-                    + json.dumps(schema.model_json_schema()),
+                    + json.dumps(json_schema_of(schema)),
                 },
             ]
         # the cache key of a plain-text request differs from the chat request's
@@ -283,13 +292,10 @@ def send(call: Call, settings: LLMSettings, clients: SharedClients) -> Reply:
     (it has a `prompt`), /chat/completions otherwise. A 200 response that carries no usable reply
     raises BadReply (`malformed_response` or `empty_reply`), which the retry policy retries.
     """
-    client = clients.get(call.base_url)
     request = call.request
     plain_text = "prompt" in request
-    api = client.completions if plain_text else client.chat.completions
-    body = response_body(
-        api.with_raw_response.create(**request, extra_headers=auth_header(settings.api_key_env))
-    )
+    path = "/completions" if plain_text else "/chat/completions"
+    body = post_json(clients.get(call.base_url), path, request, settings.api_key_env)
     text, finish_reason = _choice_text(body, plain_text)
     usage = body.get("usage")
     if isinstance(usage, dict) and all(
@@ -313,9 +319,14 @@ def send(call: Call, settings: LLMSettings, clients: SharedClients) -> Reply:
     )
 
 
-def response_body(raw: Any) -> dict[str, Any]:
-    """The JSON object of a 200 response (an openai raw response); BadReply when it is not one."""
-    content = raw.http_response.content
+def post_json(client: openai.OpenAI, path: str, body: dict[str, Any], api_key_env: str) -> dict[str, Any]:
+    """POST `body` to `path` of the client's endpoint and return the JSON object of the 200 response
+    (BadReply when it is not one; an error status raises the SDK's status errors, which the retry
+    policy classifies). The body goes as built: the SDK's typed `create` walks every request's
+    messages and schema again, about as much CPU as the rest of a call, which caps what a run keeps
+    in flight. The key is read from the environment for this request only.
+    """
+    content = client.post(path, cast_to=str, body=body, options={"headers": auth_header(api_key_env)})
     try:
         body = json.loads(content)
     except ValueError:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ragtrial.config.llm import EmbeddingSettings, LLMSettings
 from ragtrial.llm.cache import ResponseCache, cache_key
-from ragtrial.llm.client import SharedClients, auth_header, is_token_count, response_body
+from ragtrial.llm.client import SharedClients, is_token_count, post_json
 from ragtrial.llm.errors import BadReply, LLMError
 from ragtrial.llm.ledger import CallRecord, Ledger
 from ragtrial.llm.middleware import call_with_retries
@@ -69,13 +69,13 @@ class Embedder:
             return Computed(np.asarray(vectors, dtype=np.float32), n_tokens, 0, self.settings.model)
 
         def attempt() -> Computed:
-            raw = self._clients.get(self.settings.base_url).embeddings.with_raw_response.create(
-                model=self.settings.model,
-                input=texts,
-                encoding_format="float",
-                extra_headers=auth_header(self.settings.api_key_env),
+            body = post_json(
+                self._clients.get(self.settings.base_url),
+                "/embeddings",
+                {"model": self.settings.model, "input": texts, "encoding_format": "float"},
+                self.settings.api_key_env,
             )
-            return endpoint_vectors(response_body(raw), len(texts))
+            return endpoint_vectors(body, len(texts))
 
         done = call_with_retries(
             attempt, self._retry, f"{self.settings.base_url} embeddings", [self.settings.api_key_env]
