@@ -210,8 +210,9 @@ def rate_relevance(
     """One 0-5 rating per question with its retrieved context (rubric prompt `rate_relevance`).
     Returns (ratings: question_id, generator, level, score; failures).
     """
-    prompt, rows, failures = load_prompt("rate_relevance"), [], []
-    for _, q in questions.iterrows():
+    prompt = load_prompt("rate_relevance")
+
+    def rate(q: pd.Series) -> tuple | Failure:
         try:
             reply = llm.structured(
                 prompt.render(question=q["question"], context=contexts[q["question_id"]]),
@@ -222,17 +223,18 @@ def rate_relevance(
                 max_tokens=max_tokens,
             )
         except LLMError as err:
-            failures.append(
-                Failure(
-                    item_id=q["question_id"],
-                    generator=q["generator"],
-                    stage="rate_relevance",
-                    kind=err.kind,
-                    detail=str(err)[:500],
-                )
+            return Failure(
+                item_id=q["question_id"],
+                generator=q["generator"],
+                stage="rate_relevance",
+                kind=err.kind,
+                detail=str(err)[:500],
             )
-            continue
-        rows.append((q["question_id"], q["generator"], q["level"], q.get("anchor_id", ""), reply.score))
+        return (q["question_id"], q["generator"], q["level"], q.get("anchor_id", ""), reply.score)
+
+    done = llm.fan_out(rate, [q for _, q in questions.iterrows()], label="rate_relevance")
+    rows = [r for r in done if not isinstance(r, Failure)]
+    failures = [r for r in done if isinstance(r, Failure)]
     ratings = pd.DataFrame(rows, columns=["question_id", "generator", "level", "anchor_id", "score"])
     return ratings, records_frame(failures, Failure)
 
