@@ -1,0 +1,118 @@
+"""Question generation (summary, persona, graph levels with chunk summaries) and relevance ratings
+fan out up to llm.concurrency: the same questions, ratings, failure rows and cache keys at any
+concurrency, and the requests really overlap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+from conftest import make_llm
+from test_questions import first_user_turn, small_index, structured_reply  # noqa: F401 (a fixture)
+
+from ragtrial.config.questions import QuestionsSettings
+from ragtrial.questions.generate import generate_questions
+from ragtrial.questions.quality import rate_relevance
+
+CFG = QuestionsSettings(
+    generators=["summary", "persona", "graph"],
+    summary_questions=8,
+    summary_per_call=2,
+    personas=3,
+    tasks_per_persona=2,
+    questions_per_task=2,
+    per_level=6,
+    min_hops=3,
+    temperature=None,
+)
+
+
+def stage_of(body: dict) -> str:
+    """Which generator or rating a request belongs to, read from its schema and prompt."""
+    if "response_format" not in body:
+        return "summarize_chunks"
+    title = body["response_format"]["schema"]["title"]
+    if title in ("OneQuestion", "RelevanceRating"):
+        return {"OneQuestion": "graph", "RelevanceRating": "rate_relevance"}[title]
+    return "summary" if first_user_turn(body).startswith("Description of a data set") else "persona"
+
+
+def model(body: dict) -> str:
+    """`structured_reply`, but about one request in five never parses (nor does its repair round),
+    and about one chunk summary in four comes back blank: failures that depend only on the request.
+    """
+    asked = f"{first_user_turn(body)} {body.get('seed')}"  # the seed tells replicates apart
+    bucket = int(hashlib.md5(asked.encode()).hexdigest(), 16)
+    if stage_of(body) == "summarize_chunks":
+        return "" if bucket % 4 == 0 else structured_reply(body)
+    return "not json" if bucket % 5 == 0 else structured_reply(body)
+
+
+class InFlight:
+    """Holds each request `hold_s` and keeps, per stage, the most requests held at once."""
+
+    def __init__(self, reply, hold_s: float):
+        self.reply, self.hold_s = reply, hold_s
+        self.now, self.most = Counter(), Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict) -> str:
+        stage = stage_of(body)
+        with self.lock:
+            self.now[stage] += 1
+            self.most[stage] = max(self.most[stage], self.now[stage])
+        time.sleep(self.hold_s)
+        with self.lock:
+            self.now[stage] -= 1
+        return self.reply(body)
+
+
+def run(scripted, folder: Path, index, concurrency: int):
+    llm = make_llm(scripted.base_url, folder, concurrency=concurrency, max_retries=0)
+    generated = generate_questions(llm, index, [], CFG)
+    questions = generated.questions
+    contexts = {qid: f"Context retrieved for {qid}." for qid in questions["question_id"]}
+    ratings, rating_failures = rate_relevance(llm, questions, contexts, max_tokens=24)
+    with sqlite3.connect(folder / "cache.sqlite") as conn:
+        keys = {key for (key,) in conn.execute("SELECT key FROM completions")}
+    return generated, ratings, rating_failures, keys
+
+
+def test_questions_and_ratings_are_the_same_at_any_concurrency(scripted, tmp_path, small_index) -> None:  # noqa: F811
+    index, _ = small_index
+    scripted.default_reply = model
+    (tmp_path / "one").mkdir()
+    (tmp_path / "eight").mkdir()
+    one = run(scripted, tmp_path / "one", index, 1)
+    eight = run(scripted, tmp_path / "eight", index, 8)
+    generated, ratings, rating_failures, _ = one
+    # every generator and level produced questions, and several stages failed somewhere
+    q = generated.questions
+    assert set(q["generator"]) == {"summary", "persona", "graph"} and set(q["level"]) >= {
+        "node",
+        "edge",
+        "subgraph",
+    }
+    assert {"questions_node", "summarize_chunks"} <= set(generated.failures["stage"]), generated.failures
+    assert len(ratings) > 10 and len(rating_failures) > 0
+
+    pd.testing.assert_frame_equal(generated.questions, eight[0].questions)
+    pd.testing.assert_frame_equal(generated.failures, eight[0].failures)
+    pd.testing.assert_frame_equal(ratings, eight[1])
+    pd.testing.assert_frame_equal(rating_failures, eight[2])
+    assert one[3] == eight[3]
+
+
+def test_question_stages_send_their_calls_concurrently(scripted, tmp_path, small_index) -> None:  # noqa: F811
+    index, _ = small_index
+    recorder = InFlight(structured_reply, hold_s=0.1)
+    scripted.default_reply = recorder
+    run(scripted, tmp_path, index, 8)
+    for stage in ("summary", "persona", "graph", "summarize_chunks", "rate_relevance"):
+        assert recorder.most[stage] > 1, (stage, dict(recorder.most))
