@@ -1,11 +1,13 @@
-"""Question generation (summary, persona, graph levels with chunk summaries) and relevance ratings
-fan out up to llm.concurrency: the same questions, ratings, failure rows and cache keys at any
-concurrency, and the requests really overlap.
+"""Question generation (summary, persona, graph levels with chunk summaries), relevance ratings
+and the LLM entity linker fan out up to llm.concurrency: the same questions, ratings, mentions,
+failure rows and cache keys at any concurrency, and the requests really overlap.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import sqlite3
 import threading
 import time
@@ -17,8 +19,11 @@ from conftest import make_llm
 from test_questions import first_user_turn, small_index, structured_reply  # noqa: F401 (a fixture)
 
 from ragtrial.config.questions import QuestionsSettings
+from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.llm.hashing_embedder import HashingEmbedder
 from ragtrial.questions.generate import generate_questions
-from ragtrial.questions.quality import rate_relevance
+from ragtrial.questions.quality import entity_mentions, make_entity_linker, rate_relevance
+from ragtrial.retrieval.base import RetrieverParts
 
 CFG = QuestionsSettings(
     generators=["summary", "persona", "graph"],
@@ -38,20 +43,33 @@ def stage_of(body: dict) -> str:
     if "response_format" not in body:
         return "summarize_chunks"
     title = body["response_format"]["schema"]["title"]
-    if title in ("OneQuestion", "RelevanceRating"):
-        return {"OneQuestion": "graph", "RelevanceRating": "rate_relevance"}[title]
+    named = {
+        "OneQuestion": "graph",
+        "RelevanceRating": "rate_relevance",
+        "QuestionEntities": "question_entities",
+    }
+    if title in named:
+        return named[title]
     return "summary" if first_user_turn(body).startswith("Description of a data set") else "persona"
 
 
+def reply(body: dict) -> str:
+    """`structured_reply`, and for the LLM linker the capitalized words of the question."""
+    if stage_of(body) == "question_entities":
+        question = first_user_turn(body).rsplit("Question:", 1)[-1]
+        return json.dumps({"entities": sorted(set(re.findall(r"\b[A-Z][a-z]+\b", question)))[:4]})
+    return structured_reply(body)
+
+
 def model(body: dict) -> str:
-    """`structured_reply`, but about one request in five never parses (nor does its repair round),
+    """`reply`, but about one request in five never parses (nor does its repair round),
     and about one chunk summary in four comes back blank: failures that depend only on the request.
     """
     asked = f"{first_user_turn(body)} {body.get('seed')}"  # the seed tells replicates apart
     bucket = int(hashlib.md5(asked.encode()).hexdigest(), 16)
     if stage_of(body) == "summarize_chunks":
-        return "" if bucket % 4 == 0 else structured_reply(body)
-    return "not json" if bucket % 5 == 0 else structured_reply(body)
+        return "" if bucket % 4 == 0 else reply(body)
+    return "not json" if bucket % 5 == 0 else reply(body)
 
 
 class InFlight:
@@ -79,9 +97,11 @@ def run(scripted, folder: Path, index, concurrency: int):
     questions = generated.questions
     contexts = {qid: f"Context retrieved for {qid}." for qid in questions["question_id"]}
     ratings, rating_failures = rate_relevance(llm, questions, contexts, max_tokens=24)
+    linker = make_entity_linker(index, RetrieverParts(HashingEmbedder(), llm), RetrievalSettings(), "llm")
+    mentions = entity_mentions(questions, linker, "llm")
     with sqlite3.connect(folder / "cache.sqlite") as conn:
         keys = {key for (key,) in conn.execute("SELECT key FROM completions")}
-    return generated, ratings, rating_failures, keys
+    return generated, (ratings, rating_failures), mentions, keys
 
 
 def test_questions_and_ratings_are_the_same_at_any_concurrency(scripted, tmp_path, small_index) -> None:  # noqa: F811
@@ -91,7 +111,7 @@ def test_questions_and_ratings_are_the_same_at_any_concurrency(scripted, tmp_pat
     (tmp_path / "eight").mkdir()
     one = run(scripted, tmp_path / "one", index, 1)
     eight = run(scripted, tmp_path / "eight", index, 8)
-    generated, ratings, rating_failures, _ = one
+    generated, (ratings, rating_failures), (mentions, mention_failures), _ = one
     # every generator and level produced questions, and several stages failed somewhere
     q = generated.questions
     assert set(q["generator"]) == {"summary", "persona", "graph"} and set(q["level"]) >= {
@@ -101,18 +121,22 @@ def test_questions_and_ratings_are_the_same_at_any_concurrency(scripted, tmp_pat
     }
     assert {"questions_node", "summarize_chunks"} <= set(generated.failures["stage"]), generated.failures
     assert len(ratings) > 10 and len(rating_failures) > 0
+    assert len(mentions) > 10 and len(mention_failures) > 0
 
-    pd.testing.assert_frame_equal(generated.questions, eight[0].questions)
-    pd.testing.assert_frame_equal(generated.failures, eight[0].failures)
-    pd.testing.assert_frame_equal(ratings, eight[1])
-    pd.testing.assert_frame_equal(rating_failures, eight[2])
+    for a, b in [
+        (generated.questions, eight[0].questions),
+        (generated.failures, eight[0].failures),
+        *zip(one[1], eight[1], strict=True),
+        *zip(one[2], eight[2], strict=True),
+    ]:
+        pd.testing.assert_frame_equal(a, b)
     assert one[3] == eight[3]
 
 
 def test_question_stages_send_their_calls_concurrently(scripted, tmp_path, small_index) -> None:  # noqa: F811
     index, _ = small_index
-    recorder = InFlight(structured_reply, hold_s=0.1)
+    recorder = InFlight(reply, hold_s=0.1)
     scripted.default_reply = recorder
     run(scripted, tmp_path, index, 8)
-    for stage in ("summary", "persona", "graph", "summarize_chunks", "rate_relevance"):
+    for stage in ("summary", "persona", "graph", "summarize_chunks", "rate_relevance", "question_entities"):
         assert recorder.most[stage] > 1, (stage, dict(recorder.most))

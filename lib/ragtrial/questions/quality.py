@@ -85,22 +85,27 @@ def entity_mentions(
     rows and a failure row instead (it is left out of that linker's denominators, not counted as
     entity-free).
     """
-    rows, failures = [], []
-    for q in questions.itertuples(index=False):
+
+    def mentions_of(q: Any) -> list[tuple] | Failure:
         try:
             found = _found_entities(linker, q.question)
         except LLMError as err:
-            failures.append(
-                Failure(
-                    item_id=q.question_id,
-                    generator=q.generator,
-                    stage="question_entities",
-                    kind=err.kind,
-                    detail=str(err)[:500],
-                )
+            return Failure(
+                item_id=q.question_id,
+                generator=q.generator,
+                stage="question_entities",
+                kind=err.kind,
+                detail=str(err)[:500],
             )
-            continue
-        rows += [(q.question_id, q.generator, q.level, linker_name, *entity) for entity in found]
+        return [(q.question_id, q.generator, q.level, linker_name, *entity) for entity in found]
+
+    asked = list(questions.itertuples(index=False))
+    if linker.settings.entity_source == "llm":  # one model call per question: they fan out
+        done = linker.parts.llm.fan_out(mentions_of, asked, label="question_entities")
+    else:  # the n-gram linker makes no model call
+        done = [mentions_of(q) for q in asked]
+    rows = [row for found in done if not isinstance(found, Failure) for row in found]
+    failures = [found for found in done if isinstance(found, Failure)]
     return pd.DataFrame(rows, columns=MENTION_COLUMNS), records_frame(failures, Failure)
 
 
