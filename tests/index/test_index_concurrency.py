@@ -14,10 +14,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
+from conftest import make_llm
 from test_build import assert_same_tables
 
+from ragtrial.config.index import IndexSettings
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.index.build import build_index, index_path
+from ragtrial.index.extract_llm_graph import extract_llm_graph
 from ragtrial.runner.context import open_run
 
 
@@ -57,7 +61,7 @@ def model(body: dict) -> str:
     first, stage = user_turns(body)[0], stage_of(body)
     text = first.rsplit("Text:\n", 1)[-1]
     if stage == "extract_graph":
-        if fails(text):
+        if fails(text) or "Unreadable" in text:
             return "not json"
         names = list(dict.fromkeys(re.findall(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b", text)))[:5]
         return json.dumps(
@@ -198,3 +202,26 @@ def test_the_index_stages_send_their_calls_concurrently(scripted, tmp_path) -> N
         "community_report",
     ):
         assert recorder.most[stage] > 1, (stage, dict(recorder.most))
+
+
+def test_a_recurring_chunk_text_replays_the_cache_as_at_concurrency_one(scripted, tmp_path) -> None:
+    # Two chunks with one text make one request: run together they would both go live, and the
+    # failure of the second would no longer say it was replayed from the cache.
+    scripted.default_reply = InFlight(model, hold_s=0.05)
+    texts = [
+        "Unreadable Page here.",
+        "Unreadable Page here.",
+        "Ada Lind met Bo Carr.",
+        "Ada Lind met Bo Carr.",
+    ]
+    chunks = pd.DataFrame({"chunk_id": [f"c{i}" for i in range(4)], "text": texts})
+    settings = IndexSettings(max_gleanings=1, claims=True)
+    graphs = []
+    for concurrency in (1, 8):
+        llm = make_llm(scripted.base_url, tmp_path / str(concurrency), concurrency=concurrency)
+        graphs.append(extract_llm_graph(llm, chunks, settings))
+    one, eight = graphs
+    assert one.failures["chunk_id"].tolist() == ["c0", "c1"] and "replayed" in one.failures["detail"][1]
+    for table in ("entities", "relations", "claims", "failures"):
+        pd.testing.assert_frame_equal(getattr(one, table), getattr(eight, table))
+    assert one.stats == eight.stats

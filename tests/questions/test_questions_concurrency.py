@@ -110,6 +110,9 @@ def test_questions_and_ratings_are_the_same_at_any_concurrency(scripted, tmp_pat
     (tmp_path / "one").mkdir()
     (tmp_path / "eight").mkdir()
     one = run(scripted, tmp_path / "one", index, 1)
+    # held a little, so that units making the same request (the summary calls' replicates return
+    # the same questions) are in flight together
+    scripted.default_reply = InFlight(model, hold_s=0.05)
     eight = run(scripted, tmp_path / "eight", index, 8)
     generated, (ratings, rating_failures), (mentions, mention_failures), _ = one
     # every generator and level produced questions, and several stages failed somewhere

@@ -358,7 +358,9 @@ def summarize_descriptions(
         return reply.text.strip()
 
     failures = []
-    summaries = llm.fan_out(summarize, chosen, label="summarize_descriptions")
+    summaries = llm.fan_out(
+        summarize, chosen, label="summarize_descriptions", key=lambda c: (c[2], *descriptions[c[3]])
+    )
     for (table, element_id, _, _), summary in zip(chosen, summaries, strict=True):
         if isinstance(summary, LLMError):
             failures.append(("", "summarize_descriptions", summary.kind, f"{element_id}: {summary}"[:500]))
@@ -378,11 +380,13 @@ def summarize_descriptions(
 def extract_llm_graph(llm: LLM, chunks: pd.DataFrame, settings: IndexSettings) -> LLMGraph:
     """The LLM graph of (a seeded sample of) the chunks, merged, summarized, with its failures."""
     attempted = sample_chunks(chunks, settings.llm_max_chunks, settings.seed)
-    # one unit per chunk (its gleaning rounds and claims call stay in order inside it)
+    # one unit per chunk (its gleaning rounds and claims call stay in order inside it); a chunk
+    # text that recurs is read from the cache after the first
     graphs = llm.fan_out(
         lambda chunk: extract_chunk(llm, *chunk, settings),
         list(zip(attempted["chunk_id"], attempted["text"], strict=True)),
         label="extract_graph",
+        key=lambda chunk: chunk[1],
     )
     entities, relations = merge_extractions(
         [

@@ -146,9 +146,16 @@ def persona_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
             lambda ask, task: task_questions(ask, i, persona, *task),
             list(enumerate(tasks.items if tasks else [])),
             label="questions_persona_questions",
+            key=lambda task: task[1],
         )
         return [q for questions in done for q in questions]
 
     numbered = list(enumerate(personas.items if personas else []))
-    rows = [q for done in ask.fan_out(persona_rows, numbered, label="questions_persona_tasks") for q in done]
+    rows = [
+        q
+        for done in ask.fan_out(
+            persona_rows, numbered, label="questions_persona_tasks", key=lambda persona: persona[1]
+        )
+        for q in done
+    ]
     return Generated.of(rows, ask.failures)

@@ -6,7 +6,7 @@ empty question.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Annotated, Any, TypeVar
@@ -137,16 +137,23 @@ class QuestionAsker:
             )
             return None
 
-    def fan_out(self, work: Callable[[QuestionAsker, T], R], items: Iterable[T], *, label: str) -> list[R]:
-        """`[work(self, item) for item in items]`, concurrently (`LLM.fan_out`): each unit asks with
-        its own asker, whose failure rows join this one's in input order.
+    def fan_out(
+        self,
+        work: Callable[[QuestionAsker, T], R],
+        items: Iterable[T],
+        *,
+        label: str,
+        key: Callable[[T], Hashable] | None = None,
+    ) -> list[R]:
+        """`[work(self, item) for item in items]`, concurrently (`LLM.fan_out`, `key` as there): each
+        unit asks with its own asker, whose failure rows join this one's in input order.
         """
 
         def unit(item: T) -> tuple[R, list[Failure]]:
             ask = replace(self, failures=[])
             return work(ask, item), ask.failures
 
-        done = self.llm.fan_out(unit, items, label=label)
+        done = self.llm.fan_out(unit, items, label=label, key=key)
         for _, failures in done:
             self.failures.extend(failures)
         return [result for result, _ in done]

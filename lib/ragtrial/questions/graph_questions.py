@@ -220,7 +220,15 @@ def _summaries(llm: LLM, ctx: _GraphContext, chunk_ids: list[str]) -> dict[str, 
         return f"- {' '.join(done.text.split())}"  # never blank: the client fails a blank reply
 
     distinct = list(dict.fromkeys(chunk_ids))
-    return dict(zip(distinct, llm.fan_out(summarize, distinct, label="summarize_chunks"), strict=True))
+    return dict(
+        zip(
+            distinct,
+            llm.fan_out(
+                summarize, distinct, label="summarize_chunks", key=lambda cid: ctx.source_text([cid])
+            ),
+            strict=True,
+        )
+    )
 
 
 def _with_summaries(
@@ -323,7 +331,10 @@ def graph_questions(llm: LLM, index: GraphIndex, cfg: QuestionsSettings) -> Gene
         rows += [
             q
             for done in ask.fan_out(
-                partial(question, level=level, summary_of=summary_of), numbered, label=f"questions_{level}"
+                partial(question, level=level, summary_of=summary_of),
+                numbered,
+                label=f"questions_{level}",
+                key=lambda n: (*n[1].values.items(), *n[1].input_chunk_ids),
             )
             for q in done
         ]

@@ -101,7 +101,9 @@ def entity_mentions(
 
     asked = list(questions.itertuples(index=False))
     if linker.settings.entity_source == "llm":  # one model call per question: they fan out
-        done = linker.parts.llm.fan_out(mentions_of, asked, label="question_entities")
+        done = linker.parts.llm.fan_out(
+            mentions_of, asked, label="question_entities", key=lambda q: q.question
+        )
     else:  # the n-gram linker makes no model call
         done = [mentions_of(q) for q in asked]
     rows = [row for found in done if not isinstance(found, Failure) for row in found]
@@ -237,7 +239,12 @@ def rate_relevance(
             )
         return (q["question_id"], q["generator"], q["level"], q.get("anchor_id", ""), reply.score)
 
-    done = llm.fan_out(rate, [q for _, q in questions.iterrows()], label="rate_relevance")
+    done = llm.fan_out(
+        rate,
+        [q for _, q in questions.iterrows()],
+        label="rate_relevance",
+        key=lambda q: (q["question"], contexts[q["question_id"]]),
+    )
     rows = [r for r in done if not isinstance(r, Failure)]
     failures = [r for r in done if isinstance(r, Failure)]
     ratings = pd.DataFrame(rows, columns=["question_id", "generator", "level", "anchor_id", "score"])
