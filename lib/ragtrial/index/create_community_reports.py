@@ -259,6 +259,22 @@ def full_text(reply: BaseModel) -> str:
     )
 
 
+def _members(community: pd.Series) -> tuple[str, ...]:
+    return tuple(sorted(community["entity_ids"]))
+
+
+@dataclass
+class _Outcome:
+    """What became of one selected community: its context (kind, tokens, sub-reports), and its
+    report fields or its failure.
+    """
+
+    context: tuple[str, int, int]
+    report: dict[str, Any] | None = None
+    failure: dict[str, str] | None = None
+    generated: bool = False  # False: the report of an earlier community with the same members
+
+
 def create_community_reports(
     llm: LLM,
     entities: pd.DataFrame,
@@ -280,47 +296,80 @@ def create_community_reports(
     rows: dict[str, dict[str, Any]] = {}
     by_members: dict[tuple[str, ...], dict[str, Any]] = {}
     failed, contexts = [], []
-    for _, community in chosen.iterrows():
-        cid, members = str(community["community_id"]), tuple(sorted(community["entity_ids"]))
-        base = {
-            "community_id": cid,
-            "level": int(community["level"]),
-            "entity_ids": list(community["entity_ids"]),
-            "chunk_ids": list(community["chunk_ids"]),
-        }
-        if members in by_members:
-            rows[cid] = {**by_members[members], **base}
-            contexts.append((cid, "reused", 0, 0))
-            continue
-        children = [
-            (child, rows[str(child["community_id"])]["full_text"])
-            for child in children_of.get(cid, [])
-            if str(child["community_id"]) in rows
-        ]
-        items, substituted = community_context(elements, community, children, settings.report_context_tokens)
-        contexts.append(
-            (cid, "sub-reports" if substituted else "elements", context_tokens(items), len(substituted))
-        )
-        try:
-            reply = llm.structured(
-                prompt.render(context=render_context(items)),
-                schema,
-                stage="community_report",
-                method=origin_of.get(members[0], "") if members else "",
-                prompt=prompt,
-                max_tokens=settings.report_max_tokens,
+
+    def report_group(group: list[pd.Series]) -> list[_Outcome]:
+        """The communities of one level with the same members, in order: the first whose report
+        succeeds is reused by the rest (as is a report of the same members from a level below).
+        """
+        outcomes, done = [], by_members.get(_members(group[0]))
+        for community in group:
+            if done is not None:
+                outcomes.append(_Outcome(("reused", 0, 0), done))
+                continue
+            cid = str(community["community_id"])
+            children = [
+                (child, rows[str(child["community_id"])]["full_text"])
+                for child in children_of.get(cid, [])
+                if str(child["community_id"]) in rows
+            ]
+            items, substituted = community_context(
+                elements, community, children, settings.report_context_tokens
             )
-        except LLMError as err:
-            failed.append({"community_id": cid, "kind": err.kind, "detail": str(err)[:500]})
-            continue
-        rows[cid] = by_members[members] = {
-            **base,
-            "title": reply.title,
-            "summary": reply.summary,
-            "rating": float(reply.rating),
-            "findings": [{"summary": f.summary, "explanation": f.explanation} for f in reply.findings],
-            "full_text": full_text(reply),
+            context = ("sub-reports" if substituted else "elements", context_tokens(items), len(substituted))
+            members = _members(community)
+            try:
+                reply = llm.structured(
+                    prompt.render(context=render_context(items)),
+                    schema,
+                    stage="community_report",
+                    method=origin_of.get(members[0], "") if members else "",
+                    prompt=prompt,
+                    max_tokens=settings.report_max_tokens,
+                )
+            except LLMError as err:
+                outcomes.append(_Outcome(context, failure={"kind": err.kind, "detail": str(err)[:500]}))
+                continue
+            done = {
+                "title": reply.title,
+                "summary": reply.summary,
+                "rating": float(reply.rating),
+                "findings": [{"summary": f.summary, "explanation": f.explanation} for f in reply.findings],
+                "full_text": full_text(reply),
+            }
+            outcomes.append(_Outcome(context, done, generated=True))
+        return outcomes
+
+    # deepest level first, a level's communities concurrently: a parent's context needs its
+    # children's reports, which the level below has finished
+    for level, communities_of_level in chosen.groupby("level", sort=False):
+        groups: dict[tuple[str, ...], list[pd.Series]] = {}
+        for _, community in communities_of_level.iterrows():
+            groups.setdefault(_members(community), []).append(community)
+        level_outcomes = llm.fan_out(
+            report_group, list(groups.values()), label=f"community_report level {level}"
+        )
+        # the outcomes come group by group; rows, contexts and failures go in community order
+        by_community = {
+            str(community["community_id"]): outcome
+            for group, outcomes in zip(groups.values(), level_outcomes, strict=True)
+            for community, outcome in zip(group, outcomes, strict=True)
         }
+        for _, community in communities_of_level.iterrows():
+            cid = str(community["community_id"])
+            outcome = by_community[cid]
+            contexts.append((cid, *outcome.context))
+            if outcome.failure is not None:
+                failed.append({"community_id": cid, **outcome.failure})
+                continue
+            base = {
+                "community_id": cid,
+                "level": int(community["level"]),
+                "entity_ids": list(community["entity_ids"]),
+                "chunk_ids": list(community["chunk_ids"]),
+            }
+            rows[cid] = {**base, **outcome.report}
+            if outcome.generated:
+                by_members[_members(community)] = outcome.report
     reports = conform_table(
         "community_reports", pd.DataFrame(list(rows.values()), columns=list(SCHEMAS["community_reports"]))
     )

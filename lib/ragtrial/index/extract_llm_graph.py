@@ -342,8 +342,9 @@ def summarize_descriptions(
     candidates = _summary_candidates(tables["entities"], tables["relations"], descriptions)
     chosen = candidates if settings.max_summaries is None else candidates[: settings.max_summaries]
     prompt = load_prompt("summarize_descriptions")
-    failures = []
-    for table, element_id, label, key in chosen:
+
+    def summarize(candidate: tuple[str, str, str, str]) -> str | LLMError:
+        _, _, label, key = candidate
         lines = "\n".join(f"- {d}" for d in descriptions[key])
         try:
             reply = llm.complete(
@@ -354,11 +355,20 @@ def summarize_descriptions(
                 max_tokens=settings.summary_max_tokens,
             )
         except LLMError as err:
-            failures.append(("", "summarize_descriptions", err.kind, f"{element_id}: {err}"[:500]))
+            return err
+        return reply.text.strip()
+
+    failures = []
+    summaries = llm.fan_out(
+        summarize, chosen, label="summarize_descriptions", key=lambda c: (c[2], *descriptions[c[3]])
+    )
+    for (table, element_id, _, _), summary in zip(chosen, summaries, strict=True):
+        if isinstance(summary, LLMError):
+            failures.append(("", "summarize_descriptions", summary.kind, f"{element_id}: {summary}"[:500]))
             continue
         frame = tables[table]
         id_col = "entity_id" if table == "entities" else "relation_id"
-        frame.loc[frame[id_col] == element_id, "description"] = reply.text.strip()
+        frame.loc[frame[id_col] == element_id, "description"] = summary
     done = len(chosen) - len(failures)
     return failures, {
         "candidates": len(candidates),
@@ -371,10 +381,14 @@ def summarize_descriptions(
 def extract_llm_graph(llm: LLM, chunks: pd.DataFrame, settings: IndexSettings) -> LLMGraph:
     """The LLM graph of (a seeded sample of) the chunks, merged, summarized, with its failures."""
     attempted = sample_chunks(chunks, settings.llm_max_chunks, settings.seed)
-    graphs = [
-        extract_chunk(llm, cid, text, settings)
-        for cid, text in zip(attempted["chunk_id"], attempted["text"], strict=True)
-    ]
+    # one unit per chunk (its gleaning rounds and claims call stay in order inside it); a chunk
+    # text that recurs is read from the cache after the first
+    graphs = llm.fan_out(
+        lambda chunk: extract_chunk(llm, *chunk, settings),
+        list(zip(attempted["chunk_id"], attempted["text"], strict=True)),
+        label="extract_graph",
+        key=lambda chunk: chunk[1],
+    )
     entities, relations = merge_extractions(
         [
             (

@@ -11,7 +11,7 @@ import functools
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -106,11 +106,21 @@ class LLM:
     def model(self) -> str:
         return self.settings.model
 
-    def fan_out(self, work: Callable[[U], R], items: Iterable[U], *, label: str) -> list[R]:
+    def fan_out(
+        self,
+        work: Callable[[U], R],
+        items: Iterable[U],
+        *,
+        label: str,
+        key: Callable[[U], Hashable] | None = None,
+    ) -> list[R]:
         """`[work(item) for item in items]`, the units running concurrently up to the requests this
-        endpoint takes in flight (`llm.concurrency`), results in input order (`ragtrial.llm.fanout`).
+        endpoint takes in flight (`llm.concurrency`), results in input order (`ragtrial.llm.fanout`;
+        `key`: units repeating an earlier one's request run after the first ones, from the cache).
         """
-        return fan_out(work, items, concurrency=self.settings.in_flight, label=label, ledger=self.ledger)
+        return fan_out(
+            work, items, concurrency=self.settings.in_flight, label=label, ledger=self.ledger, key=key
+        )
 
     def _response_format(self, schema: type[BaseModel] | None) -> dict[str, Any] | None:
         if schema is None or self.settings.json_mode == "prompt_only":

@@ -8,6 +8,12 @@ units finished in, and each unit runs in a copy of the caller's context, so a le
 around the stage (or inside a unit) sees exactly its own calls. A unit must not share mutable state
 with the others: draw any random numbers before the fan-out, one seed per unit.
 
+Units that make the same request (a chunk text that recurs, a question asked twice) race each
+other live when they run together, and the one that loses no longer replays the cache as it does at
+concurrency 1 (its failure says "replayed from the cache", its ledger row is cached). With `key`,
+a unit whose key repeats an earlier unit's runs after every first unit has finished, so it replays
+what that one cached, as at concurrency 1.
+
 A unit that raises does not cancel the units already running (what they pay for lands in the
 cache, so a rerun does not pay twice); the units not yet started are dropped, and the failure of
 the earliest unit in input order is raised.
@@ -19,7 +25,7 @@ import contextvars
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
@@ -88,20 +94,28 @@ def fan_out(
     concurrency: int,
     label: str = "",
     ledger: Ledger | None = None,
+    key: Callable[[T], Hashable] | None = None,
 ) -> list[R]:
     """`[work(item) for item in items]`, with up to `concurrency` units running at once.
 
     With `ledger`, the stage's calls are tallied for the progress line (`label` names the stage).
+    With `key`, the units whose key repeats an earlier one's run once all first ones are done.
     At concurrency 1 the units run inline, one after the other, in order.
     """
     items = list(items)
     if ledger is None:
-        return _run(work, items, concurrency, Progress(label, len(items), None))
+        return _run(work, items, concurrency, Progress(label, len(items), None), key)
     with ledger.tally() as tally:
-        return _run(work, items, concurrency, Progress(label, len(items), tally))
+        return _run(work, items, concurrency, Progress(label, len(items), tally), key)
 
 
-def _run(work: Callable[[T], R], items: list[T], concurrency: int, progress: Progress) -> list[R]:
+def _run(
+    work: Callable[[T], R],
+    items: list[T],
+    concurrency: int,
+    progress: Progress,
+    key: Callable[[T], Hashable] | None,
+) -> list[R]:
     try:
         if concurrency <= 1 or len(items) <= 1:
             results = []
@@ -109,7 +123,19 @@ def _run(work: Callable[[T], R], items: list[T], concurrency: int, progress: Pro
                 results.append(work(item))
                 progress.advance()
             return results
-        return _run_pooled(work, items, concurrency, progress)
+        if key is None:
+            return _run_pooled(work, items, concurrency, progress)
+        first_of: dict[Hashable, int] = {}
+        for i, item in enumerate(items):
+            first_of.setdefault(key(item), i)
+        first = sorted(first_of.values())
+        repeats = sorted(set(range(len(items))) - set(first))
+        results_at: dict[int, R] = {}
+        for wave in (first, repeats):
+            if wave:
+                done = _run_pooled(work, [items[i] for i in wave], concurrency, progress)
+                results_at.update(zip(wave, done, strict=True))
+        return [results_at[i] for i in range(len(items))]
     finally:
         progress.close()
 

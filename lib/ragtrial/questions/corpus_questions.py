@@ -52,8 +52,9 @@ def summary_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
         documents, cfg.head_tokens, cfg.tail_tokens, cfg.description_max_tokens, cfg.head_offset_tokens
     )
     ask = QuestionAsker(llm, "summary", cfg.temperature)
-    per_call, rows = cfg.summary_per_call, []
-    for call in range(math.ceil(cfg.summary_questions / per_call)):
+    per_call, tag = cfg.summary_per_call, load_prompt("questions_summary_based").tag
+
+    def one_call(ask: QuestionAsker, call: int) -> list[GeneratedQuestion]:
         n = min(per_call, cfg.summary_questions - call * per_call)
         reply = ask(
             "questions_summary_based",
@@ -64,7 +65,7 @@ def summary_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
             description=description,
             n=n,
         )
-        rows += [
+        return [
             GeneratedQuestion(
                 question_id=f"summary-{call * per_call + i:03d}",
                 question=q,
@@ -72,10 +73,13 @@ def summary_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
                 generator="summary",
                 level="summary",
                 doc_ids=doc_ids,
-                prompt=load_prompt("questions_summary_based").tag,
+                prompt=tag,
             )
             for i, q in enumerate(reply.questions if reply else [])
         ]
+
+    calls = range(math.ceil(cfg.summary_questions / per_call))
+    rows = [q for done in ask.fan_out(one_call, calls, label="questions_summary_based") for q in done]
     return Generated.of(rows, ask.failures)
 
 
@@ -96,8 +100,38 @@ def persona_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
         description=description,
         k=k,
     )
-    tag, rows = load_prompt("questions_persona_questions").tag, []
-    for i, persona in enumerate(personas.items if personas else []):
+    tag = load_prompt("questions_persona_questions").tag
+
+    def task_questions(
+        ask: QuestionAsker, i: int, persona: str, j: int, task: str
+    ) -> list[GeneratedQuestion]:
+        reply = ask(
+            "questions_persona_questions",
+            list_schema("questions", m, cfg.question_max_chars),
+            f"persona-{i}-task-{j}",
+            budget * m,
+            description=description,
+            persona=persona,
+            task=task,
+            m=m,
+        )
+        return [
+            GeneratedQuestion(
+                question_id=f"persona-{i}-{j}-{q_no}",
+                question=q,
+                at_length_cap=at_length_cap(q, cfg.question_max_chars),
+                generator="persona",
+                level="persona",
+                doc_ids=doc_ids,
+                prompt=tag,
+                persona=persona,
+                task=task,
+            )
+            for q_no, q in enumerate(reply.questions if reply else [])
+        ]
+
+    def persona_rows(ask: QuestionAsker, numbered: tuple[int, str]) -> list[GeneratedQuestion]:
+        i, persona = numbered
         tasks = ask(
             "questions_persona_tasks",
             list_schema("items", n, cfg.question_max_chars),
@@ -107,29 +141,21 @@ def persona_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
             persona=persona,
             n=n,
         )
-        for j, task in enumerate(tasks.items if tasks else []):
-            reply = ask(
-                "questions_persona_questions",
-                list_schema("questions", m, cfg.question_max_chars),
-                f"persona-{i}-task-{j}",
-                budget * m,
-                description=description,
-                persona=persona,
-                task=task,
-                m=m,
-            )
-            rows += [
-                GeneratedQuestion(
-                    question_id=f"persona-{i}-{j}-{q_no}",
-                    question=q,
-                    at_length_cap=at_length_cap(q, cfg.question_max_chars),
-                    generator="persona",
-                    level="persona",
-                    doc_ids=doc_ids,
-                    prompt=tag,
-                    persona=persona,
-                    task=task,
-                )
-                for q_no, q in enumerate(reply.questions if reply else [])
-            ]
+        # the persona's tasks fan out in turn (nested: llm.concurrency still bounds the requests)
+        done = ask.fan_out(
+            lambda ask, task: task_questions(ask, i, persona, *task),
+            list(enumerate(tasks.items if tasks else [])),
+            label="questions_persona_questions",
+            key=lambda task: task[1],
+        )
+        return [q for questions in done for q in questions]
+
+    numbered = list(enumerate(personas.items if personas else []))
+    rows = [
+        q
+        for done in ask.fan_out(
+            persona_rows, numbered, label="questions_persona_tasks", key=lambda persona: persona[1]
+        )
+        for q in done
+    ]
     return Generated.of(rows, ask.failures)

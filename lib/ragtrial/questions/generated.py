@@ -6,10 +6,10 @@ empty question.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,8 @@ from ragtrial.prompts import load_prompt
 from ragtrial.records import Record, records_frame
 
 Embed = Callable[[list[str]], np.ndarray]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def question_text(max_chars: int | None) -> Any:
@@ -134,6 +136,27 @@ class QuestionAsker:
                 )
             )
             return None
+
+    def fan_out(
+        self,
+        work: Callable[[QuestionAsker, T], R],
+        items: Iterable[T],
+        *,
+        label: str,
+        key: Callable[[T], Hashable] | None = None,
+    ) -> list[R]:
+        """`[work(self, item) for item in items]`, concurrently (`LLM.fan_out`, `key` as there): each
+        unit asks with its own asker, whose failure rows join this one's in input order.
+        """
+
+        def unit(item: T) -> tuple[R, list[Failure]]:
+            ask = replace(self, failures=[])
+            return work(ask, item), ask.failures
+
+        done = self.llm.fan_out(unit, items, label=label, key=key)
+        for _, failures in done:
+            self.failures.extend(failures)
+        return [result for result, _ in done]
 
 
 def shorten(text: str, chars: int) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 
 import networkx as nx
 import numpy as np
@@ -199,12 +200,13 @@ class _GraphContext:
         return list(dict.fromkeys(self.chunks.loc[chunk_ids, "doc_id"])) if chunk_ids else []
 
 
-def _summaries(
-    llm: LLM, ctx: _GraphContext, chunk_ids: list[str], ask: QuestionAsker, item_id: str
-) -> list[str]:
-    """One summary per chunk (shared through the cache by every walk that touches the chunk)."""
-    prompt, out = load_prompt("summarize_chunks"), []
-    for cid in chunk_ids:
+def _summaries(llm: LLM, ctx: _GraphContext, chunk_ids: list[str]) -> dict[str, str | LLMError]:
+    """One summary line (or the failure) per distinct chunk of `chunk_ids`, concurrently: a chunk
+    several walks touch is summarized once, so every walk reads the same summary.
+    """
+    prompt = load_prompt("summarize_chunks")
+
+    def summarize(cid: str) -> str | LLMError:
         try:
             done = llm.complete(
                 prompt.render(text=ctx.source_text([cid])),
@@ -214,24 +216,97 @@ def _summaries(
                 max_tokens=ctx.cfg.summary_max_tokens,
             )
         except LLMError as err:
+            return err
+        return f"- {' '.join(done.text.split())}"  # never blank: the client fails a blank reply
+
+    distinct = list(dict.fromkeys(chunk_ids))
+    return dict(
+        zip(
+            distinct,
+            llm.fan_out(
+                summarize, distinct, label="summarize_chunks", key=lambda cid: ctx.source_text([cid])
+            ),
+            strict=True,
+        )
+    )
+
+
+def _with_summaries(
+    item: _Structure, summary_of: dict[str, str | LLMError], ask: QuestionAsker, qid: str
+) -> dict[str, str] | None:
+    """The prompt values of a subgraph question: its chunks' summaries added (None when they all
+    failed); each failed summary is a failure row of the question.
+    """
+    summaries = []
+    for cid in item.input_chunk_ids:
+        summary = summary_of[cid]
+        if isinstance(summary, LLMError):
             ask.failures.append(
                 Failure(
-                    item_id=f"{item_id}:{cid}",
+                    item_id=f"{qid}:{cid}",
                     generator="graph",
                     stage="summarize_chunks",
-                    kind=err.kind,
-                    detail=str(err)[:500],
+                    kind=summary.kind,
+                    detail=str(summary)[:500],
                 )
             )
             continue
-        out.append(f"- {' '.join(done.text.split())}")  # never blank: the client fails a blank reply
-    return out
+        summaries.append(summary)
+    if not summaries:
+        ask.failures.append(
+            Failure(
+                item_id=qid,
+                generator="graph",
+                stage="questions_subgraph",
+                kind="no_summary",
+                detail="every chunk summary failed",
+            )
+        )
+        return None
+    return {**item.values, "summaries": "\n".join(summaries)}
 
 
 def graph_questions(llm: LLM, index: GraphIndex, cfg: QuestionsSettings) -> Generated:
     """`per_level` questions for each of `levels`, one call per sampled structure."""
     ctx, ask, rows = _GraphContext(index, cfg), QuestionAsker(llm, "graph", cfg.temperature), []
+    schema = one_question_schema(cfg.question_max_chars)
+
+    def question(
+        ask: QuestionAsker,
+        numbered: tuple[int, _Structure],
+        level: str,
+        summary_of: dict[str, str | LLMError],
+    ) -> list[GeneratedQuestion]:
+        k, item = numbered
+        qid = f"graph-{level}-{k:03d}"
+        values = _with_summaries(item, summary_of, ask, qid) if level == "subgraph" else item.values
+        reply = (
+            ask(f"questions_{level}", schema, qid, cfg.max_tokens, **values) if values is not None else None
+        )
+        if reply is None:
+            return []
+        walk = item.walk
+        return [
+            GeneratedQuestion(
+                question_id=qid,
+                question=reply.question,
+                at_length_cap=at_length_cap(reply.question, cfg.question_max_chars),
+                generator="graph",
+                level=level,
+                anchor_id=item.anchor_id,
+                entity_ids=item.entity_ids,
+                relation_ids=item.relation_ids,
+                chunk_ids=item.chunk_ids,
+                input_chunk_ids=item.input_chunk_ids,
+                doc_ids=ctx.doc_ids(item.chunk_ids),
+                prompt=load_prompt(f"questions_{level}").tag,
+                walk_steps=walk.steps if walk else 0,
+                distinct_hops=len(walk.edges) if walk else 0,
+            )
+        ]
+
     for level in cfg.levels:
+        summary_of: dict[str, str | LLMError] = {}
         if level == "node":
             items = [ctx.node(e) for e in sample_nodes(index, cfg.per_level, cfg.seed)]
         elif level == "edge":
@@ -250,45 +325,17 @@ def graph_questions(llm: LLM, index: GraphIndex, cfg: QuestionsSettings) -> Gene
                     )
                 )
             items = [ctx.subgraph(w) if w else None for w in walks]
-        for k, item in enumerate(items):
-            qid = f"graph-{level}-{k:03d}"
-            if item is None:
-                continue
-            if level == "subgraph":
-                summaries = _summaries(llm, ctx, item.input_chunk_ids, ask, qid)
-                if not summaries:
-                    ask.failures.append(
-                        Failure(
-                            item_id=qid,
-                            generator="graph",
-                            stage="questions_subgraph",
-                            kind="no_summary",
-                            detail="every chunk summary failed",
-                        )
-                    )
-                    continue
-                item.values["summaries"] = "\n".join(summaries)
-            schema = one_question_schema(cfg.question_max_chars)
-            reply = ask(f"questions_{level}", schema, qid, cfg.max_tokens, **item.values)
-            if reply is None:
-                continue
-            walk = item.walk
-            rows.append(
-                GeneratedQuestion(
-                    question_id=qid,
-                    question=reply.question,
-                    at_length_cap=at_length_cap(reply.question, cfg.question_max_chars),
-                    generator="graph",
-                    level=level,
-                    anchor_id=item.anchor_id,
-                    entity_ids=item.entity_ids,
-                    relation_ids=item.relation_ids,
-                    chunk_ids=item.chunk_ids,
-                    input_chunk_ids=item.input_chunk_ids,
-                    doc_ids=ctx.doc_ids(item.chunk_ids),
-                    prompt=load_prompt(f"questions_{level}").tag,
-                    walk_steps=walk.steps if walk else 0,
-                    distinct_hops=len(walk.edges) if walk else 0,
-                )
+            summary_of = _summaries(llm, ctx, [c for item in items if item for c in item.input_chunk_ids])
+
+        numbered = [(k, item) for k, item in enumerate(items) if item is not None]
+        rows += [
+            q
+            for done in ask.fan_out(
+                partial(question, level=level, summary_of=summary_of),
+                numbered,
+                label=f"questions_{level}",
+                key=lambda n: (*n[1].values.items(), *n[1].input_chunk_ids),
             )
+            for q in done
+        ]
     return Generated.of(rows, ask.failures)

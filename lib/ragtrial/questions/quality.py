@@ -87,22 +87,29 @@ def entity_mentions(
     rows and a failure row instead (it is left out of that linker's denominators, not counted as
     entity-free).
     """
-    rows, failures = [], []
-    for q in questions.itertuples(index=False):
+
+    def mentions_of(q: Any) -> list[tuple] | Failure:
         try:
             found = _found_entities(linker, q.question)
         except LLMError as err:
-            failures.append(
-                Failure(
-                    item_id=q.question_id,
-                    generator=q.generator,
-                    stage="question_entities",
-                    kind=err.kind,
-                    detail=str(err)[:500],
-                )
+            return Failure(
+                item_id=q.question_id,
+                generator=q.generator,
+                stage="question_entities",
+                kind=err.kind,
+                detail=str(err)[:500],
             )
-            continue
-        rows += [(q.question_id, q.generator, q.level, linker_name, *entity) for entity in found]
+        return [(q.question_id, q.generator, q.level, linker_name, *entity) for entity in found]
+
+    asked = list(questions.itertuples(index=False))
+    if linker.settings.entity_source == "llm":  # one model call per question: they fan out
+        done = linker.parts.llm.fan_out(
+            mentions_of, asked, label="question_entities", key=lambda q: q.question
+        )
+    else:  # the n-gram linker makes no model call
+        done = [mentions_of(q) for q in asked]
+    rows = [row for found in done if not isinstance(found, Failure) for row in found]
+    failures = [found for found in done if isinstance(found, Failure)]
     return pd.DataFrame(rows, columns=MENTION_COLUMNS), records_frame(failures, Failure)
 
 
@@ -212,8 +219,9 @@ def rate_relevance(
     """One 0-5 rating per question with its retrieved context (rubric prompt `rate_relevance`).
     Returns (ratings: question_id, generator, level, score; failures).
     """
-    prompt, rows, failures = load_prompt("rate_relevance"), [], []
-    for _, q in questions.iterrows():
+    prompt = load_prompt("rate_relevance")
+
+    def rate(q: pd.Series) -> tuple | Failure:
         try:
             reply = llm.structured(
                 prompt.render(question=q["question"], context=contexts[q["question_id"]]),
@@ -224,17 +232,23 @@ def rate_relevance(
                 max_tokens=max_tokens,
             )
         except LLMError as err:
-            failures.append(
-                Failure(
-                    item_id=q["question_id"],
-                    generator=q["generator"],
-                    stage="rate_relevance",
-                    kind=err.kind,
-                    detail=str(err)[:500],
-                )
+            return Failure(
+                item_id=q["question_id"],
+                generator=q["generator"],
+                stage="rate_relevance",
+                kind=err.kind,
+                detail=str(err)[:500],
             )
-            continue
-        rows.append((q["question_id"], q["generator"], q["level"], q.get("anchor_id", ""), reply.score))
+        return (q["question_id"], q["generator"], q["level"], q.get("anchor_id", ""), reply.score)
+
+    done = llm.fan_out(
+        rate,
+        [q for _, q in questions.iterrows()],
+        label="rate_relevance",
+        key=lambda q: (q["question"], contexts[q["question_id"]]),
+    )
+    rows = [r for r in done if not isinstance(r, Failure)]
+    failures = [r for r in done if isinstance(r, Failure)]
     ratings = pd.DataFrame(rows, columns=["question_id", "generator", "level", "anchor_id", "score"])
     return ratings, records_frame(failures, Failure)
 
