@@ -9,6 +9,7 @@ from ragtrial.config.llm import EmbeddingSettings, LLMSettings
 from ragtrial.llm.cache import ResponseCache, cache_key
 from ragtrial.llm.embedder import Embedder
 from ragtrial.llm.errors import LLMError
+from ragtrial.llm.fanout import fan_out
 from ragtrial.llm.ledger import Ledger, summarize
 
 TEXTS = ["a knowledge graph", "a recipe"]
@@ -98,3 +99,18 @@ def test_a_key_echoed_by_the_embeddings_endpoint_is_redacted(scripted, tmp_path,
     with pytest.raises(LLMError) as err:
         make_embedder(scripted.base_url, tmp_path, max_retries=0).embed(TEXTS, stage="t")
     assert key not in str(err.value) and "bad key ***" in str(err.value)
+
+
+def test_the_local_model_embeds_from_many_threads_as_from_one(tmp_path):
+    """Stages fan out across threads; the local model and its fast tokenizer are not thread-safe."""
+    texts = [[f"text number {i} " * (1 + i % 50), f"another {i} " * (1 + i % 7)] for i in range(160)]
+
+    def embedder(name: str) -> Embedder:
+        return Embedder(
+            EmbeddingSettings(), ResponseCache(tmp_path / f"{name}.sqlite"), Ledger("r"), LLMSettings()
+        )
+
+    one, many = embedder("one"), embedder("many")
+    alone = [one.embed(pair, stage="t") for pair in texts]
+    together = fan_out(lambda pair: many.embed(pair, stage="t"), texts, concurrency=8)
+    assert all(np.allclose(a, b, atol=1e-5) for a, b in zip(alone, together, strict=True))

@@ -5,6 +5,7 @@ OpenAI-compatible endpoint; L2-normalized float32, cached per (model, text), led
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,10 @@ class Embedder:
         self._retry = retry_settings
         self._clients = SharedClients(retry_settings.timeout_s)  # the client's own default is 600 s
         self._model: Any = None
+        # One thread at a time in the local model: stages fan out across threads, and a fast
+        # tokenizer used by two threads at once raises "Already borrowed" (torch computes on
+        # every core anyway).
+        self._local_lock = threading.Lock()
 
     @property
     def model_name(self) -> str:
@@ -57,15 +62,16 @@ class Embedder:
 
     def _compute(self, texts: list[str]) -> Computed:
         if self.settings.backend == "local":
-            model = self._local_model()
-            vectors = model.encode(
-                texts,
-                batch_size=self.settings.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-            n_tokens = [len(ids) for ids in model.tokenizer(texts, truncation=True)["input_ids"]]
+            with self._local_lock:
+                model = self._local_model()
+                vectors = model.encode(
+                    texts,
+                    batch_size=self.settings.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+                n_tokens = [len(ids) for ids in model.tokenizer(texts, truncation=True)["input_ids"]]
             return Computed(np.asarray(vectors, dtype=np.float32), n_tokens, 0, self.settings.model)
 
         def attempt() -> Computed:
