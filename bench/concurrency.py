@@ -5,22 +5,26 @@ request after a fixed latency (default 300 ms), up to 256 at once, with replies 
 the request, so the results must be the same at every concurrency. Embeddings come from the same
 server without latency (feature hashing): the figure is about model calls. Two workloads, each at
 every concurrency with a cold cache of its own:
-  index  the index build of the default corpus (notebook 01's `build_index`) with the LLM graph on
-         every chunk (`index.llm_max_chunks: null`), a summary of every element extracted with
-         differing descriptions and a report for every community of every level
+  index  the index build of a generated corpus (`--size`, default medium: 507 calls; notebook 01's
+         `build_index`) with the LLM graph on every chunk (`index.llm_max_chunks: null`), a summary
+         of every element extracted with differing descriptions and a report for every community
+         of every level
   judge  notebook 07's calls (answers, classic judge, length alignment, unbiased judge) for three
-         methods (three pairs) over several trials, on an index built beforehand
-The index build has dependent rounds (summaries after extraction, reports level by level, bottom
-up) and 26 chunks on the default corpus, so at high concurrency its wall time cannot fall below a few
-latencies whatever the ideal says; the judge run is wide (hundreds of independent judge calls).
+         methods (three pairs) over `--trials` trials, on an index built beforehand
+The index build has dependent rounds (a chunk's gleaning after its extraction, summaries after
+extraction, reports level by level, bottom up) and LLM-free stages (NLP graph, Leiden, embeddings),
+so its wall time stays above the ideal by a few latencies per round whatever the concurrency; the
+judge run is wide (thousands of independent judge calls) after a few such rounds.
 For each: wall time, live calls (the ledger), ideal = live calls x latency / concurrency, the ratio
 wall / ideal (target <= 1.2 at 32), the most requests the server saw in flight, and whether the
 result tables are identical to those at concurrency 1 (exit status 1 if not). Then the response
 cache's cost under threads: per-write time of `put_completion` (every write checkpoints the WAL)
 from 1 thread vs 32 threads, and a replay of the judge workload from a warm cache at 32 vs 1.
-All figures are ratios or times measured within this one run (the machine is shared).
+All figures are ratios or times measured within this one run (the machine is shared). The server
+runs in a process of its own, as a real endpoint does.
 
-    .venv/bin/python bench/concurrency.py [--latency 0.3] [--concurrency 1 8 32 128] [--trials 6]
+    .venv/bin/python bench/concurrency.py [--latency 0.3] [--concurrency 1 8 32 128] [--trials 12]
+        [--questions-per-type 6] [--size medium] [--workload index judge cache]
 """
 
 from __future__ import annotations
@@ -248,11 +252,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.3, help="seconds per request")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 128])
-    parser.add_argument("--trials", type=int, default=6, help="judge.trials (M) of the judge workload")
+    parser.add_argument("--trials", type=int, default=12, help="judge.trials (M) of the judge workload")
     parser.add_argument(
-        "--questions-per-type", type=int, default=3, help="judge.questions_per_type of the judge workload"
+        "--questions-per-type", type=int, default=6, help="judge.questions_per_type of the judge workload"
     )
-    parser.add_argument("--size", default="small", help="data.size: the generated corpus of both workloads")
+    parser.add_argument(
+        "--size",
+        default="medium",
+        help="data.size: the generated corpus of both workloads (the default corpus, small, has 26 chunks: "
+        "too few to keep 32 requests busy)",
+    )
     parser.add_argument("--writes", type=int, default=2000, help="cache writes timed per thread count")
     parser.add_argument("--workload", choices=["index", "judge", "cache"], nargs="+", default=None)
     args = parser.parse_args()
@@ -284,7 +293,7 @@ def main() -> None:
                 for c in args.concurrency
             ]
             ok &= print_table(
-                "Index build, default corpus, LLM graph on every chunk, every summary and report",
+                f"Index build, {args.size} corpus, LLM graph on every chunk, every summary and report",
                 legs,
                 args.latency,
             )
