@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel
@@ -12,7 +14,7 @@ from ragtrial.llm.context import ModelContext
 from ragtrial.llm.errors import LLMError
 from ragtrial.llm.ledger import throughput
 from ragtrial.llm.plan import StagePlan, counted
-from ragtrial.prompts import load_prompt
+from ragtrial.prompts import Prompt, load_prompt
 
 LLM_PROBES = ("completion", "structured")
 
@@ -20,6 +22,49 @@ LLM_PROBES = ("completion", "structured")
 class CapitalAnswer(BaseModel):
     city: str
     continent: str
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One LLM probe: what the report shows as asked, and the request it sends."""
+
+    name: str
+    question: str
+    messages: str | list[dict[str, str]]
+    schema: type[BaseModel] | None
+    prompt: Prompt | None
+    max_tokens: int
+
+    def ask(self, llm: LLM) -> str:
+        """The reply's text (a structured reply as its JSON)."""
+        if self.schema is None:
+            return llm.complete(
+                self.messages, stage="backend_check", method=self.name, max_tokens=self.max_tokens
+            ).text
+        return llm.structured(
+            self.messages,
+            self.schema,
+            stage="backend_check",
+            method=self.name,
+            prompt=self.prompt,
+            max_tokens=self.max_tokens,
+        ).model_dump_json()
+
+
+def llm_probes(cfg: BackendCheckSettings) -> list[Probe]:
+    """The completion and structured probes, in `LLM_PROBES` order: run and planned from here."""
+    structured, country = load_prompt("backend_check_structured"), "Japan"
+    return [
+        Probe("completion", cfg.sample_prompt, cfg.sample_prompt, None, None, cfg.completion_max_tokens),
+        Probe(
+            "structured",
+            country,
+            structured.render(country=country),
+            CapitalAnswer,
+            structured,
+            cfg.structured_max_tokens,
+        ),
+    ]
 
 
 class BackendCheckError(RuntimeError):
@@ -33,19 +78,21 @@ def run_backend_check(ctx: ModelContext) -> pd.DataFrame:
     cfg = ctx.settings.backend_check
     rows = []
 
-    def probe(name: str, question: str, ask) -> None:
+    for probe in llm_probes(cfg):
         # the probe's own ledger row, whatever else the run's threads are recording meanwhile
         with ctx.ledger.tally() as tally:
             try:
-                output = ask()
+                output = probe.ask(ctx.llm)
             except LLMError as err:
-                rows.append((name, question, "", f"{err.kind}: {err}", None, None, None, err.served_model))
-                return
+                rows.append(
+                    (probe.name, probe.question, "", f"{err.kind}: {err}", None, None, None, err.served_model)
+                )
+                continue
         (call,) = tally.rows
         rows.append(
             (
-                name,
-                question,
+                probe.name,
+                probe.question,
                 output,
                 "",
                 call.prompt_tokens,
@@ -54,32 +101,6 @@ def run_backend_check(ctx: ModelContext) -> pd.DataFrame:
                 call.served_model,
             )
         )
-
-    probe(
-        "completion",
-        cfg.sample_prompt,
-        lambda: (
-            ctx.llm.complete(
-                cfg.sample_prompt,
-                stage="backend_check",
-                method="completion",
-                max_tokens=cfg.completion_max_tokens,
-            ).text
-        ),
-    )
-    prompt = load_prompt("backend_check_structured")
-    probe(
-        "structured",
-        "Japan",
-        lambda: ctx.llm.structured(
-            prompt.render(country="Japan"),
-            CapitalAnswer,
-            stage="backend_check",
-            method="structured",
-            prompt=prompt,
-            max_tokens=cfg.structured_max_tokens,
-        ).model_dump_json(),
-    )
     texts = [
         "A knowledge graph links entities by relations.",
         "Graphs connect entities through edges.",
@@ -142,20 +163,19 @@ def throughput_sentence(ledger: pd.DataFrame) -> str:
 
 
 def planned_calls(llm: LLM, cfg: BackendCheckSettings) -> list[StagePlan]:
-    """The two probes' requests as `run_backend_check` builds them (exact; none sent)."""
-    prompt = load_prompt("backend_check_structured")
+    """The two probes' requests as `run_backend_check` sends them (exact; none sent)."""
     return [
         counted(
             "backend_check",
             [
-                llm.plan(cfg.sample_prompt, stage="backend_check", max_tokens=cfg.completion_max_tokens),
                 llm.plan(
-                    prompt.render(country="Japan"),
-                    CapitalAnswer,
+                    probe.messages,
+                    probe.schema,
                     stage="backend_check",
-                    prompt=prompt,
-                    max_tokens=cfg.structured_max_tokens,
-                ),
+                    prompt=probe.prompt,
+                    max_tokens=probe.max_tokens,
+                )
+                for probe in llm_probes(cfg)
             ],
         )
     ]
