@@ -33,7 +33,7 @@ from ragtrial.index.tables import SCHEMAS, conform_table, short_hash
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
 from ragtrial.llm.plan import StagePlan, counted, frame_tokens, projected
-from ragtrial.prompts import load_prompt
+from ragtrial.prompts import Prompt, load_prompt
 from ragtrial.records import ordered_union
 
 ORIGIN = "llm"
@@ -168,12 +168,21 @@ def _add_graph(chunk: ChunkGraph, reply: BaseModel, stage: str) -> None:
             )
 
 
+def extraction_request(
+    text: str, settings: IndexSettings
+) -> tuple[list[dict[str, str]], type[BaseModel], Prompt]:
+    """The first extraction request of a chunk: its messages, reply schema and prompt (sent by
+    `extract_chunk`, planned by `planned_calls`).
+    """
+    schema = graph_schema(tuple(settings.entity_types), settings.max_items, settings.text_max_chars)
+    prompt = load_prompt("extract_graph")
+    return prompt.render(entity_types=", ".join(settings.entity_types), text=text), schema, prompt
+
+
 def extract_chunk(llm: LLM, chunk_id: str, text: str, settings: IndexSettings) -> ChunkGraph:
     """Entities and relations of one chunk (plus gleaning rounds and claims when enabled)."""
     chunk = ChunkGraph(chunk_id)
-    schema = graph_schema(tuple(settings.entity_types), settings.max_items, settings.text_max_chars)
-    prompt = load_prompt("extract_graph")
-    messages = prompt.render(entity_types=", ".join(settings.entity_types), text=text)
+    messages, schema, prompt = extraction_request(text, settings)
     try:
         reply = llm.structured(
             messages,
@@ -439,18 +448,14 @@ def planned_calls(llm: LLM, chunks: pd.DataFrame, settings: IndexSettings) -> li
     `max_summaries`, else one per sampled chunk).
     """
     attempted = sample_chunks(chunks, settings.llm_max_chunks, settings.seed)
-    schema = graph_schema(tuple(settings.entity_types), settings.max_items, settings.text_max_chars)
-    prompt, glean = load_prompt("extract_graph"), load_prompt("glean_graph")
+    requests = [extraction_request(text, settings) for text in attempted["text"]]
     first = [
         llm.plan(
-            prompt.render(entity_types=", ".join(settings.entity_types), text=text),
-            schema,
-            stage="extract_graph",
-            prompt=prompt,
-            max_tokens=settings.extraction_max_tokens,
+            messages, schema, stage="extract_graph", prompt=prompt, max_tokens=settings.extraction_max_tokens
         )
-        for text in attempted["text"]
+        for messages, schema, prompt in requests
     ]
+    prompt, glean = load_prompt("extract_graph"), load_prompt("glean_graph")
     n, cap = len(first), settings.extraction_max_tokens
     plans = [counted("extract_graph", first)]
     if settings.max_gleanings:
