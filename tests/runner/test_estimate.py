@@ -232,3 +232,15 @@ def test_request_key_and_plan_are_what_a_call_is_cached_under(scripted, tmp_path
     assert (
         llm.request_key(messages, replicate=3, max_tokens=7) != planned.key
     )  # a replicate is its own sample
+
+
+def test_requests_an_earlier_run_of_the_batch_asks_are_planned_as_cache_hits(scripted, tmp_path):
+    """Notebook 03 generates the questions 02 generated: by the time it asks, the cache has them."""
+    only = ["02_question_entity_distribution", "03_question_relevance"]
+    table, _ = estimate_batch(DEFAULT, overrides(scripted, tmp_path), root=PROJECT_ROOT, only=only)
+    summary = table[table["stage"] == "questions_summary_based"].set_index("notebook")
+    first, second = summary.loc[only[0]], summary.loc[only[1]]
+    assert first["cached"] == 0 and first["live_calls"] == first["calls"] > 0
+    assert second["cached"] == second["calls"] and second["live_calls"] == 0
+    assert "asked earlier in the batch" in second["note"]
+    assert not scripted.requests

@@ -53,6 +53,9 @@ class StagePlan:
     # the ledger stages these calls are recorded under, when not `stage` (length alignment's
     # regenerations are `answer` calls)
     ledger_stages: tuple[str, ...] = ()
+    # the cache keys of the requests the cache does not hold yet (counted stages only): a request
+    # that an earlier run of the batch makes is a cache hit by the time this one asks it
+    uncached_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.basis not in BASES:
@@ -77,6 +80,7 @@ def counted(
         tokens="counted",
         cached=sum(r.cached for r in requests),
         note=note,
+        uncached_keys=tuple(r.key for r in requests if not r.cached),
     )
 
 

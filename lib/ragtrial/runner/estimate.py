@@ -12,6 +12,7 @@ under the data root leaves the counts that need it projected from the params' si
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -281,7 +282,7 @@ def _row(spec: RunSpec, plan: StagePlan, measured: dict[tuple[str, str], float])
     return {
         "notebook": spec.notebook,
         "run_id": spec.run_id,
-        **asdict(plan),
+        **{k: v for k, v in asdict(plan).items() if k != "uncached_keys"},
         "live_calls": live,
         "latency_s": latency,
         "latency_source": source,
@@ -320,6 +321,23 @@ def _without(section: Section, keys: list[str]) -> Section:
     )
 
 
+def asked_earlier(plan: StagePlan, asked: set[str]) -> StagePlan:
+    """`plan` with the requests an earlier stage or run of the batch asks (or this stage asks
+    twice) counted as cached: they are cache hits by then. Adds this plan's requests to `asked`.
+    """
+    repeats = 0
+    for key in plan.uncached_keys:
+        repeats += key in asked
+        asked.add(key)
+    if not repeats:
+        return plan
+    return dataclasses.replace(
+        plan,
+        cached=(plan.cached or 0) + repeats,
+        note=f"{plan.note}; {repeats} asked earlier in the batch".lstrip("; "),
+    )
+
+
 def estimate_batch(
     batch_path: str | Path,
     overrides: dict[str, Any] | None = None,
@@ -337,6 +355,7 @@ def estimate_batch(
     specs = select_runs(specs, only, batch_path)
     measured = measured_latency(outputs)
     rows, notes, built = [], [], set()
+    asked: set[str] = set()  # the cache keys the batch's runs so far will have asked
     caches: dict[str, ResponseCache] = {}
     for spec in specs:
         settings = spec.settings
@@ -360,7 +379,7 @@ def estimate_batch(
         dataset = None if "data.path" in absent else load_experiment_dataset(settings.data)
         planner = RunPlanner(spec, ctx, dataset, built, absent)
         for plan in NOTEBOOKS[spec.notebook](planner):
-            rows.append(_row(spec, plan, measured))
+            rows.append(_row(spec, asked_earlier(plan, asked), measured))
         notes += [f"{spec.run_id}: {n}" for n in ([note] if note else []) + planner.notes]
     for cache in caches.values():
         cache.close()
