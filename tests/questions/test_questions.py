@@ -524,3 +524,20 @@ def test_claims_questions_are_persona_questions_or_say_the_data_set_stood_in(scr
     assert all(q in dataset.questions for q in questions)
     own, failures, fell_back = claims_questions(llm, dataset, ClaimsSettings(question_source="dataset"), cfg)
     assert not fell_back and failures.empty and all(q in dataset.questions for q in own)
+
+
+def test_the_plan_of_summary_questions_is_the_requests_they_send(scripted, tmp_path):
+    """`ragtrial estimate` finds every summary call in the cache once they were made (one request spec)."""
+    from ragtrial.questions.generate import planned_generation
+
+    dataset, _ = generate_corpus("small", seed=0)
+    documents = dataset.documents_frame()
+    cfg = QuestionsSettings(summary_questions=5, summary_per_call=2, temperature=0.7)
+    llm = make_llm(scripted.base_url, tmp_path)
+    (before,) = planned_generation(llm, documents, cfg, ["summary"])
+    assert not scripted.requests  # planning sends nothing
+    summary_questions(llm, documents, cfg)
+    sent = len(scripted.requests)
+    (after,) = planned_generation(llm, documents, cfg, ["summary"])
+    assert (before.calls, before.cached) == (3, 0)
+    assert after.cached == after.calls == 3 and len(scripted.requests) == sent

@@ -7,6 +7,7 @@ pair).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -46,6 +47,26 @@ def dataset_description(
     return "\n".join(lines), used
 
 
+def summary_call_count(cfg: QuestionsSettings) -> int:
+    """The seeded calls that ask for `summary_questions` questions, `summary_per_call` at a time."""
+    return math.ceil(cfg.summary_questions / cfg.summary_per_call)
+
+
+def summary_call(cfg: QuestionsSettings, description: str, call: int) -> dict[str, Any]:
+    """The `QuestionAsker` arguments of summary call number `call`: sent by `summary_questions`,
+    planned by `questions.generate.planned_generation`.
+    """
+    n = min(cfg.summary_per_call, cfg.summary_questions - call * cfg.summary_per_call)
+    return {
+        "prompt_name": "questions_summary_based",
+        "schema": list_schema("questions", n, cfg.question_max_chars),
+        "max_tokens": cfg.max_tokens * n,
+        "replicate": call,
+        "description": description,
+        "n": n,
+    }
+
+
 def summary_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings) -> Generated:
     """`summary_questions` questions from ceil(n / per_call) seeded calls on the data-set description."""
     description, doc_ids = dataset_description(
@@ -55,16 +76,7 @@ def summary_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
     per_call, tag = cfg.summary_per_call, load_prompt("questions_summary_based").tag
 
     def one_call(ask: QuestionAsker, call: int) -> list[GeneratedQuestion]:
-        n = min(per_call, cfg.summary_questions - call * per_call)
-        reply = ask(
-            "questions_summary_based",
-            list_schema("questions", n, cfg.question_max_chars),
-            f"summary-call-{call}",
-            cfg.max_tokens * n,
-            replicate=call,
-            description=description,
-            n=n,
-        )
+        reply = ask(item_id=f"summary-call-{call}", **summary_call(cfg, description, call))
         return [
             GeneratedQuestion(
                 question_id=f"summary-{call * per_call + i:03d}",
@@ -78,7 +90,7 @@ def summary_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
             for i, q in enumerate(reply.questions if reply else [])
         ]
 
-    calls = range(math.ceil(cfg.summary_questions / per_call))
+    calls = range(summary_call_count(cfg))
     rows = [q for done in ask.fan_out(one_call, calls, label="questions_summary_based") for q in done]
     return Generated.of(rows, ask.failures)
 

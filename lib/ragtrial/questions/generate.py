@@ -4,7 +4,6 @@ de-duplication of near-identical questions.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,8 +16,14 @@ from ragtrial.llm.client import LLM
 from ragtrial.llm.plan import StagePlan, counted, frame_tokens, projected
 from ragtrial.llm.tokens import count_tokens
 from ragtrial.prompts import load_prompt
-from ragtrial.questions.corpus_questions import dataset_description, persona_questions, summary_questions
-from ragtrial.questions.generated import Embed, Generated, GeneratedQuestion, list_schema
+from ragtrial.questions.corpus_questions import (
+    dataset_description,
+    persona_questions,
+    summary_call,
+    summary_call_count,
+    summary_questions,
+)
+from ragtrial.questions.generated import Embed, Generated, GeneratedQuestion, QuestionAsker
 from ragtrial.questions.graph_questions import graph_questions
 from ragtrial.records import Question
 from ragtrial.text import normalize_answer
@@ -161,37 +166,17 @@ def planned_generation(
         if documents is not None
         else None
     )
-    sampling = {} if cfg.temperature is None else {"temperature": cfg.temperature}
     if "summary" in generators:
-        prompt, calls = (
-            load_prompt("questions_summary_based"),
-            math.ceil(cfg.summary_questions / cfg.summary_per_call),
-        )
-        sizes = [
-            min(cfg.summary_per_call, cfg.summary_questions - c * cfg.summary_per_call) for c in range(calls)
-        ]
+        prompt, calls = load_prompt("questions_summary_based"), summary_call_count(cfg)
         if described is None:
             tokens = calls * (frame_tokens(prompt) + cfg.description_max_tokens)
             plans.append(
                 projected(prompt.name, calls, tokens, cfg.max_tokens * cfg.summary_per_call, "exact", "json")
             )
         else:
+            ask = QuestionAsker(llm, "summary", cfg.temperature)
             plans.append(
-                counted(
-                    prompt.name,
-                    [
-                        llm.plan(
-                            prompt.render(description=described, n=n),
-                            list_schema("questions", n, cfg.question_max_chars),
-                            stage=prompt.name,
-                            prompt=prompt,
-                            replicate=c,
-                            max_tokens=cfg.max_tokens * n,
-                            **sampling,
-                        )
-                        for c, n in enumerate(sizes)
-                    ],
-                )
+                counted(prompt.name, [ask.plan(**summary_call(cfg, described, c)) for c in range(calls)])
             )
     if "persona" in generators:
         description = cfg.description_max_tokens + (

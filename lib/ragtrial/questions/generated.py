@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, StringConstraints, create_model
 
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
+from ragtrial.llm.plan import PlannedRequest
 from ragtrial.llm.structured import failure_kind
 from ragtrial.prompts import load_prompt
 from ragtrial.records import Record, records_frame
@@ -103,6 +104,25 @@ class QuestionAsker:
     temperature: float | None = None
     failures: list[Failure] = field(default_factory=list)
 
+    def _request(self, prompt_name: str, max_tokens: int, replicate: int, values: dict[str, Any]) -> dict:
+        """The keyword arguments of the structured call, as `__call__` sends it and `plan` plans it."""
+        prompt = load_prompt(prompt_name)
+        sampling = {} if self.temperature is None else {"temperature": self.temperature}
+        return {
+            "messages": prompt.render(**values),
+            "stage": prompt_name,
+            "prompt": prompt,
+            "replicate": replicate,
+            "max_tokens": max_tokens,
+            **sampling,
+        }
+
+    def plan(
+        self, prompt_name: str, schema: type[BaseModel], max_tokens: int, replicate: int = 0, **values: Any
+    ) -> PlannedRequest:
+        """The request `__call__` would send with these arguments, planned and not sent."""
+        return self.llm.plan(schema=schema, **self._request(prompt_name, max_tokens, replicate, values))
+
     def __call__(
         self,
         prompt_name: str,
@@ -112,18 +132,11 @@ class QuestionAsker:
         replicate: int = 0,
         **values: Any,
     ) -> Any:
-        prompt = load_prompt(prompt_name)
-        sampling = {} if self.temperature is None else {"temperature": self.temperature}
         try:
             return self.llm.structured(
-                prompt.render(**values),
-                schema,
-                stage=prompt_name,
+                schema=schema,
                 method=self.generator,
-                prompt=prompt,
-                replicate=replicate,
-                max_tokens=max_tokens,
-                **sampling,
+                **self._request(prompt_name, max_tokens, replicate, values),
             )
         except LLMError as err:
             self.failures.append(
