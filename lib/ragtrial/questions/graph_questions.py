@@ -200,13 +200,15 @@ class _GraphContext:
         return list(dict.fromkeys(self.chunks.loc[chunk_ids, "doc_id"])) if chunk_ids else []
 
 
-def _summaries(llm: LLM, ctx: _GraphContext, chunk_ids: list[str]) -> dict[str, str | LLMError]:
-    """One summary line (or the failure) per distinct chunk of `chunk_ids`, concurrently: a chunk
-    several walks touch is summarized once, so every walk reads the same summary.
+def _summaries(llm: LLM, ctx: _GraphContext, chunk_ids: list[str]) -> list[str | LLMError]:
+    """One summary line (or the failure) per chunk of one walk, in the walk's order. A chunk several
+    walks touch is summarized once and replayed from the cache; walks running at once send it once
+    (the cache middleware holds the second request until the first is stored). Kept walk by walk:
+    the embedded server reuses the previous request's prompt prefix, so its reply can depend on the
+    request before it, and asking every summary first changed the default batch's questions.
     """
-    prompt = load_prompt("summarize_chunks")
-
-    def summarize(cid: str) -> str | LLMError:
+    prompt, out = load_prompt("summarize_chunks"), []
+    for cid in chunk_ids:
         try:
             done = llm.complete(
                 prompt.render(text=ctx.source_text([cid])),
@@ -216,30 +218,20 @@ def _summaries(llm: LLM, ctx: _GraphContext, chunk_ids: list[str]) -> dict[str, 
                 max_tokens=ctx.cfg.summary_max_tokens,
             )
         except LLMError as err:
-            return err
-        return f"- {' '.join(done.text.split())}"  # never blank: the client fails a blank reply
-
-    distinct = list(dict.fromkeys(chunk_ids))
-    return dict(
-        zip(
-            distinct,
-            llm.fan_out(
-                summarize, distinct, label="summarize_chunks", key=lambda cid: ctx.source_text([cid])
-            ),
-            strict=True,
-        )
-    )
+            out.append(err)
+            continue
+        out.append(f"- {' '.join(done.text.split())}")  # never blank: the client fails a blank reply
+    return out
 
 
 def _with_summaries(
-    item: _Structure, summary_of: dict[str, str | LLMError], ask: QuestionAsker, qid: str
+    llm: LLM, ctx: _GraphContext, item: _Structure, ask: QuestionAsker, qid: str
 ) -> dict[str, str] | None:
     """The prompt values of a subgraph question: its chunks' summaries added (None when they all
     failed); each failed summary is a failure row of the question.
     """
     summaries = []
-    for cid in item.input_chunk_ids:
-        summary = summary_of[cid]
+    for cid, summary in zip(item.input_chunk_ids, _summaries(llm, ctx, item.input_chunk_ids), strict=True):
         if isinstance(summary, LLMError):
             ask.failures.append(
                 Failure(
@@ -271,15 +263,10 @@ def graph_questions(llm: LLM, index: GraphIndex, cfg: QuestionsSettings) -> Gene
     ctx, ask, rows = _GraphContext(index, cfg), QuestionAsker(llm, "graph", cfg.temperature), []
     schema = one_question_schema(cfg.question_max_chars)
 
-    def question(
-        ask: QuestionAsker,
-        numbered: tuple[int, _Structure],
-        level: str,
-        summary_of: dict[str, str | LLMError],
-    ) -> list[GeneratedQuestion]:
+    def question(ask: QuestionAsker, numbered: tuple[int, _Structure], level: str) -> list[GeneratedQuestion]:
         k, item = numbered
         qid = f"graph-{level}-{k:03d}"
-        values = _with_summaries(item, summary_of, ask, qid) if level == "subgraph" else item.values
+        values = _with_summaries(llm, ctx, item, ask, qid) if level == "subgraph" else item.values
         reply = (
             ask(f"questions_{level}", schema, qid, cfg.max_tokens, **values) if values is not None else None
         )
@@ -306,7 +293,6 @@ def graph_questions(llm: LLM, index: GraphIndex, cfg: QuestionsSettings) -> Gene
         ]
 
     for level in cfg.levels:
-        summary_of: dict[str, str | LLMError] = {}
         if level == "node":
             items = [ctx.node(e) for e in sample_nodes(index, cfg.per_level, cfg.seed)]
         elif level == "edge":
@@ -325,13 +311,12 @@ def graph_questions(llm: LLM, index: GraphIndex, cfg: QuestionsSettings) -> Gene
                     )
                 )
             items = [ctx.subgraph(w) if w else None for w in walks]
-            summary_of = _summaries(llm, ctx, [c for item in items if item for c in item.input_chunk_ids])
 
         numbered = [(k, item) for k, item in enumerate(items) if item is not None]
         rows += [
             q
             for done in ask.fan_out(
-                partial(question, level=level, summary_of=summary_of),
+                partial(question, level=level),
                 numbered,
                 label=f"questions_{level}",
                 key=lambda n: (*n[1].values.items(), *n[1].input_chunk_ids),
