@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -174,3 +175,26 @@ class ScriptedServer:
     def text_requests(self) -> list[dict[str, Any]]:
         """Requests to /completions (prompt as plain text)."""
         return [r for r in self.requests if r["path"].endswith("/v1/completions")]
+
+
+class InFlight:
+    """A reply function wrapped to hold each request `hold_s` and keep, per kind of request
+    (`kind_of(body)`: a stage, a schema title), the most requests the server held at once in `most`.
+    A behaviour check that calls really run concurrently, not a timing.
+    """
+
+    def __init__(self, reply: Callable[[dict], str], hold_s: float, kind_of: Callable[[dict], str]):
+        self.reply, self.hold_s, self.kind_of = reply, hold_s, kind_of
+        self.now: Counter[str] = Counter()
+        self.most: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict) -> str:
+        kind = self.kind_of(body)
+        with self.lock:
+            self.now[kind] += 1
+            self.most[kind] = max(self.most[kind], self.now[kind])
+        time.sleep(self.hold_s)
+        with self.lock:
+            self.now[kind] -= 1
+        return self.reply(body)

@@ -12,15 +12,14 @@ import itertools
 import json
 import random
 import sqlite3
-import threading
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from conftest import make_llm
+from scripted_server import InFlight
 
 from ragtrial.evaluation.claims import extract_claims
 from ragtrial.evaluation.judge.answers import answer_questions
@@ -243,17 +242,11 @@ def test_each_answer_judgment_pair_and_extraction_has_exactly_its_own_calls(scri
 def test_at_concurrency_8_the_endpoint_sees_more_than_one_request_in_flight_in_every_stage(
     scripted, tmp_path
 ):
-    in_flight, most, lock = Counter(), Counter(), threading.Lock()
-
-    def slow(body: dict) -> str:
-        kind = body.get("response_format", {}).get("schema", {}).get("title", "text")
-        with lock:
-            in_flight[kind] += 1
-            most[kind] = max(most[kind], in_flight[kind])
-        time.sleep(0.2)  # long enough for the other units' requests to arrive meanwhile
-        with lock:
-            in_flight[kind] -= 1
-        return reply(body)
+    # each request held long enough for the other units' requests to arrive meanwhile
+    slow = InFlight(
+        reply, 0.2, lambda body: body.get("response_format", {}).get("schema", {}).get("title", "text")
+    )
+    most = slow.most
 
     scripted.default_reply = slow
     # inside one map-reduce answer, its map batches are asked concurrently

@@ -9,13 +9,11 @@ import hashlib
 import json
 import re
 import sqlite3
-import threading
-import time
-from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 from conftest import make_llm
+from scripted_server import InFlight
 from test_build import assert_same_tables
 
 from ragtrial.config.index import IndexSettings
@@ -110,27 +108,6 @@ def model(body: dict) -> str:
     return f"A merged description {tag(first)}."
 
 
-class InFlight:
-    """Wraps a reply function: each request is held `hold_s`, and the most requests of each stage
-    the server held at once are kept in `most`.
-    """
-
-    def __init__(self, reply, hold_s: float):
-        self.reply, self.hold_s = reply, hold_s
-        self.now, self.most = Counter(), Counter()
-        self.lock = threading.Lock()
-
-    def __call__(self, body: dict) -> str:
-        stage = stage_of(body)
-        with self.lock:
-            self.now[stage] += 1
-            self.most[stage] = max(self.most[stage], self.now[stage])
-        time.sleep(self.hold_s)
-        with self.lock:
-            self.now[stage] -= 1
-        return self.reply(body)
-
-
 def run(scripted, folder: Path, concurrency: int):
     settings = {
         "llm": {
@@ -191,7 +168,7 @@ def test_the_index_is_the_same_at_any_concurrency(scripted, tmp_path) -> None:
 
 
 def test_the_index_stages_send_their_calls_concurrently(scripted, tmp_path) -> None:
-    recorder = InFlight(model, hold_s=0.1)
+    recorder = InFlight(model, hold_s=0.1, kind_of=stage_of)
     scripted.default_reply = recorder
     run(scripted, tmp_path, 8)
     for stage in (
@@ -207,7 +184,7 @@ def test_the_index_stages_send_their_calls_concurrently(scripted, tmp_path) -> N
 def test_a_recurring_chunk_text_replays_the_cache_as_at_concurrency_one(scripted, tmp_path) -> None:
     # Two chunks with one text make one request: run together they would both go live, and the
     # failure of the second would no longer say it was replayed from the cache.
-    scripted.default_reply = InFlight(model, hold_s=0.05)
+    scripted.default_reply = InFlight(model, hold_s=0.05, kind_of=stage_of)
     texts = [
         "Unreadable Page here.",
         "Unreadable Page here.",

@@ -9,13 +9,11 @@ import hashlib
 import json
 import re
 import sqlite3
-import threading
-import time
-from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 from conftest import make_llm
+from scripted_server import InFlight
 from test_questions import first_user_turn, small_index, structured_reply  # noqa: F401 (a fixture)
 
 from ragtrial.config.questions import QuestionsSettings
@@ -72,25 +70,6 @@ def model(body: dict) -> str:
     return "not json" if bucket % 5 == 0 else reply(body)
 
 
-class InFlight:
-    """Holds each request `hold_s` and keeps, per stage, the most requests held at once."""
-
-    def __init__(self, reply, hold_s: float):
-        self.reply, self.hold_s = reply, hold_s
-        self.now, self.most = Counter(), Counter()
-        self.lock = threading.Lock()
-
-    def __call__(self, body: dict) -> str:
-        stage = stage_of(body)
-        with self.lock:
-            self.now[stage] += 1
-            self.most[stage] = max(self.most[stage], self.now[stage])
-        time.sleep(self.hold_s)
-        with self.lock:
-            self.now[stage] -= 1
-        return self.reply(body)
-
-
 def run(scripted, folder: Path, index, concurrency: int):
     llm = make_llm(scripted.base_url, folder, concurrency=concurrency, max_retries=0)
     generated = generate_questions(llm, index, [], CFG)
@@ -112,7 +91,7 @@ def test_questions_and_ratings_are_the_same_at_any_concurrency(scripted, tmp_pat
     one = run(scripted, tmp_path / "one", index, 1)
     # held a little, so that units making the same request (the summary calls' replicates return
     # the same questions) are in flight together
-    scripted.default_reply = InFlight(model, hold_s=0.05)
+    scripted.default_reply = InFlight(model, hold_s=0.05, kind_of=stage_of)
     eight = run(scripted, tmp_path / "eight", index, 8)
     generated, (ratings, rating_failures), (mentions, mention_failures), _ = one
     # every generator and level produced questions, and several stages failed somewhere
@@ -138,7 +117,7 @@ def test_questions_and_ratings_are_the_same_at_any_concurrency(scripted, tmp_pat
 
 def test_question_stages_send_their_calls_concurrently(scripted, tmp_path, small_index) -> None:  # noqa: F811
     index, _ = small_index
-    recorder = InFlight(reply, hold_s=0.1)
+    recorder = InFlight(reply, hold_s=0.1, kind_of=stage_of)
     scripted.default_reply = recorder
     run(scripted, tmp_path, index, 8)
     for stage in ("summary", "persona", "graph", "summarize_chunks", "rate_relevance", "question_entities"):
