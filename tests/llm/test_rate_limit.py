@@ -43,6 +43,7 @@ def test_a_pause_holds_every_threads_next_request():
     assert done.is_set()
 
 
+@pytest.mark.fault
 def test_a_throttled_run_slows_down_and_finishes_paying_each_reply_once(scripted, tmp_path):
     scripted.rate_limit = (3, 1.0, 0.3)  # 3 requests a second, then 429 with Retry-After 0.3 s
     llm = make_llm(scripted.base_url, tmp_path, concurrency=8, max_retries=0)
@@ -66,6 +67,7 @@ def test_the_kits_own_request_budget_keeps_the_run_under_the_endpoints_limit(scr
     assert scripted.refused == 0
 
 
+@pytest.mark.fault
 def test_throttling_longer_than_throttle_max_s_fails_as_a_rate_limit(scripted, tmp_path):
     scripted.rate_limit = (0, 1.0, 0.2)  # refuses everything
     llm = make_llm(scripted.base_url, tmp_path, throttle_max_s=0.5, max_retries=0)
