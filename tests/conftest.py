@@ -29,6 +29,21 @@ def scripted():
         yield server
 
 
+def endpoint_settings(base_url: str, folder: Path, **sections) -> dict:
+    """Run settings against a scripted endpoint (its LLM and embeddings), with the cache and the
+    index store in `folder`; `sections` are merged in (`llm={...}`, `index={...}`, `data={...}`).
+    """
+    from ragtrial.config.batch import deep_merge
+
+    base = {
+        "llm": {"backend": "openai_compatible", "base_url": base_url, "model": "scripted"},
+        "embeddings": {"backend": "openai_compatible", "base_url": base_url, "model": "emb"},
+        "cache_path": str(folder / "cache.sqlite"),
+        "index": {"store_path": str(folder / "indexes")},
+    }
+    return deep_merge(base, sections)
+
+
 def make_llm(base_url: str, tmp_path: Path, **settings) -> LLM:
     """An LLM against `base_url` with fast backoff, its own cache and ledger."""
     values = {

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pytest
-from conftest import SHARED_DATASETS
+from conftest import SHARED_DATASETS, endpoint_settings
 from pydantic import ValidationError
 
 from ragtrial.config.data import DataSettings
@@ -68,18 +68,13 @@ def scripted_model(body: dict) -> str:
 
 def context(scripted, tmp_path, notebook: str = "test", **index):
     scripted.default_reply = scripted_model
-    settings = {
-        "llm": {
-            "backend": "openai_compatible",
-            "base_url": scripted.base_url,
-            "model": "scripted",
-            "fold_system": False,
-        },
-        "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
-        "data": {"size": "tiny"},
-        "cache_path": str(tmp_path / "cache.sqlite"),
-        "index": {"store_path": str(tmp_path / "indexes"), "llm_max_chunks": 3, **index},
-    }
+    settings = endpoint_settings(
+        scripted.base_url,
+        tmp_path,
+        llm={"fold_system": False},
+        data={"size": "tiny"},
+        index={"llm_max_chunks": 3, **index},
+    )
     return open_run(settings, tmp_path / notebook, notebook=notebook)
 
 

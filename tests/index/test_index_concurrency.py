@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pandas as pd
-from conftest import make_llm
+from conftest import endpoint_settings, make_llm
 from scripted_server import InFlight
 from test_build import assert_same_tables
 
@@ -109,35 +109,22 @@ def model(body: dict) -> str:
 
 
 def run(scripted, folder: Path, concurrency: int):
-    settings = {
-        "llm": {
-            "backend": "openai_compatible",
-            "base_url": scripted.base_url,
-            "model": "scripted",
-            "fold_system": False,
-            "concurrency": concurrency,
-            "backoff_initial_s": 0.01,
-            "backoff_max_s": 0.05,
-        },
-        "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
-        "data": {"size": "tiny"},
-        "cache_path": str(folder / "cache.sqlite"),
-        "index": {
-            "store_path": str(folder / "indexes"),
-            "graph_source": "llm",
-            "chunk_size": 120,
-            "chunk_overlap": 20,
-            "max_gleanings": 2,
-            "claims": True,
-            "llm_max_chunks": None,
-            "max_cluster_size": 4,
-            "max_reports": None,
-            "max_items": 8,
-            "text_max_chars": None,
-            "report_levels": None,
-            "report_context_tokens": 400,
-        },
+    llm = {"fold_system": False, "concurrency": concurrency, "backoff_initial_s": 0.01, "backoff_max_s": 0.05}
+    index = {
+        "graph_source": "llm",
+        "chunk_size": 120,
+        "chunk_overlap": 20,
+        "max_gleanings": 2,
+        "claims": True,
+        "llm_max_chunks": None,
+        "max_cluster_size": 4,
+        "max_reports": None,
+        "max_items": 8,
+        "text_max_chars": None,
+        "report_levels": None,
+        "report_context_tokens": 400,
     }
+    settings = endpoint_settings(scripted.base_url, folder, llm=llm, data={"size": "tiny"}, index=index)
     ctx = open_run(settings, folder / "run", notebook="test")
     dataset = load_experiment_dataset(ctx.settings.data)
     index = build_index(ctx, dataset)

@@ -10,7 +10,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, endpoint_settings
 
 from ragtrial.cli import main
 from ragtrial.llm.ledger import read_ledger
@@ -58,18 +58,8 @@ def schema_reply(body: dict) -> str:
 
 
 def overrides(scripted, tmp_path, **llm) -> dict:
-    return {
-        "llm": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted", **llm},
-        "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
-        "cache_path": str(tmp_path / "cache.sqlite"),
-        "index": {
-            "store_path": str(tmp_path / "indexes"),
-            "graph_source": "llm",
-            "llm_max_chunks": 3,
-            "max_gleanings": 1,
-            "claims": True,
-        },
-    }
+    index = {"graph_source": "llm", "llm_max_chunks": 3, "max_gleanings": 1, "claims": True}
+    return endpoint_settings(scripted.base_url, tmp_path, llm=llm, index=index)
 
 
 def test_estimate_sends_no_request_and_matches_the_run_then_sees_it_cached(scripted, tmp_path):
