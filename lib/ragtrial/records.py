@@ -30,6 +30,9 @@ class GoldEdge(Record):
     source: str
     relation: str
     target: str
+    # Years the fact holds, where the corpus states them (valid_to None with valid_from set: still holds).
+    valid_from: int | None = None
+    valid_to: int | None = None
 
 
 class Question(Record):
@@ -41,6 +44,7 @@ class Question(Record):
     gold_entities: list[str] = Field(default_factory=list)
     gold_edges: list[GoldEdge] = Field(default_factory=list)
     reference_summaries: list[str] = Field(default_factory=list)  # query-focused summarization refs
+    key_facts: list[str] = Field(default_factory=list)  # facts a correct answer must contain (seed 004)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

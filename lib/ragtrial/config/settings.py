@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError
 from ragtrial.config.base import ExistingPath, Names, ParamsError, Section, params_error
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.data import DataSettings
+from ragtrial.config.diagnostics import DiagnosticsSettings
 from ragtrial.config.index import IndexSettings
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.config.llm import BackendCheckSettings, EmbeddingSettings, LLMSettings
@@ -49,6 +50,10 @@ class Settings(Section):
     judge: JudgeSettings = Field(JudgeSettings(), description="the LLM-as-judge protocols (notebooks 06, 07)")
     claims: ClaimsSettings = Field(
         ClaimsSettings(), description="claim-based comprehensiveness and diversity (notebook 08)"
+    )
+    diagnostics: DiagnosticsSettings = Field(
+        DiagnosticsSettings(),
+        description="retrieval diagnostics by question category and failure attribution (notebook 09)",
     )
     cache_path: str = Field(
         "outputs/cache/ragtrial.sqlite",

@@ -589,7 +589,13 @@ def _candidates(
                 gold_doc_ids=list(dict.fromkeys(doc_of[r.id] for r in rels)),
                 gold_entities=[ents[i].name for i in ids],
                 gold_edges=[
-                    GoldEdge(source=ents[r.source].name, relation=r.type, target=ents[r.target].name)
+                    GoldEdge(
+                        source=ents[r.source].name,
+                        relation=r.type,
+                        target=ents[r.target].name,
+                        valid_from=r.valid_from,
+                        valid_to=r.valid_to,
+                    )
                     for r in rels
                 ],
                 metadata={"kind": kind, **metadata},

@@ -14,6 +14,7 @@ import pandas as pd
 from ragtrial.llm.plan import QUESTION_TOKENS, StagePlan, frame_tokens, projected
 from ragtrial.prompts import load_prompt
 from ragtrial.records import Question, ordered_union
+from ragtrial.retrieval.packing import format_context
 
 if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
     from ragtrial.config.methods import AnswerSettings
@@ -54,6 +55,13 @@ def answers_frame(answers: Iterable[Answer]) -> pd.DataFrame:
                 "context_ready": a.context_ready,
                 "doc_ids": a.doc_ids,
                 "context_ids": ordered_union(item.chunk_ids for item in a.context),
+                # What the context held, as index ids, so every retrieval diagnostic is recomputable
+                # without a model call (evaluation.diagnostics adds the entities of shown passages).
+                "context_entity_ids": ordered_union(item.entity_ids for item in a.context),
+                "context_relation_ids": ordered_union(item.relation_ids for item in a.context),
+                "context_community_ids": ordered_union(item.community_ids for item in a.context),
+                "context_kinds": [item.kind for item in a.context],
+                "context_text": format_context(a.context) if a.context_ready else "",
                 "context_items": len(a.context),
                 "context_tokens": sum(a.context_tokens.values()),
                 **{f"tokens_{kind}": n for kind, n in a.context_tokens.items()},
