@@ -72,9 +72,10 @@ class DiagnosticsSettings(AnswerSettings):
     citation_threshold: Share = Field(0.95, description="the seed's citation-coverage threshold")
     passage_mapping: Literal["index_mentions", "name_match"] = Field(
         "index_mentions",
-        description='how a shown passage maps to graph elements: "index_mentions", the entities and relations '
-        'the index extracted from that chunk; "name_match", the gold entities whose name or alias occurs in '
-        "the passage text (independent of extraction; relations then need both ends named in one passage)",
+        description='how a shown passage maps to graph elements: "index_mentions", the entities and '
+        'relations the index extracted from that chunk; "name_match", the gold entities whose name or alias '
+        "occurs in the passage text (independent of extraction; relations then need both ends named in one "
+        "passage)",
     )
     relationship_edges: Literal["shown", "induced"] = Field(
         "shown",
