@@ -111,7 +111,8 @@ def retrieved_elements(answers: pd.DataFrame, index: GraphIndex) -> pd.DataFrame
     """`answers` with the entities and relations its context held, as index ids: the ids graph items
     carry, the members of community reports shown, and for shown passages (items of kind chunk) the
     entities and relations the index extracted from those chunks (`element_mapping` says which
-    sources an answer's sets came from). A relation shown brings its two ends (its text names them).
+    sources an answer's sets came from). Relation items carry their two ends as entity ids (their
+    text names them); no other end is added, so the recall guard sees what was really retrieved.
     """
     elements = IndexElements(index)
     rows = []
@@ -130,11 +131,8 @@ def retrieved_elements(answers: pd.DataFrame, index: GraphIndex) -> pd.DataFrame
             how.append("passage mentions")
             entities += [elements.entities_of_chunk.get(c, []) for c in a.passage_ids]
             relations += [elements.relations_of_chunk.get(c, []) for c in a.passage_ids]
-        relation_ids = ordered_union(relations)
-        ends = [list(elements.ends[r]) for r in relation_ids if r in elements.ends]
-        rows.append(
-            (ordered_union([*entities, *ends]), relation_ids, " + ".join(how) if how else "nothing retrieved")
-        )
+        how_text = " + ".join(how) if how else "nothing retrieved"
+        rows.append((ordered_union(entities), ordered_union(relations), how_text))
     return answers.assign(
         retrieved_entity_ids=[r[0] for r in rows],
         retrieved_relation_ids=[r[1] for r in rows],
