@@ -466,3 +466,41 @@ def diagnostics_summary(
                 }
             )
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- assembling the per-answer table
+
+
+def with_cited_text_stripped(answers: pd.DataFrame) -> pd.DataFrame:
+    """`answers` whose `text` has its `[n]` markers removed (what correctness and grounding read);
+    the marked text stays in `cited_text`.
+    """
+    return answers.assign(cited_text=answers["text"], text=answers["text"].map(strip_citations))
+
+
+def diagnosis_frame(
+    recall: pd.DataFrame, citations: pd.DataFrame, grounding: pd.DataFrame, correctness: pd.DataFrame
+) -> pd.DataFrame:
+    """One row per answer: its category, recall, citation, grounding and correctness values with
+    their statuses (`<metric>_status`: "ok" or why the value is missing), as `diagnostics_summary`
+    reads them.
+    """
+    keys = ["question_id", "method"]
+    correct = correctness[[*keys, "answer_correct", "status"]].rename(
+        columns={"status": "answer_correct_status"}
+    )
+    frame = (
+        recall.merge(citations, on=keys, how="left")
+        .merge(grounding[[*keys, "grounding", "grounding_status"]], on=keys, how="left")
+        .merge(correct, on=keys, how="left")
+    )
+    return frame.assign(answer_correct=pd.to_numeric(frame["answer_correct"], errors="coerce").astype(float))
+
+
+def model_retrieval_methods(ledger: pd.DataFrame, methods: Sequence[str]) -> list[str]:
+    """The methods whose context came through model calls (any call at a stage other than the
+    answer: map steps, routing, question-entity listing), from the run's ledger.
+    """
+    calls = ledger[(ledger["kind"] != "embedding") & (ledger["stage"] != "answer")] if len(ledger) else ledger
+    used = set(calls["method"]) if len(calls) else set()
+    return [m for m in methods if m in used]
