@@ -55,7 +55,7 @@ FREE = {
     },
     "diagnostics.question_types": "question types are data: a type no question has selects nothing, and "
     "diagnosis_questions names the types the data set has when none is left",
-    "diagnostics.categories": "keys are data-set question types (data); values must be one of the four categories",
+    "diagnostics.categories": "keys are data-set question types (data); values: one of the four categories",
     "diagnostics.entity_recall_thresholds": "a dict: its keys are checked against the categories and its "
     "values are shares in [0, 1] (tests/config)",
 }
