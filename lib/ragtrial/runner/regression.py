@@ -233,7 +233,7 @@ def render_regressions(
     """The printed lines: a heading for the run (how many metrics were checked against what), then one
     line per regressed metric saying which rule and by how much.
     """
-    against = "their thresholds" + (f" and baseline {baseline} (tolerance {tolerance:g})" if baseline else "")
+    against = "their thresholds" + (f" and baseline {baseline}, tolerance {tolerance:g}" if baseline else "")
     if found.empty:
         return [f"{run_id}: no regression ({checked} metrics checked against {against})"]
     lines = [f"{run_id}: {len(found)} regression(s) among {checked} metrics checked against {against}"]
