@@ -11,9 +11,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from ragtrial import cli
 from ragtrial.cli import main
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import load_batch
+from ragtrial.runner import batch as runner_batch
 from ragtrial.runner.regression import (
     DIAGNOSTICS_NOTEBOOK,
     load_baseline,
@@ -214,6 +216,7 @@ PASSING = summary_frame(
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A project root whose notebooks/ holds a (never executed) notebook 09 and notebook 00, as cwd."""
+    monkeypatch.setattr(cli.signal, "signal", lambda *args: None)  # the test process keeps its handlers
     root = tmp_path / "project"
     (root / "notebooks").mkdir(parents=True)
     for name in (DIAGNOSTICS_NOTEBOOK, "00_backend_check"):
@@ -332,3 +335,16 @@ def test_a_completed_run_without_a_summary_fails_the_check(capsys, project):
         f"error: {project / 'outputs' / run_id / 'tables' / 'diagnostics_summary.parquet'}: the run saved no "
         "diagnostics_summary table"
     ]
+
+
+@pytest.mark.fault
+def test_a_failed_diagnostics_run_fails_the_check_with_its_reason(capsys, project, monkeypatch):
+    batch, run_id = completed_run(project)
+
+    def failing_run(spec, root, outputs, **options):
+        return runner_batch.RunResult(spec.run_id, spec.notebook, "failed", outputs / spec.run_id, {}, "boom")
+
+    monkeypatch.setattr(runner_batch, "execute_run", failing_run)
+    code, out, err = diagnose(capsys, batch)
+    assert code == 1 and err == [f"FAILED {run_id}: boom (see {project / 'outputs' / run_id})"], err
+    assert not any("regression" in line for line in out), out  # a failed run's old summary is not read

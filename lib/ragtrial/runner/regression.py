@@ -91,16 +91,18 @@ class Baseline(BaseModel):
         )
 
 
-def _checked_summary(summary: pd.DataFrame, what: str) -> pd.DataFrame:
-    """The summary indexed by (method, category, metric); missing columns or a repeated key are errors."""
+def _checked_summary(summary: pd.DataFrame, what: str) -> dict[tuple[str, str, str], pd.Series]:
+    """The summary's rows by (method, category, metric); missing columns or a repeated key are errors."""
     missing = [c for c in SUMMARY_COLUMNS if c not in summary.columns]
     if missing:
         raise ValueError(f"{what}: missing column(s) {', '.join(missing)}")
-    repeated = summary[summary.duplicated(KEY, keep=False)]
-    if not repeated.empty:
-        first = repeated.iloc[0]
-        raise ValueError(f"{what}: more than one row for {' / '.join(str(first[c]) for c in KEY)}")
-    return summary.assign(unavailable=summary["unavailable"].fillna("").astype(str)).set_index(KEY)
+    rows: dict[tuple[str, str, str], pd.Series] = {}
+    for _, row in summary.assign(unavailable=summary["unavailable"].fillna("").astype(str)).iterrows():
+        key = (row["method"], row["category"], row["metric"])
+        if key in rows:
+            raise ValueError(f"{what}: more than one row for {' / '.join(key)}")
+        rows[key] = row
+    return rows
 
 
 def _unavailable(row: pd.Series | None) -> str:
@@ -123,14 +125,10 @@ def regressions(
     if not 0 <= tolerance <= 1:
         raise ValueError(f"tolerance {tolerance}: must be between 0 and 1")
     current = _checked_summary(summary, "the diagnostics summary")
-    before = None if baseline is None else _checked_summary(baseline, "the baseline")
-    keys = list(current.index) + (
-        [k for k in before.index if k not in current.index] if before is not None else []
-    )
+    before = {} if baseline is None else _checked_summary(baseline, "the baseline")
     found = []
-    for key in keys:
-        row = current.loc[key] if key in current.index else None
-        base = before.loc[key] if before is not None and key in before.index else None
+    for key in [*current, *(k for k in before if k not in current)]:
+        row, base = current.get(key), before.get(key)
         reason = _unavailable(row)
         value = math.nan if reason else float(row["mean"])
         base_value = float(base["mean"]) if base is not None and not _unavailable(base) else math.nan
@@ -190,8 +188,8 @@ def save_baseline(
     """Write `summary`'s rows as a baseline JSON file with the run's provenance; validated as
     `load_baseline` reads it, so a saved baseline always loads.
     """
-    checked = _checked_summary(summary, "the diagnostics summary").reset_index()
-    rows = [{c: _json_value(record[c]) for c in SUMMARY_COLUMNS} for record in checked.to_dict("records")]
+    checked = _checked_summary(summary, "the diagnostics summary").values()
+    rows = [{c: _json_value(row[c]) for c in SUMMARY_COLUMNS} for row in checked]
     record = {
         "kind": BASELINE_KIND,
         "git_commit": git_commit,
