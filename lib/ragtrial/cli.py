@@ -163,13 +163,18 @@ def diagnose_command(args: argparse.Namespace) -> int:
             print(line)
         failed = failed or not found.empty
         if args.save_baseline:
-            save_baseline(
-                summary,
-                args.save_baseline,
-                run_id=result.run_id,
-                settings_hash=settings_hash(spec.settings),
-                git_commit=record.get("git_commit", "unknown"),
-            )
+            try:
+                save_baseline(
+                    summary,
+                    args.save_baseline,
+                    run_id=result.run_id,
+                    settings_hash=settings_hash(spec.settings),
+                    git_commit=record.get("git_commit", "unknown"),
+                )
+            except (OSError, ValueError) as err:
+                print(f"error: --save-baseline {args.save_baseline}: {err}", file=sys.stderr)
+                failed = True
+                continue
             print(f"baseline saved: {args.save_baseline}")
     return 1 if failed else 0
 

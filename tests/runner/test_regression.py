@@ -161,6 +161,14 @@ def test_a_summary_without_a_contract_column_is_an_error():
         regressions(summary)
 
 
+@pytest.mark.fault
+def test_a_summary_that_breaks_its_contract_is_not_saved_as_a_baseline(tmp_path):
+    summary = summary_frame(("naive_rag", "multi_hop", "entity_recall", 0.62, 0.70, "")).assign(n=NAN)
+    with pytest.raises(ValueError, match=r"the diagnostics summary: key 'rows\.0\.n'"):
+        save_baseline(summary, tmp_path / "base.json", run_id="09-a", settings_hash="a", git_commit="c")
+    assert not (tmp_path / "base.json").exists()
+
+
 def baseline_text(tmp_path, edit) -> str:
     summary = summary_frame(
         ("naive_rag", "multi_hop", "entity_recall", 0.62, 0.70, ""),

@@ -198,7 +198,10 @@ def save_baseline(
         "saved_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "rows": rows,
     }
-    Baseline.model_validate(record)
+    try:
+        Baseline.model_validate(record)
+    except ValidationError as err:  # a summary that breaks its contract, e.g. a row without `n`
+        raise ValueError(str(params_error("the diagnostics summary", err))) from None
     return write_json(Path(path), record)
 
 
