@@ -29,7 +29,7 @@ from ragtrial.index.inspect import (
     ungrounded,
     with_origin,
 )
-from ragtrial.index.tables import SCHEMAS, GraphIndex, config_hash, select_origin
+from ragtrial.index.tables import SCHEMAS, GraphIndex, config_hash, produced_columns, select_origin
 from ragtrial.records import Dataset, Document, Question
 from ragtrial.runner.context import open_run
 
@@ -291,7 +291,9 @@ def test_gold_scores_count_only_what_each_origin_read() -> None:
     entities = pd.DataFrame(
         [(i, n, "", "", c, 0, o) for i, n, c, o in rows], columns=list(SCHEMAS["entities"])
     )
-    relations = pd.DataFrame([("r", "nlp:1", "nlp:2", "", 1.0, ["c0"])], columns=list(SCHEMAS["relations"]))
+    relations = pd.DataFrame(
+        [("r", "nlp:1", "nlp:2", "", 1.0, ["c0"])], columns=produced_columns("relations")
+    )
     failures = pd.DataFrame(
         [("c1", "extract_graph", "parse", "x")], columns=list(SCHEMAS["extraction_failures"])
     )
