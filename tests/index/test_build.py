@@ -121,9 +121,14 @@ def test_build_is_deterministic_reused_and_described_by_its_manifest(scripted, t
         "extract_llm",
         "communities",
         "community_reports",
+        "date_relations",
         "embeddings",
     ]
-    assert stages["chunk"]["calls"] == 0 and stages["extract_llm"]["calls"] >= 3
+    assert (
+        stages["chunk"]["calls"] == 0
+        and stages["date_relations"]["calls"] == 0
+        and stages["extract_llm"]["calls"] >= 3
+    )
     assert stages["extract_llm"]["live_calls"] == 0  # the file is the rebuild's, replayed from the cache
     assert first.manifest["stages"][2]["live_calls"] >= 3
     assert {row["stage"] for row in manifest["ledger"]} >= {
