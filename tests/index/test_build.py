@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from ragtrial.config.data import DataSettings
 from ragtrial.data import load_dataset
 from ragtrial.data.experiment_dataset import load_experiment_dataset
+from ragtrial.index import build
 from ragtrial.index.build import build_index, index_path, load_or_build_document_indexes, load_or_build_index
 from ragtrial.index.inspect import (
     chunk_outcomes,
@@ -144,6 +145,15 @@ def test_build_is_deterministic_reused_and_described_by_its_manifest(scripted, t
 
     other = index_path(context(scripted, tmp_path, "x", chunk_size=256, chunk_overlap=50), dataset)
     assert other != path  # one --set away is another index
+
+
+def test_an_index_saved_before_a_new_build_step_is_another_index(scripted, tmp_path, monkeypatch) -> None:
+    """Old indexes lack what a new step adds (relation validity): the step list is in the identity."""
+    ctx = context(scripted, tmp_path)
+    dataset = load_experiment_dataset(ctx.settings.data)
+    path = index_path(ctx, dataset)
+    monkeypatch.setattr(build, "STAGES", [s for s in build.STAGES if s[0] != "date_relations"])
+    assert index_path(ctx, dataset) != path
 
 
 def test_one_index_per_document_answers_each_question_from_its_own_document(scripted, tmp_path) -> None:

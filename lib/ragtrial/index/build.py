@@ -99,6 +99,9 @@ def index_identity(ctx: ModelContext, dataset: Dataset, settings: IndexSettings)
         else None,
         "embeddings": ctx.settings.embeddings.model,
         "prompts": [load_prompt(p).tag for p in prompts],
+        # A new build step changes what the tables hold, so an index saved without it is rebuilt
+        # (its model calls replay from the cache).
+        "steps": [stage[0] for stage in STAGES],
     }
 
 
