@@ -41,6 +41,7 @@ def test_citation_markers_are_read_and_stripped():
 def test_entity_claims_are_the_names_and_years_of_the_answer():
     claims = entity_claims("Marta Ruiz founded Lumo Labs in 2011, and Lumo Labs moved.", [])
     assert claims == ["Marta Ruiz", "Lumo Labs", "2011"]  # each once
+    assert entity_claims("Yes, in Oslo.", []) == ["Oslo"]  # a yes/no answer's word names nothing
 
 
 def test_entity_grounding_counts_supported_names_and_years_in_the_context():

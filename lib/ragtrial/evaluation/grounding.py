@@ -70,6 +70,8 @@ MODEL_COLUMNS = [
     "verdicts",
 ]
 FAILURE_COLUMNS = ["question_id", "method", "stage", "claim", "kind", "detail"]
+# A capitalised answer word that states no name (a yes/no question's answer).
+_NOT_NAMES = frozenset({"yes", "no"})
 # A year as the generated corpus and most news text write it.
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
 
@@ -123,7 +125,7 @@ def entity_claims(text: str, vocabulary_texts: list[str]) -> list[str]:
     claims: dict[str, str] = {}
     for surface in found:
         key = normalize_name(surface)
-        if key:
+        if key and key not in _NOT_NAMES:
             claims.setdefault(key, surface)
     return list(claims.values())
 
