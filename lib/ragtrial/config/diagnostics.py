@@ -95,6 +95,18 @@ class DiagnosticsSettings(AnswerSettings):
         '(paraphrase-tolerant); "contains", a gold answer (normalized) is contained in the answer',
     )
     check_max_tokens: int = Field(96, gt=0, description="reply token cap of a key-fact or support check")
+    grounding_claims_max_tokens: int = Field(
+        120,
+        gt=0,
+        description='grounding "model": reply token cap of each answer\'s claim extraction (as '
+        "claims.extraction_max_tokens, so an answer's extraction is shared with notebook 08's cache)",
+    )
+    grounding_max_claims: int | None = Field(
+        6,
+        ge=1,
+        description='grounding "model": maxItems of the claim extraction reply (each claim is one support '
+        "check); None: unbounded",
+    )
     baseline_path: Annotated[str | None, ExistingPath("file")] = Field(
         None,
         description="regression mode: a stored diagnostics summary (ragtrial diagnose --save-baseline) "

@@ -122,10 +122,12 @@ def _failed(stage: str, error: str) -> dict[str, Any]:
 
 
 def extract_claims(
-    answers: pd.DataFrame, llm: LLM, *, max_tokens: int, max_claims: int | None = None
+    answers: pd.DataFrame, llm: LLM, *, max_tokens: int, max_claims: int | None = None, stage: str = STAGE
 ) -> pd.DataFrame:
     """One claim set per answer. `at_cap` marks replies that hit `max_claims` (their count is a lower
-    bound); an answer with a `failure` or no text is recorded as failed at stage "answer".
+    bound); an answer with a `failure` or no text is recorded as failed at stage "answer". `stage`
+    labels the calls in the ledger (answer grounding extracts under its own stage; the stage is not
+    part of the cache key, so the same answer's extraction is asked once).
     """
     prompt = load_prompt(PROMPT)
     schema = claims_reply_schema(max_claims)
@@ -140,13 +142,13 @@ def extract_claims(
             reply = llm.structured(
                 prompt.render(answer=text),
                 schema,
-                stage=STAGE,
+                stage=stage,
                 method=r["method"],
                 prompt=prompt,
                 max_tokens=max_tokens,
             )
         except LLMError as err:
-            return _failed(STAGE, f"{err.kind}: {err}")
+            return _failed(stage, f"{err.kind}: {err}")
         return _claim_set(distinct_claims(reply.claims), len(reply.claims), max_claims)
 
     def extract(r: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +163,7 @@ def extract_claims(
         }
 
     # one extraction per answer, concurrently up to llm.concurrency, rows in the answers' order
-    rows = llm.fan_out(extract, answers.to_dict("records"), label=STAGE)
+    rows = llm.fan_out(extract, answers.to_dict("records"), label=stage)
     return pd.DataFrame(rows, columns=CLAIM_SET_COLUMNS)
 
 
@@ -394,14 +396,14 @@ METRICS.add(
 )
 
 
-def planned_calls(n_answers: int, answer_tokens: int, max_tokens: int) -> list[StagePlan]:
+def planned_calls(n_answers: int, answer_tokens: int, max_tokens: int, stage: str = STAGE) -> list[StagePlan]:
     """The extraction calls before the answers exist: one per answer, at most (a failed answer has
     none); each prompt projected with an answer of `answer_tokens`.
     """
     frame = frame_tokens(load_prompt(PROMPT))
     return [
         projected(
-            STAGE,
+            stage,
             n_answers,
             n_answers * (frame + answer_tokens),
             max_tokens,

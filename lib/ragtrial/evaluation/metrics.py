@@ -54,6 +54,8 @@ _CONFLICT = re.compile(
       | \b(different|differing|varying)\s+(sources|reports|accounts|outlets|values|answers)""",
     re.VERBOSE,
 )
+# A citation marker of the cited answer prompts: the numbers of context entries in brackets ("[2]", "[1, 3]").
+_CITATION = re.compile(r"\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\]")
 _SIMD_MAX_TOKENS = 32  # see rouge_l_matrix
 _SUMMARY_ROUGE = rouge_scorer.RougeScorer(["rouge2", "rougeL"], use_stemmer=True)
 
@@ -108,10 +110,22 @@ def surfaces_conflict(prediction: str, golds: Sequence[str]) -> bool:
     sources disagree ("conflicting reports", "sources differ", ...). Picking one value is wrong.
     """
     values = _nonempty_list(golds, "conflicting values")
-    if all(answer_contained(prediction, [value]) for value in values):
-        return True
-    text = " ".join(prediction.lower().split())
-    return _CONFLICT.search(text) is not None
+    return all(answer_contained(prediction, [value]) for value in values) or flags_conflict(prediction)
+
+
+def flags_conflict(prediction: str) -> bool:
+    """Whether an answer says that its sources disagree ("conflicting reports", "sources differ", ...)."""
+    return _CONFLICT.search(" ".join(prediction.lower().split())) is not None
+
+
+def cited_entries(prediction: str) -> list[int]:
+    """The context entry numbers an answer cites with `[n]` markers (`[2]`, `[2, 3]`), in order."""
+    return [int(n) for marker in _CITATION.finditer(prediction) for n in re.findall(r"\d+", marker[0])]
+
+
+def strip_citations(prediction: str) -> str:
+    """The answer without its `[n]` citation markers (whitespace collapsed): the text its facts are in."""
+    return " ".join(_CITATION.sub(" ", prediction).split())
 
 
 def score_qa(
