@@ -5,13 +5,9 @@ without claims metadata left out.
 
 import pandas as pd
 
-from ragtrial.evaluation.contradictions import (
-    HANDLING,
-    cited_clauses,
-    context_entries,
-    contradiction_handling,
-)
+from ragtrial.evaluation.contradictions import HANDLING, cited_clauses, contradiction_handling
 from ragtrial.records import Question
+from ragtrial.retrieval.packing import context_entries
 
 CLAIMS = [
     {"value": "Ann Lee", "source": "The Varo Courier", "doc_id": "doc-0001"},

@@ -16,15 +16,15 @@ from ragtrial.evaluation.diagnostics import (
     attribute_failures,
     attribution_shares,
     citation_table,
-    context_entries,
     diagnostics_summary,
     link_gold,
     linking_rates,
     recall_table,
     retrieved_elements,
-    strip_citations,
 )
+from ragtrial.evaluation.metrics import strip_citations
 from ragtrial.records import GoldEdge, Question
+from ragtrial.retrieval.packing import context_entries
 
 # A - B - C, and D alone; chunk c3 names B and C (so the index extracted B, C and B-C from it).
 INDEX = graph_index(
@@ -148,7 +148,7 @@ def test_citation_coverage_counts_invented_references():
 
 def test_context_entries_split_a_rendered_context():
     text = "[1] (chunk) one\n\ntwo lines\n\n[2] (relation) A -> B: x"
-    assert context_entries(text) == [(1, "chunk", "one\n\ntwo lines"), (2, "relation", "A -> B: x")]
+    assert context_entries(text) == {1: "one\n\ntwo lines", 2: "A -> B: x"}
 
 
 def test_attribution_gives_each_outcome_of_the_seed_protocol():

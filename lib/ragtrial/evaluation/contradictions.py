@@ -31,6 +31,7 @@ import pandas as pd
 
 from ragtrial.evaluation.grounding import answer_text
 from ragtrial.evaluation.metrics import answer_contained, cited_entries, flags_conflict, is_declined
+from ragtrial.retrieval.packing import context_entries
 
 if TYPE_CHECKING:
     from ragtrial.records import Question
@@ -46,23 +47,8 @@ HANDLING = (
 )
 COLUMNS = ["question_id", "method", "values", "values_named", "provenance_named", "handling", "failure"]
 # One entry of the numbered context as retrieval.packing.format_context renders it: "[n] (kind) text".
-_ENTRY = re.compile(r"(?:\A|\n\n)\[(\d+)\] \([^)\n]*\) ")
 # A clause of an answer ends after its citation markers ("Ann Lee [1], Bo Ek [3]": two clauses).
 _CLAUSE_END = re.compile(r"(?:\s*\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\])+")
-
-
-def context_entries(context_text: str) -> dict[int, str]:
-    """The numbered context's entries by number (entries numbered 1, 2, ... in order; a bracketed
-    number inside an entry's text is not an entry).
-    """
-    starts = [m for m in _ENTRY.finditer(context_text)]
-    kept, expected = [], 1
-    for m in starts:
-        if int(m[1]) == expected:
-            kept.append(m)
-            expected += 1
-    ends = [m.start() for m in kept[1:]] + [len(context_text)]
-    return {int(m[1]): context_text[m.end() : end] for m, end in zip(kept, ends, strict=True)}
 
 
 def cited_clauses(answer: str) -> list[tuple[str, list[int]]]:

@@ -30,41 +30,25 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ragtrial.evaluation.metrics import cited_entries, strip_citations
 from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.tables import GraphIndex
 from ragtrial.records import Question, ordered_union
 from ragtrial.retrieval.base import ChunkTable, Embeds, RetrieverParts
 from ragtrial.retrieval.entity_graph import EntityGraph, EntityLinker
+from ragtrial.retrieval.packing import context_entries
 from ragtrial.stats import bootstrap_mean_ci
 
 if TYPE_CHECKING:
     from ragtrial.config.diagnostics import DiagnosticsSettings
     from ragtrial.config.retrieval import RetrievalSettings
 
-# One citation marker: "[2]", "[2, 5]" or "[2][5]" (each bracket read on its own).
-CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
-# A context entry as `retrieval.packing.format_context` renders it: "[n] (kind) text".
-ENTRY = re.compile(r"^\[(\d+)\] \((\w+)\) ", re.MULTILINE)
 OUTCOMES = ("correct", "retrieval failure", "missed retrieval failure", "reasoning failure")
 
 
 def category_of(question_type: str, settings: DiagnosticsSettings) -> str:
     """The seed's category a data-set question type is reported under (its own name when unmapped)."""
     return settings.categories.get(question_type, question_type)
-
-
-def strip_citations(text: str) -> str:
-    """The answer without its `[n]` markers (what the string metrics and the judges read)."""
-    return " ".join(CITATION.sub(" ", text).split())
-
-
-def context_entries(context_text: str) -> list[tuple[int, str, str]]:
-    """(number, kind, text) of each entry of a rendered context, in order."""
-    marks = list(ENTRY.finditer(context_text))
-    return [
-        (int(m[1]), m[2], context_text[m.end() : nxt.start() if nxt else len(context_text)].strip())
-        for m, nxt in zip(marks, [*marks[1:], None], strict=True)
-    ]
 
 
 # ---------------------------------------------------------------- what each answer's context held
@@ -271,7 +255,7 @@ def recall_table(
             found_entities = found_edges = None
             why = "no context built (the answer failed first)"
         elif settings.passage_mapping == "name_match":
-            texts = [normalize_name(t) for _, _, t in context_entries(a.context_text)]
+            texts = [normalize_name(t) for t in context_entries(a.context_text).values()]
             found_entities = sum(bool(_name_found(n, texts)) for n in gold_entities["gold"])
             found_edges = sum(
                 bool(set(_name_found(s, texts)) & set(_name_found(t, texts)))
@@ -310,7 +294,7 @@ def citation_table(answers: pd.DataFrame) -> pd.DataFrame:
     """
     rows = []
     for a in answers.itertuples(index=False):
-        cited = list(dict.fromkeys(int(n) for m in CITATION.findall(a.text or "") for n in m.split(",")))
+        cited = list(dict.fromkeys(cited_entries(a.text or "")))
         shown = int(a.context_items) if a.context_ready else 0
         valid = sum(1 <= n <= shown for n in cited)
         status = "no answer" if a.failure else "no citation" if not cited else "ok"

@@ -4,12 +4,16 @@ to a token count, and cut to a budget (leading items, or batches for map steps).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from ragtrial.llm.tokens import count_tokens, get_encoding
 from ragtrial.retrieval.base import ContextItem
+
+# An entry of a rendered context: "[n] (kind) " at a line start (format_context).
+_CONTEXT_ENTRY = re.compile(r"(?:\A|\n\n)\[(\d+)\] \([^)\n]*\) ")
 
 
 def first_occurrences(values: Iterable[int]) -> Iterator[int]:
@@ -39,6 +43,20 @@ def format_context(items: Sequence[ContextItem]) -> str:
     if not items:
         return EMPTY_CONTEXT
     return "\n\n".join(f"[{i}] ({item.kind}) {item.text}" for i, item in enumerate(items, start=1))
+
+
+def context_entries(context_text: str) -> dict[int, str]:
+    """The numbered context's entries by number (entries numbered 1, 2, ... in order; a bracketed
+    number inside an entry's text is not an entry).
+    """
+    starts = [m for m in _CONTEXT_ENTRY.finditer(context_text)]
+    kept, expected = [], 1
+    for m in starts:
+        if int(m[1]) == expected:
+            kept.append(m)
+            expected += 1
+    ends = [m.start() for m in kept[1:]] + [len(context_text)]
+    return {int(m[1]): context_text[m.end() : end] for m, end in zip(kept, ends, strict=True)}
 
 
 def clip_tokens(text: str, n_tokens: int, marker: str = "") -> str:
