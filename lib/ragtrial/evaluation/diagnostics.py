@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ragtrial.evaluation.metrics import cited_entries, strip_citations
+from ragtrial.evaluation.metrics import cited_entries
 from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.tables import GraphIndex
 from ragtrial.records import Question, ordered_union
@@ -455,18 +455,12 @@ def diagnostics_summary(
 # ---------------------------------------------------------------- assembling the per-answer table
 
 
-def with_cited_text_stripped(answers: pd.DataFrame) -> pd.DataFrame:
-    """`answers` whose `text` has its `[n]` markers removed (what correctness and grounding read);
-    the marked text stays in `cited_text`.
-    """
-    return answers.assign(cited_text=answers["text"], text=answers["text"].map(strip_citations))
-
-
 def diagnosis_frame(
     recall: pd.DataFrame, citations: pd.DataFrame, grounding: pd.DataFrame, correctness: pd.DataFrame
 ) -> pd.DataFrame:
     """One row per answer: its category, recall, citation, grounding and correctness values with
-    their statuses (`<metric>_status`: "ok" or why the value is missing), as `diagnostics_summary`
+    their statuses (`<metric>_status`: "ok" or why the value is missing; "not measured" where a
+    table has no row for the answer, e.g. diagnostics.grounding = none), as `diagnostics_summary`
     reads them.
     """
     keys = ["question_id", "method"]
@@ -478,7 +472,10 @@ def diagnosis_frame(
         .merge(grounding[[*keys, "grounding", "grounding_status"]], on=keys, how="left")
         .merge(correct, on=keys, how="left")
     )
-    return frame.assign(answer_correct=pd.to_numeric(frame["answer_correct"], errors="coerce").astype(float))
+    statuses = {c: "not measured" for c in ("citation_status", "grounding_status", "answer_correct_status")}
+    return frame.fillna(statuses).assign(
+        answer_correct=pd.to_numeric(frame["answer_correct"], errors="coerce").astype(float)
+    )
 
 
 def model_retrieval_methods(ledger: pd.DataFrame, methods: Sequence[str]) -> list[str]:

@@ -28,9 +28,11 @@ from ragtrial.config.settings import Settings, marked_values
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.evaluation.claim_verdicts import planned_calls as planned_verdicts
 from ragtrial.evaluation.claims import planned_calls as planned_claims
+from ragtrial.evaluation.grounding import planned_grounding
 from ragtrial.evaluation.judge.estimate import EMBEDDED_THROUGHPUT
 from ragtrial.evaluation.judge.estimate import planned_calls as planned_judging
 from ragtrial.evaluation.judge.pairs import all_pairs
+from ragtrial.evaluation.key_facts import planned_key_fact_checks
 from ragtrial.evaluation.run_methods import planned_answers
 from ragtrial.index.build import planned_build
 from ragtrial.llm.backend_check import planned_calls as planned_probes
@@ -40,7 +42,7 @@ from ragtrial.llm.ledger import Ledger, read_ledger
 from ragtrial.llm.plan import BASES, QUESTION_TOKENS, StagePlan, unknown
 from ragtrial.questions.generate import generated_at_most, planned_generation
 from ragtrial.questions.quality import planned_calls as planned_quality
-from ragtrial.questions.sampling import select_questions, task_questions
+from ragtrial.questions.sampling import diagnosis_questions, select_questions, task_questions
 from ragtrial.records import Dataset
 from ragtrial.runner.batch import select_runs
 from ragtrial.runner.preflight import check_settings
@@ -114,6 +116,13 @@ class RunPlanner:
         if n is not None:
             self.notes.append(f"the data set's questions projected at data.limit_questions = {n}")
         return n
+
+    def diagnosed_questions(self) -> int | None:
+        """How many questions notebook 09 diagnoses (`diagnostics.question_types`, sampled per type)."""
+        cfg = self.settings.diagnostics
+        if self.dataset is None:
+            return self.questions(cfg.questions_per_type, cfg.seed)
+        return len(diagnosis_questions(self.dataset, cfg.questions_per_type, cfg.seed, cfg.question_types))
 
     def sourced_questions(
         self, generator: str | None, per_type: int | None, seed: int
@@ -215,6 +224,22 @@ def _claims_notebook(p: RunPlanner) -> list[StagePlan]:
     )
 
 
+def _diagnostics_notebook(p: RunPlanner) -> list[StagePlan]:
+    cfg = p.settings.diagnostics
+    index = p.index()
+    n = p.diagnosed_questions()
+    if n is None:
+        return index + [UNKNOWN_QUESTIONS]
+    methods = [*cfg.methods, "oracle"]  # the oracle answers every question: the gold-context injection
+    n_answers = n * len(methods)
+    return (
+        index
+        + planned_answers(methods, n, cfg, p.settings)
+        + planned_grounding(n_answers, p.settings)
+        + planned_key_fact_checks(n_answers, p.settings)
+    )
+
+
 # What each notebook calls, in its order (see notebooks/*.ipynb).
 NOTEBOOKS: dict[str, Callable[[RunPlanner], list[StagePlan]]] = {
     "00_backend_check": _backend_check,
@@ -226,6 +251,7 @@ NOTEBOOKS: dict[str, Callable[[RunPlanner], list[StagePlan]]] = {
     "06_judge_bias_audit": _judge_notebook(self_check=True),
     "07_pairwise_method_comparison": _judge_notebook(self_check=False),
     "08_claims_comprehensiveness_diversity": _claims_notebook,
+    "09_retrieval_diagnostics": _diagnostics_notebook,
 }
 
 
