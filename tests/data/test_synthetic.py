@@ -176,6 +176,23 @@ def test_summary_questions_reference_every_fact_about_their_entity(corpora, key)
         assert reference.count("according to") == len(contested)
 
 
+@pytest.mark.parametrize("key", ["tiny", "small", "medium", "small-seed1"])
+def test_every_question_carries_the_key_facts_of_its_answer(corpora, key):
+    dataset, _ = corpora[key]
+    for q in dataset.questions:
+        assert q.key_facts and all(f.endswith(".") for f in q.key_facts), q
+        if q.question_type in ("single_hop", "multi_hop", "temporal"):
+            (fact,) = q.key_facts  # the final answer stated as one fact
+            assert mentions(fact, q.answers[0]), q
+        elif q.question_type == "contradictory":  # one fact per conflicting claim, with its outlet
+            assert [c["value"] for c in q.metadata["claims"]] == q.answers
+            for fact, claim in zip(q.key_facts, q.metadata["claims"], strict=True):
+                assert fact.startswith(f"According to {claim['source']}, ") and mentions(fact, claim["value"])
+        else:  # summaries: one fact per stated relation, the reference's sentences
+            assert len(q.key_facts) == len(q.gold_edges)
+            assert " ".join(q.key_facts) == q.reference_summaries[0]
+
+
 @pytest.mark.parametrize("size", ["tiny", "small", "medium"])
 def test_presets_give_their_sizes(corpora, size):
     dataset, world = corpora[size]
