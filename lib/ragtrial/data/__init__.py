@@ -25,7 +25,15 @@ Natural Questions: hash of the page url) or the position (QMSum: `qmsum-test-<li
 """
 
 # Importing the data-set modules registers their loaders in LOADERS.
-from ragtrial.data import graphrag, multihop_qa, natural_questions, novelqa, summarization, text_folders  # noqa: F401
+from ragtrial.data import (  # noqa: F401
+    graphrag,
+    multihop_qa,
+    natural_questions,
+    novelqa,
+    query_log,
+    summarization,
+    text_folders,
+)
 from ragtrial.data.graphrag import NOVEL_CORPUS_MISSING
 from ragtrial.data.registry import LOADERS, DocsAndQuestions, load_dataset
 from ragtrial.data.text_folders import DEFAULT_EXCLUDE
