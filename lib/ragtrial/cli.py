@@ -1,5 +1,6 @@
 """`ragtrial run params/<batch>.yaml [--set key.sub=value ...]`, `ragtrial estimate params/<batch>.yaml
-[--set ...] [--only NB]` and `ragtrial settings [SECTION]` (also `python -m ragtrial`).
+[--set ...] [--only NB]`, `ragtrial diagnose params/<batch>.yaml [--set ...] [--baseline F] [--tolerance T]
+[--save-baseline F]` and `ragtrial settings [SECTION]` (also `python -m ragtrial`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,131 @@ def print_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_notebooks(args: argparse.Namespace, only: list[str] | None) -> tuple[list, list]:
+    """The batch's runs (those `only` names) through `run_batch` with the command's options; the
+    results, and those not done (failed, locked), each printed on stderr with its reason.
+    """
+    from ragtrial.runner.batch import run_batch
+
+    results = run_batch(
+        args.batch,
+        parse_set_overrides(args.overrides),
+        root=Path.cwd(),
+        outputs=args.outputs,
+        only=only,
+        force=args.force,
+        workers=args.workers,
+        show_code=args.show_code,
+    )
+    not_done = [r for r in results if r.status in ("failed", "locked")]
+    for r in not_done:
+        reason = r.error.splitlines()[0] if r.error else "no reason recorded"
+        print(f"{r.status.upper()} {r.run_id}: {reason} (see {r.run_dir})", file=sys.stderr)
+    return results, not_done
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """`ragtrial run`: exit 1 when a run failed or was locked, else 0; the index's path on stdout."""
+    if args.retry_failures:
+        from ragtrial.llm.middleware import RETRY_FAILURES_ENV
+
+        # read by every model call, papermill's kernels included (inherited environment); the
+        # settings, and so the run ids, do not change
+        os.environ[RETRY_FAILURES_ENV] = "1"
+    _, not_done = run_notebooks(args, args.only)
+    outputs = Path(args.outputs).resolve() if args.outputs else Path.cwd() / "outputs"
+    print(outputs / "index.html")
+    return 1 if not_done else 0
+
+
+def diagnose_command(args: argparse.Namespace) -> int:
+    """`ragtrial diagnose`: run the batch's notebook-09 runs (a completed one is not re-run), check
+    each one's diagnostics summary against its thresholds and baseline, print what regressed; exit 1
+    when a metric regressed or a run could not be checked, else 0.
+    """
+    from ragtrial.config.batch import load_batch, settings_hash
+    from ragtrial.runner.batch import read_run_json
+    from ragtrial.runner.regression import (
+        DIAGNOSTICS_NOTEBOOK,
+        load_baseline,
+        read_summary,
+        regressions,
+        render_regressions,
+        save_baseline,
+        summary_path,
+    )
+
+    root = Path.cwd()
+    if args.tolerance is not None and not 0 <= args.tolerance <= 1:
+        raise ParamsError(f"--tolerance {args.tolerance}: must be between 0 and 1")
+    specs, _ = load_batch(args.batch, parse_set_overrides(args.overrides), notebooks_dir=root / "notebooks")
+    diagnosed = {s.run_id: s for s in specs if s.notebook == DIAGNOSTICS_NOTEBOOK}
+    if not diagnosed:
+        raise ParamsError(
+            f"{args.batch}: no run of notebook {DIAGNOSTICS_NOTEBOOK}, so nothing to diagnose "
+            f"(its notebooks: {', '.join(dict.fromkeys(s.notebook for s in specs))})"
+        )
+    only = args.only or [DIAGNOSTICS_NOTEBOOK]
+    if DIAGNOSTICS_NOTEBOOK not in only:
+        raise ParamsError(
+            f"--only {', '.join(only)}: selects no {DIAGNOSTICS_NOTEBOOK} run, so nothing to diagnose"
+        )
+    if args.save_baseline and len(diagnosed) > 1:
+        raise ParamsError(
+            f"--save-baseline {args.save_baseline}: {args.batch} has {len(diagnosed)} runs of "
+            f"{DIAGNOSTICS_NOTEBOOK} and a baseline holds one run's summary; select one with --set"
+        )
+    baseline_of = {
+        run_id: (root / path if (path := args.baseline or spec.settings.diagnostics.baseline_path) else None)
+        for run_id, spec in diagnosed.items()
+    }
+    # read before any run, so a bad baseline costs no model call
+    baselines = {path: load_baseline(path) for path in set(baseline_of.values()) if path}
+    results, not_done = run_notebooks(args, only)
+    failed = bool(not_done)
+    for result in results:
+        spec = diagnosed.get(result.run_id)
+        if spec is None or result.status not in ("completed", "skipped"):
+            continue
+        record = read_run_json(result.run_dir) or {}
+        if result.status == "skipped":
+            commit = record.get("git_commit", "unknown")
+            print(
+                f"note: {result.run_id} was not re-run (completed at commit {commit}); --force runs it again"
+            )
+        path, tolerance = baseline_of[result.run_id], spec.settings.diagnostics.tolerance
+        tolerance = args.tolerance if args.tolerance is not None else tolerance
+        baseline = baselines[path] if path else None
+        try:
+            summary = read_summary(result.run_dir)
+            found = regressions(summary, baseline.frame() if baseline else None, tolerance)
+        except (OSError, ValueError) as err:  # no table, or a table that breaks the summary's contract
+            print(f"error: {summary_path(result.run_dir)}: {err}", file=sys.stderr)
+            failed = True
+            continue
+        label = f"{path} (run {baseline.run_id}, commit {baseline.git_commit})" if baseline else None
+        for line in render_regressions(
+            found, run_id=result.run_id, checked=len(summary), baseline=label, tolerance=tolerance
+        ):
+            print(line)
+        failed = failed or not found.empty
+        if args.save_baseline:
+            try:
+                save_baseline(
+                    summary,
+                    args.save_baseline,
+                    run_id=result.run_id,
+                    settings_hash=settings_hash(spec.settings),
+                    git_commit=record.get("git_commit", "unknown"),
+                )
+            except (OSError, ValueError) as err:
+                print(f"error: --save-baseline {args.save_baseline}: {err}", file=sys.stderr)
+                failed = True
+                continue
+            print(f"baseline saved: {args.save_baseline}")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ragtrial", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -91,6 +217,39 @@ def main(argv: list[str] | None = None) -> int:
     )
     estimate.add_argument("--csv", help="also write the per-stage table to this CSV file")
     estimate.add_argument("--json", help="also write the per-stage table to this JSON file (records)")
+    check = sub.add_parser(
+        "diagnose",
+        help="regression mode: run the batch's 09_retrieval_diagnostics runs (a completed run is not re-run) "
+        "and exit 1 when a metric falls below its threshold or its baseline by more than the tolerance",
+    )
+    check.add_argument("batch", help="params/<batch>.yaml")
+    check.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="as for run"
+    )
+    check.add_argument(
+        "--only",
+        action="append",
+        metavar="NOTEBOOK",
+        help="run only these notebooks (default: 09_retrieval_diagnostics, which must be among them)",
+    )
+    check.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="baseline JSON (from --save-baseline) to compare with (default: diagnostics.baseline_path)",
+    )
+    check.add_argument(
+        "--tolerance",
+        type=float,
+        metavar="T",
+        help="how far a metric may fall below its baseline (default: diagnostics.tolerance)",
+    )
+    check.add_argument(
+        "--save-baseline", metavar="FILE", help="write the run's summary as a baseline JSON file (one run)"
+    )
+    check.add_argument("--force", action="store_true", help="re-run completed runs (the cache still applies)")
+    check.add_argument("--workers", type=int, help="parallel notebook executions (default: the batch's)")
+    check.add_argument("--outputs", help="outputs folder (default: ./outputs)")
+    check.set_defaults(show_code=False)
     listing = sub.add_parser(
         "settings", help="list every settings key with its type, default and description"
     )
@@ -109,26 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.command == "estimate":
         return print_estimate(args)
-    if args.retry_failures:
-        from ragtrial.llm.middleware import RETRY_FAILURES_ENV
-
-        # read by every model call, papermill's kernels included (inherited environment); the
-        # settings, and so the run ids, do not change
-        os.environ[RETRY_FAILURES_ENV] = "1"
-    from ragtrial.runner.batch import run_batch
-
     signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop is handled like Ctrl-C
     try:
-        results = run_batch(
-            args.batch,
-            parse_set_overrides(args.overrides),
-            root=Path.cwd(),
-            outputs=args.outputs,
-            only=args.only,
-            force=args.force,
-            workers=args.workers,
-            show_code=args.show_code,
-        )
+        return diagnose_command(args) if args.command == "diagnose" else run_command(args)
     except ParamsError as err:
         print(f"error: {redact_url(str(err))}", file=sys.stderr)  # a bad value may quote a URL's user-info
         return 2
@@ -139,10 +281,3 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
-    outputs = Path(args.outputs).resolve() if args.outputs else Path.cwd() / "outputs"
-    not_done = [r for r in results if r.status in ("failed", "locked")]
-    for r in not_done:
-        reason = r.error.splitlines()[0] if r.error else "no reason recorded"
-        print(f"{r.status.upper()} {r.run_id}: {reason} (see {r.run_dir})", file=sys.stderr)
-    print(outputs / "index.html")
-    return 1 if not_done else 0

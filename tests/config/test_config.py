@@ -201,3 +201,14 @@ def test_settings_command_prints_every_key(capsys):
     assert all(f"\n{r.key}  " in f"\n{out}" for r in describe_settings())
     assert main(["settings", "nope"]) == 2
     assert "no settings key or section 'nope'" in capsys.readouterr().err
+
+
+def test_diagnostics_thresholds_name_the_seed_categories_and_are_shares():
+    from ragtrial.config.diagnostics import DiagnosticsSettings
+
+    with pytest.raises(ValueError, match="unknown categories summary"):
+        DiagnosticsSettings(entity_recall_thresholds={"summary": 0.5})
+    with pytest.raises(ValueError, match="less than or equal to 1"):
+        DiagnosticsSettings(entity_recall_thresholds={"temporal": 1.5})
+    with pytest.raises(ValueError, match="categories"):
+        DiagnosticsSettings(categories={"2hop": "two_hop"})

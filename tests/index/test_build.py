@@ -29,7 +29,7 @@ from ragtrial.index.inspect import (
     ungrounded,
     with_origin,
 )
-from ragtrial.index.tables import SCHEMAS, GraphIndex, config_hash, select_origin
+from ragtrial.index.tables import SCHEMAS, GraphIndex, config_hash, produced_columns, select_origin
 from ragtrial.records import Dataset, Document, Question
 from ragtrial.runner.context import open_run
 
@@ -121,9 +121,14 @@ def test_build_is_deterministic_reused_and_described_by_its_manifest(scripted, t
         "extract_llm",
         "communities",
         "community_reports",
+        "date_relations",
         "embeddings",
     ]
-    assert stages["chunk"]["calls"] == 0 and stages["extract_llm"]["calls"] >= 3
+    assert (
+        stages["chunk"]["calls"] == 0
+        and stages["date_relations"]["calls"] == 0
+        and stages["extract_llm"]["calls"] >= 3
+    )
     assert stages["extract_llm"]["live_calls"] == 0  # the file is the rebuild's, replayed from the cache
     assert first.manifest["stages"][2]["live_calls"] >= 3
     assert {row["stage"] for row in manifest["ledger"]} >= {
@@ -291,7 +296,9 @@ def test_gold_scores_count_only_what_each_origin_read() -> None:
     entities = pd.DataFrame(
         [(i, n, "", "", c, 0, o) for i, n, c, o in rows], columns=list(SCHEMAS["entities"])
     )
-    relations = pd.DataFrame([("r", "nlp:1", "nlp:2", "", 1.0, ["c0"])], columns=list(SCHEMAS["relations"]))
+    relations = pd.DataFrame(
+        [("r", "nlp:1", "nlp:2", "", 1.0, ["c0"])], columns=produced_columns("relations")
+    )
     failures = pd.DataFrame(
         [("c1", "extract_graph", "parse", "x")], columns=list(SCHEMAS["extraction_failures"])
     )

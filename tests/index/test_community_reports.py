@@ -17,7 +17,7 @@ from ragtrial.index.create_community_reports import (
     create_community_reports,
     render_context,
 )
-from ragtrial.index.tables import SCHEMAS, conform_table
+from ragtrial.index.tables import SCHEMAS, conform_table, produced_columns
 from ragtrial.llm.tokens import count_tokens
 
 
@@ -37,7 +37,7 @@ def tables(
         "relations",
         pd.DataFrame(
             [(f"r{i}", s, t, f"{s} knows {t}", 1.0, []) for i, (s, t) in enumerate(relations, 1)],
-            columns=list(SCHEMAS["relations"]),
+            columns=produced_columns("relations"),
         ),
     )
     cls = conform_table(

@@ -51,8 +51,13 @@ FREE = {
     # question types are data (any loader's), not a registry: an unknown type only exempts nothing
     **{
         f"{section}.whole_answer_types": "types answered in full; a type no question has changes nothing"
-        for section in ("qa", "summarization", "judge", "claims")
+        for section in ("qa", "summarization", "judge", "claims", "diagnostics")
     },
+    "diagnostics.question_types": "question types are data: a type no question has selects nothing, and "
+    "diagnosis_questions names the types the data set has when none is left",
+    "diagnostics.categories": "keys are data-set question types (data); values: one of the four categories",
+    "diagnostics.entity_recall_thresholds": "a dict: its keys are checked against the categories and its "
+    "values are shares in [0, 1] (tests/config)",
 }
 
 

@@ -103,6 +103,14 @@ class RetrievalSettings(Section):
         "4,000 each",
     )
     keywords_max_tokens: int = Field(64, gt=0, description="reply token cap of lightrag's keyword call")
+    time_filter: bool = Field(
+        False,
+        description="graph retrievers (fastgraphrag, local_search, lightrag) drop relation and claim items "
+        "whose validity (the index's valid_from / valid_to, claims' dates) lies outside the question's time "
+        'window ("in 2005", "before 2010", "between 2001 and 2005", ...); undated items and passages are '
+        "never filtered (graph_walk and the passage retrievers show passages only); the number dropped is "
+        'counted in the retrieval notes ("time_filtered")',
+    )
 
     @model_validator(mode="after")
     def _proportions(self) -> RetrievalSettings:

@@ -61,6 +61,7 @@ def answers_frame(answers: Iterable[Answer]) -> pd.DataFrame:
                 "context_relation_ids": ordered_union(item.relation_ids for item in a.context),
                 "context_community_ids": ordered_union(item.community_ids for item in a.context),
                 "context_kinds": [item.kind for item in a.context],
+                "passage_ids": ordered_union(item.chunk_ids for item in a.context if item.kind == "chunk"),
                 "context_text": format_context(a.context) if a.context_ready else "",
                 "context_items": len(a.context),
                 "context_tokens": sum(a.context_tokens.values()),

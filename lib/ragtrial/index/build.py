@@ -34,6 +34,7 @@ from ragtrial.index.chunk_documents import chunk_documents, documents_as_chunks
 from ragtrial.index.create_communities import create_communities
 from ragtrial.index.create_community_reports import create_community_reports
 from ragtrial.index.create_community_reports import planned_calls as report_plan
+from ragtrial.index.date_relations import date_relations
 from ragtrial.index.embed_index import embed_index
 from ragtrial.index.extract_llm_graph import PROMPTS as EXTRACTION_PROMPTS
 from ragtrial.index.extract_llm_graph import extract_llm_graph
@@ -241,6 +242,12 @@ def _create_community_reports(b: _Build) -> None:
     b.notes["community_reports"] = result.stats
 
 
+def _date_relations(b: _Build) -> None:
+    b.index = date_relations(b.index)
+    rels = b.index.relations
+    b.notes["dated_relations"] = int((rels["valid_from"].notna() | rels["valid_to"].notna()).sum())
+
+
 def _embed(b: _Build) -> None:
     b.index = embed_index(b.index, lambda texts: b.ctx.embedder.embed(texts, stage="index_embeddings"))
 
@@ -258,6 +265,7 @@ STAGES: list[tuple[str, Callable[[IndexSettings], bool], Callable[[_Build], None
     ("import", lambda s: _builds_graph(s) and s.graph_source == "import", _import_openie),
     ("communities", _builds_graph, _create_communities),
     ("community_reports", lambda s: _builds_graph(s) and s.reports == "llm", _create_community_reports),
+    ("date_relations", lambda s: True, _date_relations),
     ("embeddings", lambda s: True, _embed),
 ]
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import pandas as pd
 
-from ragtrial.index.tables import SCHEMAS, conform_table, short_hash
+from ragtrial.index.tables import SCHEMAS, conform_table, produced_columns, short_hash
 
 Frames = tuple[pd.DataFrame, pd.DataFrame]
 # The columns an extraction's instance frames need (relation/entity ids and degree are derived).
@@ -125,7 +125,7 @@ def merge_extractions(extractions: Sequence[Frames], max_descriptions: int | Non
             (relation_key(*pair), *f.ends, "\n".join(f.descriptions), f.weight, list(f.chunks))
             for pair, f in rels.items()
         ],
-        columns=list(SCHEMAS["relations"]),
+        columns=produced_columns("relations"),
     )
     neighbours = Counter(end for pair in rels for end in pair)
     entities_df = pd.DataFrame(

@@ -49,6 +49,8 @@ SCHEMAS: dict[str, dict[str, pa.DataType]] = {
         "description": _S,
         "weight": _F,
         "chunk_ids": _IDS,
+        "valid_from": _I,  # first year the relation holds; missing: not stated
+        "valid_to": _I,  # last year; missing with valid_from set: still holds
     },
     "claims": {
         "claim_id": _S,
@@ -84,6 +86,9 @@ SCHEMAS: dict[str, dict[str, pa.DataType]] = {
     "extraction_failures": {"chunk_id": _S, "stage": _S, "kind": _S, "detail": _S},
 }
 JSON_COLUMNS = {("documents", "metadata")}
+# Columns a later build step fills (`index.date_relations`), not the extractors: a frame or a saved
+# index (built before the step existed) without them gets them missing, never a made-up value.
+FILLED_LATER = {"relations": ("valid_from", "valid_to")}
 KEYS = {
     "documents": "doc_id",
     "chunks": "chunk_id",
@@ -119,8 +124,19 @@ def _arrow_schema(table: str) -> pa.Schema:
     return pa.schema(list(SCHEMAS[table].items()))
 
 
+def produced_columns(table: str) -> list[str]:
+    """The columns of `table` that its producers (extractors, importers) write: all but FILLED_LATER's."""
+    return [c for c in SCHEMAS[table] if c not in FILLED_LATER.get(table, ())]
+
+
+def _with_later_columns(table: str, df: pd.DataFrame) -> pd.DataFrame:
+    absent = [c for c in FILLED_LATER.get(table, ()) if c not in df.columns]
+    return df.assign(**{c: pd.array([pd.NA] * len(df), dtype="Int64") for c in absent}) if absent else df
+
+
 def _to_arrow(table: str, df: pd.DataFrame) -> pa.Table:
     columns = list(SCHEMAS[table])
+    df = _with_later_columns(table, df)
     missing, extra = set(columns) - set(df.columns), set(df.columns) - set(columns)
     if missing or extra:
         raise ValueError(f"table {table!r}: missing columns {sorted(missing)}, unexpected {sorted(extra)}")
@@ -134,18 +150,32 @@ def _to_arrow(table: str, df: pd.DataFrame) -> pa.Table:
         raise ValueError(f"table {table!r} does not match its schema: {e}") from e
 
 
+_NULLABLE_INTS = {(t, c) for t, cols in FILLED_LATER.items() for c in cols}
+
+
 def _from_arrow(table: str, arrow: pa.Table) -> pd.DataFrame:
     data: dict[str, Any] = {}
     for col, typ in SCHEMAS[table].items():
         values = arrow.column(col)
         if (table, col) in JSON_COLUMNS:
             data[col] = pd.Series([json.loads(v) for v in values.to_pylist()], dtype=object)
+        elif (table, col) in _NULLABLE_INTS:
+            data[col] = pd.Series(values.to_pylist(), dtype="Int64")
         elif pa.types.is_list(typ):
             # to_pandas would give numpy arrays; plain lists compare and serialize predictably.
             data[col] = pd.Series(values.to_pylist(), dtype=object)
         else:
             data[col] = values.to_pandas()
     return pd.DataFrame(data, columns=list(SCHEMAS[table]))
+
+
+def _later_columns_added(table: str, arrow: pa.Table) -> pa.Table:
+    """A saved table with FILLED_LATER's columns it predates added as nulls."""
+    for col in FILLED_LATER.get(table, ()):
+        if col not in arrow.column_names:
+            typ = SCHEMAS[table][col]
+            arrow = arrow.append_column(pa.field(col, typ), pa.nulls(len(arrow), typ))
+    return arrow
 
 
 def conform_table(table: str, df: pd.DataFrame) -> pd.DataFrame:
@@ -291,7 +321,9 @@ class GraphIndex:
             return file
 
         manifest = json.loads(need("manifest.json").read_text())
-        tables = {t: _from_arrow(t, pq.read_table(need(f"{t}.parquet"))) for t in SCHEMAS}
+        tables = {
+            t: _from_arrow(t, _later_columns_added(t, pq.read_table(need(f"{t}.parquet")))) for t in SCHEMAS
+        }
         saved = manifest.get("embeddings", {})
         arrays = {
             attr: np.load(need(name)) if saved.get(attr) else None for attr, name in EMBEDDINGS.values()

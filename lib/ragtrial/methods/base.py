@@ -34,6 +34,12 @@ class MethodUnavailable(ValueError):
     """The index lacks what a method needs (e.g. community reports of the requested level)."""
 
 
+class NoContextForQuestion(ValueError):
+    """A method cannot build a context for one question (the oracle on a question without gold):
+    that answer is a counted failure, never an empty text that gets scored.
+    """
+
+
 @dataclass
 class Answer:
     """What every method returns for one question (the contract in docs/design.md), plus
@@ -150,6 +156,9 @@ class Method(ABC):
                 failed_stages = [r.stage for r in tally.rows if r.failure]
                 stage = failed_stages[-1] if failed_stages else "answer"
                 draft.failures.append({"stage": stage, "kind": err.kind, "detail": str(err)})
+            except NoContextForQuestion as err:  # e.g. the oracle on a question without gold
+                failure = "no_context"
+                draft.failures.append({"stage": "context", "kind": failure, "detail": str(err)})
         doc_ids = [
             self.doc_of_chunk[c]
             for item in draft.context

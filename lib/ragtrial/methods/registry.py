@@ -12,6 +12,7 @@ from ragtrial.index.tables import GraphIndex
 from ragtrial.methods.base import Generator, Method, MethodUnavailable
 from ragtrial.methods.integration import IntegrationMethod
 from ragtrial.methods.map_reduce import MapReduceMethod, chunk_units, report_units
+from ragtrial.methods.oracle import OracleMethod
 from ragtrial.methods.retrieval_method import RetrievalMethod
 from ragtrial.methods.selection import SelectionMethod
 from ragtrial.prompts import load_prompt
@@ -162,6 +163,16 @@ METHODS.add(
     lambda name, kit: IntegrationMethod(name, _hybrid_parts(kit)),
     "Han et al.'s Integration: the RAG and GraphRAG contexts together",
     family="both",
+)
+
+METHODS.add(
+    "oracle",
+    lambda name, kit: OracleMethod(
+        name, kit.generator, kit.ctx.ledger, kit.doc_of_chunk, kit.index, kit.answer_settings.context_budget
+    ),
+    "the gold context (the question's gold facts, then its gold passages): the upper bound of every "
+    "method, and seed 004's gold-context injection",
+    family="gold",
 )
 
 

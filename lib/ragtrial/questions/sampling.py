@@ -44,6 +44,23 @@ def task_questions(dataset: Dataset, task: str, per_type: int | None, seed: int 
     return select_questions(pool, per_type, seed)
 
 
+def diagnosis_questions(
+    dataset: Dataset, per_type: int | None, seed: int = 0, types: Sequence[str] | None = None
+) -> list[Question]:
+    """The questions notebook 09 diagnoses: every question of the listed types (all types when None),
+    whatever gold it carries (a metric its gold cannot support is reported unavailable), sampled per
+    type; an error naming the types the data set has when none is left.
+    """
+    pool = [q for q in dataset.questions if types is None or q.question_type in types]
+    if not pool:
+        have = sorted({q.question_type for q in dataset.questions})
+        raise ValueError(
+            f"data set {dataset.name!r} has no questions of the types diagnostics.question_types lists "
+            f"({', '.join(types or [])}); its types: {', '.join(have) or 'none'}"
+        )
+    return select_questions(pool, per_type, seed)
+
+
 def select_questions(questions: Sequence[Question], per_type: int | None, seed: int = 0) -> list[Question]:
     """A seeded sample of at most `per_type` questions of each question_type (all when None), in the
     original order, so every type is represented even when the budget allows only a few questions.

@@ -202,3 +202,44 @@ def relevance_score_panels(ratings: pd.DataFrame) -> Any:
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def recall_plane(summary: pd.DataFrame, thresholds: dict[str, float], relationship_threshold: float) -> Any:
+    """Per category, each method's mean entity recall against its relationship recall, with the
+    thresholds as lines: high entity and low relationship recall (the lower right) is the seed's
+    "islands of context", nodes fetched without the edges that connect them.
+    """
+    import matplotlib.pyplot as plt
+
+    wide = summary[summary["metric"].isin(["entity_recall", "relationship_recall"])].pivot_table(
+        index=["category", "method"], columns="metric", values="mean", sort=False
+    )
+    categories = list(dict.fromkeys(summary["category"]))
+    fig, axes = plt.subplots(
+        1, max(len(categories), 1), figsize=(3.6 * max(len(categories), 1), 3.6), squeeze=False
+    )
+    for ax, category in zip(axes[0], categories, strict=False):
+        ax.set(xlim=(-0.05, 1.05), ylim=(-0.05, 1.05), title=category, xlabel="entity recall")
+        if category in wide.index.get_level_values(0):
+            points = wide.loc[category].dropna(how="any")
+            ax.scatter(
+                points.get("entity_recall", []), points.get("relationship_recall", []), color="tab:blue"
+            )
+            for method, row in points.iterrows():
+                ax.annotate(
+                    method,
+                    (row["entity_recall"], row["relationship_recall"]),
+                    fontsize=7,
+                    xytext=(3, 3),
+                    textcoords="offset points",
+                )
+            if points.empty:
+                ax.text(0.5, 0.5, "no question with\nboth recalls", ha="center", fontsize=8)
+        if category in thresholds:
+            ax.axvline(thresholds[category], color="grey", ls="--", lw=0.8)
+        ax.axhline(relationship_threshold, color="grey", ls="--", lw=0.8)
+    axes[0][0].set_ylabel("relationship recall")
+    fig.suptitle("Entity vs relationship recall per method (dashed: the seed's thresholds)", fontsize=10)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

@@ -30,6 +30,7 @@ from ragtrial.retrieval.base import (
     one_blas_thread,
 )
 from ragtrial.retrieval.passages import VectorRetriever
+from ragtrial.retrieval.time_window import TimeFilter, bounds, date_year, overlaps, question_window
 
 # ---------------------------------------------------------------- the graph as matrices
 
@@ -65,6 +66,7 @@ class EntityGraph:
         self.src = np.array([self.row_of[e] for e in rels["source_id"]], dtype=np.int64)
         self.tgt = np.array([self.row_of[e] for e in rels["target_id"]], dtype=np.int64)
         self.weight = rels["weight"].to_numpy(dtype=np.float64)
+        self.validity = bounds(rels["valid_from"], rels["valid_to"])
         self.rel_texts = [
             f"{self.names[s]} -> {self.names[t]}: {d}"
             for s, t, d in zip(self.src, self.tgt, rels["description"], strict=True)
@@ -330,6 +332,21 @@ class GraphRetrieverBase:
         self.graph_origin = join_origins(linked_origins(self.graph.origins, settings))
         if self.links_entities:
             self.linker = EntityLinker(self.graph, parts, settings, self.name)
+        claims = index.claims
+        self.claim_validity = bounds(map(date_year, claims["start_date"]), map(date_year, claims["end_date"]))
+
+    def time_filter(self, question: str) -> TimeFilter:
+        """This question's filter of relation and claim items (`retrieval.time_filter`): off, it keeps
+        everything and notes nothing; on, it keeps what overlaps `question_window(question)`.
+        """
+        if not self.settings.time_filter:
+            return TimeFilter(None, None, None)
+        window = question_window(question)
+        if window is None:
+            return TimeFilter(None, np.ones(len(self.graph.rel_ids), dtype=bool), None)
+        return TimeFilter(
+            window, overlaps(*self.graph.validity, window), overlaps(*self.claim_validity, window)
+        )
 
     @one_blas_thread
     def retrieve(self, question: str, k: int) -> Retrieval:

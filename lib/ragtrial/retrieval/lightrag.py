@@ -139,13 +139,14 @@ class LightRAGRetriever(GraphRetrieverBase):
             entities += [int(e) for r in found for e in (g.src[r], g.tgt[r])]
             chunk_rows.append(int(c) for r in found for c in row_indices(g.rel_chunks, r))
         budget = self.settings.lightrag_tokens_per_kind
+        keep = self.time_filter(question)
         items = pack((g.entity_item(e, g.degree[e], self.name) for e in first_occurrences(entities)), budget)[
             0
         ]
         items += pack(
             (
                 g.relation_item(r, g.weight[r], self.name, self.chunk_ids(g.rel_chunks, r))
-                for r in first_occurrences(chain.from_iterable(relations))
+                for r in keep.relations(first_occurrences(chain.from_iterable(relations)))
             ),
             budget,
         )[0]
@@ -153,4 +154,4 @@ class LightRAGRetriever(GraphRetrieverBase):
             (self.chunks.item(c, 1.0, self.name) for c in first_occurrences(chain.from_iterable(chunk_rows))),
             budget,
         )[0]
-        return Retrieval(items, notes=notes)
+        return Retrieval(items, notes={**notes, **keep.notes()})

@@ -55,19 +55,19 @@ class LocalSearchRetriever(GraphRetrieverBase):
             )
             for r in reports.itertuples()
         ]
-        self.claims_of: dict[int, list[ContextItem]] = {}
-        for c in index.claims.itertuples():
+        self.claims_of: dict[int, list[int]] = {}  # entity row -> its claims' rows in claim_items
+        self.claim_items: dict[int, ContextItem] = {}
+        for row, c in enumerate(index.claims.itertuples()):
             if c.subject_id in self.graph.row_of:
                 subject = self.graph.row_of[c.subject_id]
-                self.claims_of.setdefault(subject, []).append(
-                    ContextItem(
-                        kind="claim",
-                        text=f"{self.graph.names[subject]} [{c.claim_type}, {c.status}]: {c.description}",
-                        score=1.0,
-                        retriever=self.name,
-                        chunk_ids=list(c.chunk_ids),
-                        entity_ids=[e for e in (c.subject_id, c.object_id) if isinstance(e, str) and e],
-                    )
+                self.claims_of.setdefault(subject, []).append(row)
+                self.claim_items[row] = ContextItem(
+                    kind="claim",
+                    text=f"{self.graph.names[subject]} [{c.claim_type}, {c.status}]: {c.description}",
+                    score=1.0,
+                    retriever=self.name,
+                    chunk_ids=list(c.chunk_ids),
+                    entity_ids=[e for e in (c.subject_id, c.object_id) if isinstance(e, str) and e],
                 )
 
     def relations_for(self, selected: Sequence[int]) -> list[int]:
@@ -105,16 +105,20 @@ class LocalSearchRetriever(GraphRetrieverBase):
         ranked_reports = sorted(matches, key=lambda r: (-matches[r], -self.reports[r].score))
         reports = pack((self.reports[r] for r in ranked_reports), community_budget)[0]
         local: list[ContextItem] = []
+        keep = self.time_filter(question)
         for n in range(1, len(selected) + 1):  # grow the selection while its whole local context fits
             grown = [g.entity_item(e, sims[e], self.name) for e in selected[:n]]
             grown += pack(
                 (
                     g.relation_item(r, g.weight[r], self.name, self.chunk_ids(g.rel_chunks, r))
-                    for r in self.relations_for(selected[:n])
+                    for r in keep.relations(self.relations_for(selected[:n]))
                 ),
                 local_budget,
             )[0]
-            grown += pack((c for e in selected[:n] for c in self.claims_of.get(e, [])), local_budget)[0]
+            grown += pack(
+                (self.claim_items[c] for e in selected[:n] for c in keep.claims(self.claims_of.get(e, []))),
+                local_budget,
+            )[0]
             if sum(tokens_by_kind(grown).values()) > local_budget:
                 break
             local = grown
@@ -132,5 +136,6 @@ class LocalSearchRetriever(GraphRetrieverBase):
                 "entities": [g.names[e] for e in selected],
                 "tokens": tokens_by_kind(items),
                 "budgets": {"community": community_budget, "local": local_budget, "text_unit": text_budget},
+                **keep.notes(),
             },
         )

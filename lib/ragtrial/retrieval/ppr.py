@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import islice
+
 import numpy as np
 from scipy import sparse
 
@@ -61,9 +63,10 @@ class FastGraphRAGRetriever(GraphRetrieverBase):
         rel_scores = rank[g.src] + rank[g.tgt]
         chunk_scores = np.asarray(g.rel_chunks.T @ rel_scores).ravel()
         items = [g.entity_item(e, rank[e], self.name) for e in top_k(rank, k, positive_only=True)]
+        keep = self.time_filter(question)
         items += [
             g.relation_item(r, rel_scores[r], self.name, self.chunk_ids(g.rel_chunks, r))
-            for r in top_k(rel_scores, k, positive_only=True)
+            for r in islice(keep.relations(top_k(rel_scores, keep.depth(k), positive_only=True)), k)
         ]
         items += self.chunks.ranked(top_k(chunk_scores, k, positive_only=True), chunk_scores, self.name)
-        return Retrieval(items, notes=notes)
+        return Retrieval(items, notes={**notes, **keep.notes()})

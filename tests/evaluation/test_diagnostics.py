@@ -1,0 +1,214 @@
+"""Seed 004's retrieval diagnostics on hand-built answers over a hand-built index: each metric, the
+inflated-edges guard, citation coverage, every attribution outcome, and metrics that cannot be
+computed showing as unavailable (never 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from retrieval.test_retrieval import EMBEDDER, graph_index
+
+from ragtrial.config.diagnostics import DiagnosticsSettings
+from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.evaluation.diagnostics import (
+    attribute_failures,
+    attribution_shares,
+    citation_table,
+    context_entries,
+    diagnostics_summary,
+    link_gold,
+    linking_rates,
+    recall_table,
+    retrieved_elements,
+    strip_citations,
+)
+from ragtrial.records import GoldEdge, Question
+
+# A - B - C, and D alone; chunk c3 names B and C (so the index extracted B, C and B-C from it).
+INDEX = graph_index(
+    [("Alvor", "Beilun"), ("Beilun", "Cairdo")],
+    {"c1": ["Alvor"], "c2": ["Alvor", "Beilun"], "c3": ["Beilun", "Cairdo"], "c4": ["Durmask"]},
+)
+QUESTION = Question(
+    question_id="q1",
+    question="Who works with Beilun?",
+    answers=["Cairdo"],
+    question_type="multi_hop",
+    gold_entities=["Alvor", "Beilun", "Cairdo"],
+    gold_edges=[
+        GoldEdge(source="Alvor", relation="works_with", target="Beilun"),
+        GoldEdge(source="Beilun", relation="works_with", target="Cairdo"),
+    ],
+)
+NO_GOLD = Question(question_id="q2", question="Anything?", answers=["x"], question_type="single_hop")
+SETTINGS = DiagnosticsSettings()
+
+
+def answer(method="m", question_id="q1", **fields) -> dict:
+    row = {
+        "question_id": question_id,
+        "method": method,
+        "text": "Cairdo [1]",
+        "failure": "",
+        "context_ready": True,
+        "context_items": 1,
+        "context_entity_ids": [],
+        "context_relation_ids": [],
+        "context_community_ids": [],
+        "passage_ids": [],
+        "context_text": "[1] (chunk) Beilun and Cairdo appear in this passage.",
+    }
+    return row | fields
+
+
+def diagnose(rows: list[dict], questions=(QUESTION,), settings=SETTINGS) -> pd.DataFrame:
+    links = link_gold(list(questions), INDEX, EMBEDDER, RetrievalSettings())
+    elements = retrieved_elements(pd.DataFrame(rows), INDEX)
+    return recall_table(elements, links, INDEX, list(questions), settings)
+
+
+def test_gold_names_link_to_the_index_and_an_unextracted_entity_is_an_indexing_failure():
+    question = QUESTION.model_copy(update={"gold_entities": [*QUESTION.gold_entities, "Zembla Qorr"]})
+    links = link_gold([question], INDEX, EMBEDDER, RetrievalSettings())
+    entities = links[links["kind"] == "entity"].set_index("gold")
+    assert entities.loc["Beilun", "index_ids"] == ["e-Beilun"]
+    assert entities.loc["Zembla Qorr", "how"] == "not indexed"
+    edges = links[links["kind"] == "edge"]
+    assert [list(x) for x in edges["index_ids"]] == [["r-Alvor-Beilun"], ["r-Beilun-Cairdo"]]
+    rates = linking_rates(links, [question], SETTINGS).set_index("kind")
+    assert rates.loc["entity", "linking_rate"] == pytest.approx(3 / 4)
+    recall = diagnose([answer(passage_ids=["c3"])], questions=[question]).iloc[0]
+    assert recall["entities_not_indexed"] == 1
+    assert recall["entity_recall"] == pytest.approx(2 / 4)  # the unextracted one is missed, and counted apart
+
+
+def test_a_passage_maps_to_the_entities_and_relations_extracted_from_it():
+    recall = diagnose([answer(passage_ids=["c3"])]).iloc[0]
+    assert recall["entity_recall"] == pytest.approx(2 / 3)  # Beilun and Cairdo of three
+    assert recall["relationship_recall"] == pytest.approx(1 / 2)  # B-C, not A-B
+
+
+def test_an_edge_whose_end_was_not_retrieved_does_not_count():
+    """The inflated-edges case: a relation id in the context without both ends retrieved."""
+    inflated = answer(context_entity_ids=["e-Alvor"], context_relation_ids=["r-Alvor-Beilun"], passage_ids=[])
+    assert diagnose([inflated]).iloc[0]["relationship_recall"] == 0
+    connected = inflated | {"context_entity_ids": ["e-Alvor", "e-Beilun"]}
+    assert diagnose([connected]).iloc[0]["relationship_recall"] == pytest.approx(1 / 2)
+
+
+def test_induced_edges_count_every_relation_among_the_retrieved_entities():
+    islands = answer(context_entity_ids=["e-Alvor", "e-Beilun", "e-Cairdo"], passage_ids=[])
+    shown = diagnose([islands]).iloc[0]
+    assert shown["entity_recall"] == 1 and shown["relationship_recall"] == 0  # islands of context
+    induced = diagnose([islands], settings=DiagnosticsSettings(relationship_edges="induced")).iloc[0]
+    assert induced["relationship_recall"] == 1
+
+
+def test_name_match_reads_the_shown_text():
+    row = answer(context_text="[1] (chunk) Alvor met Beilun.\n\n[2] (entity) Cairdo: a town.")
+    recall = diagnose([row], settings=DiagnosticsSettings(passage_mapping="name_match")).iloc[0]
+    assert recall["entity_recall"] == 1
+    assert recall["relationship_recall"] == pytest.approx(1 / 2)  # A and B share an entry; B and C do not
+
+
+def test_recall_is_unavailable_without_gold_or_context_never_zero():
+    rows = [answer(question_id="q2"), answer(context_ready=False, failure="timeout", text="")]
+    recall = diagnose(rows, questions=[QUESTION, NO_GOLD]).set_index("question_id")
+    assert np.isnan(recall.loc["q2", "entity_recall"])
+    assert recall.loc["q2", "entity_recall_status"] == "no gold entities"
+    assert np.isnan(recall.loc["q1", "relationship_recall"])
+    assert recall.loc["q1", "relationship_recall_status"].startswith("no context built")
+    summary = diagnostics_summary(recall.reset_index(), ["entity_recall"], SETTINGS).set_index("category")
+    assert summary.loc["single_hop", "n"] == 0
+    assert summary.loc["single_hop", "unavailable"] == "no gold entities: 1"
+    assert not summary.loc["single_hop", "below_threshold"]
+
+
+def test_citation_coverage_counts_invented_references():
+    rows = [
+        answer(text="Cairdo [1]", context_items=2),
+        answer(method="b", text="Cairdo [2][5]", context_items=2),
+        answer(method="c", text="Cairdo [1, 3]", context_items=1),
+        answer(method="d", text="Cairdo"),
+        answer(method="e", text="", failure="timeout"),
+    ]
+    table = citation_table(pd.DataFrame(rows)).set_index("method")
+    assert table.loc["m", "citation_coverage"] == 1
+    assert table.loc["b", "citation_coverage"] == pytest.approx(1 / 2)
+    assert table.loc["b", "citations_invented"] == 1
+    assert table.loc["c", "citations_invented"] == 1
+    assert table.loc["d", "citation_status"] == "no citation" and np.isnan(
+        table.loc["d", "citation_coverage"]
+    )
+    assert table.loc["e", "citation_status"] == "no answer"
+    assert strip_citations("Cairdo [2][5] and Alvor [1, 3]") == "Cairdo and Alvor"
+
+
+def test_context_entries_split_a_rendered_context():
+    text = "[1] (chunk) one\n\ntwo lines\n\n[2] (relation) A -> B: x"
+    assert context_entries(text) == [(1, "chunk", "one\n\ntwo lines"), (2, "relation", "A -> B: x")]
+
+
+def test_attribution_gives_each_outcome_of_the_seed_protocol():
+    """Retrieval failure (recall under threshold), correct, missed retrieval (the oracle is right),
+    reasoning (the oracle is wrong too).
+    """
+    full = {"context_entity_ids": ["e-Alvor", "e-Beilun", "e-Cairdo"], "passage_ids": ["c2", "c3"]}
+    questions = [QUESTION, QUESTION.model_copy(update={"question_id": "q3"})]
+    rows = [
+        answer(method="weak", passage_ids=["c1"]),
+        answer(method="good", **full),
+        answer(method="subtle", **full),
+        answer(method="subtle", question_id="q3", **full),
+        answer(method="oracle", **full),
+        answer(method="oracle", question_id="q3", **full),
+    ]
+    recall = diagnose(rows, questions=questions)
+    correctness = pd.DataFrame(
+        [
+            ("q1", "weak", False),
+            ("q1", "good", True),
+            ("q1", "subtle", False),
+            ("q3", "subtle", False),
+            ("q1", "oracle", True),
+            ("q3", "oracle", False),
+        ],
+        columns=["question_id", "method", "answer_correct"],
+    )
+    outcomes = attribute_failures(recall, correctness, "oracle", SETTINGS).set_index(
+        ["question_id", "method"]
+    )
+    assert outcomes.loc[("q1", "weak"), "outcome"] == "retrieval failure"
+    assert outcomes.loc[("q1", "good"), "outcome"] == "correct"
+    assert outcomes.loc[("q1", "subtle"), "outcome"] == "missed retrieval failure"
+    assert outcomes.loc[("q3", "subtle"), "outcome"] == "reasoning failure"
+    assert "oracle" not in outcomes.index.get_level_values("method")
+    shares = attribution_shares(outcomes.reset_index(), n_resamples=200)
+    subtle = shares[shares["method"] == "subtle"].set_index("outcome")
+    assert subtle.loc["reasoning failure", "share"] == pytest.approx(1 / 2)
+
+
+def test_an_answer_whose_correctness_is_unknown_is_unattributed():
+    full = {"context_entity_ids": ["e-Alvor", "e-Beilun", "e-Cairdo"], "passage_ids": ["c2", "c3"]}
+    recall = diagnose([answer(**full), answer(method="oracle", **full)])
+    correctness = pd.DataFrame(
+        [("q1", "m", np.nan), ("q1", "oracle", True)], columns=["question_id", "method", "answer_correct"]
+    )
+    outcome = attribute_failures(recall, correctness, "oracle", SETTINGS)["outcome"].iloc[0]
+    assert outcome == "unattributed: correctness unavailable"
+
+
+def test_the_summary_flags_a_metric_below_its_category_threshold():
+    per_answer = pd.DataFrame(
+        {
+            "method": ["m", "m", "m", "m"],
+            "category": ["single_hop", "single_hop", "multi_hop", "multi_hop"],
+            "entity_recall": [0.8, 0.8, 0.8, 0.8],
+        }
+    )
+    summary = diagnostics_summary(per_answer, ["entity_recall"], SETTINGS).set_index("category")
+    assert summary.loc["single_hop", "below_threshold"]  # 0.80 < 0.85
+    assert not summary.loc["multi_hop", "below_threshold"]  # 0.80 >= 0.70
+    assert summary.loc["single_hop", "threshold"] == 0.85
