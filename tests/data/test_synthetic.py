@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections import Counter
 
 import pytest
@@ -262,3 +263,14 @@ def test_render_options_and_errors(corpora):
         generate_corpus("huge")
     with pytest.raises(ValueError):
         generate_world(n_people=3, n_orgs=2)
+
+
+def test_diagnostics_preset_reaches_the_seeds_200_to_500_questions_across_four_categories():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a shortfall of any kind would warn
+        dataset, _ = generate_corpus("diagnostics")
+    counts = Counter(q.question_type for q in dataset.questions)
+    four = {t: counts[t] for t in ("single_hop", "multi_hop", "temporal", "contradictory")}
+    assert four == {"single_hop": 100, "multi_hop": 100, "temporal": 100, "contradictory": 80}
+    assert 200 <= sum(four.values()) <= 500
+    assert all(q.key_facts for q in dataset.questions)

@@ -30,7 +30,9 @@ class DataSettings(Section):
         "unless absolute; required unless dataset is generated",
     )
     size: Annotated[str, Names("corpus size")] = Field(
-        "small", description="generated corpus preset: tiny, small, medium or large"
+        "small",
+        description="generated corpus preset: tiny, small, medium, large or diagnostics (seed 004's "
+        "suite: the medium world, 380 questions across single_hop, multi_hop, temporal, contradictory)",
     )
     seed: int = Field(
         0, ge=0, description="seed of the generated corpus and of the question and document samples"

@@ -837,6 +837,9 @@ PRESETS: dict[str, dict[str, int]] = {
         "tiny": (16, 5, 5, 2, 5, 3, 2, 3, 8, 3, 3, 3, 2, 2),
         "small": (64, 16, 14, 4, 16, 8, 6, 6, 26, 12, 12, 10, 6, 6),
         "medium": (480, 120, 100, 12, 120, 60, 40, 10, 200, 40, 40, 30, 20, 20),
+        # seed 004's 200-500-question suite: the medium world with more rival claims, 380 questions
+        # across the four categories (the world offers more of each)
+        "diagnostics": (480, 120, 100, 12, 120, 60, 80, 10, 200, 100, 100, 100, 80, 20),
         "large": (12000, 3000, 2500, 120, 3000, 1500, 500, 16, 5000, 200, 200, 200, 100, 100),
     }.items()
 }
