@@ -61,6 +61,9 @@ def test_schema_questions_carry_gold_that_matches_the_gold_graph(small):
         if q.question_type == "contradictory":
             assert len(set(q.answers)) == len(q.gold_edges) == len(q.key_facts) >= 2
             assert all(f.startswith("According to ") for f in q.key_facts)
+            docs_by_id = {d.doc_id: d for d in dataset.documents}
+            for claim in q.metadata["claims"]:  # the generated corpus's claim shape
+                assert docs_by_id[claim["doc_id"]].source == claim["source"]
 
 
 def test_generic_phrasing_for_a_relation_type_without_a_template():

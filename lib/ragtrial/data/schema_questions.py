@@ -305,8 +305,13 @@ def schema_questions(
             facts = [
                 f"According to {', '.join(c.sources)}, {fact(c)}" if c.sources else fact(c) for c in claims
             ]
+            # the generated corpus's claim shape (value, source, doc_id: the first document stating it)
             claim_meta = [
-                {"value": names[c.target], "source": ", ".join(c.sources), "doc_ids": list(c.doc_ids)}
+                {
+                    "value": names[c.target],
+                    "source": ", ".join(c.sources),
+                    "doc_id": c.doc_ids[0] if c.doc_ids else None,
+                }
                 for c in claims
             ]
             chosen["contradictory"].append(
