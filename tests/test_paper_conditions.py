@@ -19,7 +19,7 @@ from conftest import PROJECT_ROOT
 from ragtrial.config.batch import RunSpec, load_batch
 
 TABLE = PROJECT_ROOT / "docs" / "paper_conditions.md"
-SEEDS = ("000", "001", "002", "003")
+SEEDS = ("000", "001", "002", "003", "004")
 COLUMNS = [
     "condition (as the paper states it)",
     "params file",

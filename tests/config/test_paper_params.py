@@ -102,3 +102,28 @@ def test_the_podcast_batches_share_one_index():
     }
     first = next(iter(indexes.values()))
     assert all(index == first for index in indexes.values()), sorted(indexes)
+
+
+def test_paper_diagnostics_is_the_seeds_suite_on_the_generated_corpus_and_on_real_data():
+    specs, _ = load_batch(
+        PROJECT_ROOT / "params" / "paper_diagnostics.yaml", ENDPOINT, notebooks_dir=PROJECT_ROOT / "notebooks"
+    )
+    assert [s.notebook for s in specs] == ["09_retrieval_diagnostics"] * 2
+    generated, real = (s.settings for s in specs)
+    assert (generated.data.dataset, generated.data.size) == ("generated", "diagnostics")
+    assert real.data.dataset in ("musique", "hotpotqa", "2wikimultihopqa")
+    for settings in (generated, real):
+        d = settings.diagnostics
+        assert (d.questions_per_type, d.correctness, d.grounding) == (None, "judge", "model")
+        assert d.entity_recall_thresholds == {
+            "single_hop": 0.85,
+            "multi_hop": 0.70,
+            "temporal": 0.85,
+            "contradictory": 0.70,
+        }
+        assert (d.relationship_recall_threshold, d.grounding_threshold, d.citation_threshold) == (
+            0.8,
+            0.9,
+            0.95,
+        )
+    assert set(real.diagnostics.categories.values()) == {"multi_hop"}  # MuSiQue's hop types

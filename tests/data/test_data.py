@@ -48,7 +48,7 @@ def _assert_gold_exists(ds: Dataset) -> None:
 def test_registry_names_and_publication_notes() -> None:
     expected = {
         "multihop_rag", "musique", "hotpotqa", "2wikimultihopqa", "qmsum", "squality", "odsum",
-        "graphrag_bench", "graphrag_podcast", "text_folder", "natural_questions", "novelqa",
+        "graphrag_bench", "graphrag_podcast", "text_folder", "natural_questions", "novelqa", "query_log",
     }  # fmt: skip
     assert set(LOADERS) == expected
     published = {name: LOADERS.entry(name).metadata["published_at"] for name in LOADERS}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections import Counter
 
 import pytest
@@ -176,6 +177,23 @@ def test_summary_questions_reference_every_fact_about_their_entity(corpora, key)
         assert reference.count("according to") == len(contested)
 
 
+@pytest.mark.parametrize("key", ["tiny", "small", "medium", "small-seed1"])
+def test_every_question_carries_the_key_facts_of_its_answer(corpora, key):
+    dataset, _ = corpora[key]
+    for q in dataset.questions:
+        assert q.key_facts and all(f.endswith(".") for f in q.key_facts), q
+        if q.question_type in ("single_hop", "multi_hop", "temporal"):
+            (fact,) = q.key_facts  # the final answer stated as one fact
+            assert mentions(fact, q.answers[0]), q
+        elif q.question_type == "contradictory":  # one fact per conflicting claim, with its outlet
+            assert [c["value"] for c in q.metadata["claims"]] == q.answers
+            for fact, claim in zip(q.key_facts, q.metadata["claims"], strict=True):
+                assert fact.startswith(f"According to {claim['source']}, ") and mentions(fact, claim["value"])
+        else:  # summaries: one fact per stated relation, the reference's sentences
+            assert len(q.key_facts) == len(q.gold_edges)
+            assert " ".join(q.key_facts) == q.reference_summaries[0]
+
+
 @pytest.mark.parametrize("size", ["tiny", "small", "medium"])
 def test_presets_give_their_sizes(corpora, size):
     dataset, world = corpora[size]
@@ -245,3 +263,14 @@ def test_render_options_and_errors(corpora):
         generate_corpus("huge")
     with pytest.raises(ValueError):
         generate_world(n_people=3, n_orgs=2)
+
+
+def test_diagnostics_preset_reaches_the_seeds_200_to_500_questions_across_four_categories():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a shortfall of any kind would warn
+        dataset, _ = generate_corpus("diagnostics")
+    counts = Counter(q.question_type for q in dataset.questions)
+    four = {t: counts[t] for t in ("single_hop", "multi_hop", "temporal", "contradictory")}
+    assert four == {"single_hop": 100, "multi_hop": 100, "temporal": 100, "contradictory": 80}
+    assert 200 <= sum(four.values()) <= 500
+    assert all(q.key_facts for q in dataset.questions)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -30,7 +30,9 @@ class DataSettings(Section):
         "unless absolute; required unless dataset is generated",
     )
     size: Annotated[str, Names("corpus size")] = Field(
-        "small", description="generated corpus preset: tiny, small, medium or large"
+        "small",
+        description="generated corpus preset: tiny, small, medium, large or diagnostics (seed 004's "
+        "suite: the medium world, 380 questions across single_hop, multi_hop, temporal, contradictory)",
     )
     seed: int = Field(
         0, ge=0, description="seed of the generated corpus and of the question and document samples"
@@ -46,6 +48,18 @@ class DataSettings(Section):
         description="real data sets: keep every gold document of the kept questions, then fill up to this "
         "many with a seeded sample of the others (0: the gold documents only); None: all",
     )
+    question_plan: Literal["templates", "schema"] = Field(
+        "templates",
+        description="generated corpus: the questions' source; templates (the question kinds of "
+        "ragtrial.data.synthetic) or schema (ragtrial.data.schema_questions: per relation type and "
+        "direction, seed 004's schema-driven test set over the gold graph); the documents are the same",
+    )
+    questions_per_relation: int = Field(
+        2,
+        ge=1,
+        description="question_plan schema: questions per relation type of each of single_hop, temporal "
+        "and multi_hop (every conflict is asked as a contradictory question); the seed asks at least 2",
+    )
     options: dict[str, Any] = Field(
         default_factory=dict,
         description="further keyword options of the data set's loader (checked against its signature)",
@@ -55,6 +69,10 @@ class DataSettings(Section):
     def _real_data_set_has_a_folder(self) -> DataSettings:
         if self.dataset != "generated" and not self.path:
             raise conflict("path", f"required for data set {self.dataset!r}")
+        if self.dataset != "generated" and self.question_plan != "templates":
+            raise conflict(
+                "question_plan", "only the generated corpus has a gold graph to plan questions from"
+            )
         return self
 
 

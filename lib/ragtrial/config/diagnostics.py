@@ -25,6 +25,7 @@ from ragtrial.config.methods import (
 CATEGORIES = ("single_hop", "multi_hop", "temporal", "contradictory")
 Category = Literal["single_hop", "multi_hop", "temporal", "contradictory"]
 Share = Annotated[float, Field(ge=0, le=1)]
+LOG_CLUSTER_DISTANCE = 0.35  # cosine distance below which two logged questions are one kind of question
 
 
 class DiagnosticsSettings(AnswerSettings):
@@ -114,6 +115,19 @@ class DiagnosticsSettings(AnswerSettings):
     )
     tolerance: Share = Field(
         0.05, description="regression mode: how far a metric may fall below its baseline before it regresses"
+    )
+    log_sample_size: int | None = Field(
+        None,
+        ge=1,
+        description="query_log data: questions sampled from the log's clusters in proportion to their "
+        "frequency (ragtrial.questions.log_sampling.sample_log); None: every logged question",
+    )
+    log_cluster_distance: float = Field(
+        LOG_CLUSTER_DISTANCE,
+        gt=0,
+        le=2,
+        description="query_log data: the cosine distance below which logged questions join one cluster "
+        "(average linkage)",
     )
 
     @model_validator(mode="after")

@@ -21,11 +21,20 @@ Document ids: natural keys where the data has them (MuSiQue/HotpotQA/2Wiki passa
 the k-th passage with that title in corpus order; stories: `gutenberg-<ebook id>`; ODSum meetings: the
 file stem; GraphRAG-Bench: `corpus_name`; NovelQA books: `novelqa-<book file stem>`; folders of text
 files: the relative path), otherwise derived from a stable field (MultiHop-RAG: hash of the article url;
-Natural Questions: hash of the page url) or the position (QMSum: `qmsum-test-<line>`).
+Natural Questions: hash of the page url; query logs: `log-` + hash of the normalized question) or the
+position (QMSum: `qmsum-test-<line>`).
 """
 
 # Importing the data-set modules registers their loaders in LOADERS.
-from ragtrial.data import graphrag, multihop_qa, natural_questions, novelqa, summarization, text_folders  # noqa: F401
+from ragtrial.data import (  # noqa: F401
+    graphrag,
+    multihop_qa,
+    natural_questions,
+    novelqa,
+    query_log,
+    summarization,
+    text_folders,
+)
 from ragtrial.data.graphrag import NOVEL_CORPUS_MISSING
 from ragtrial.data.registry import LOADERS, DocsAndQuestions, load_dataset
 from ragtrial.data.text_folders import DEFAULT_EXCLUDE

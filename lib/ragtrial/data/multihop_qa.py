@@ -18,7 +18,7 @@ from ragtrial.data.reading import (
     type_name,
 )
 from ragtrial.data.registry import DocsAndQuestions, check_unique, register_loader, unique_questions
-from ragtrial.records import DataError, Document, Question
+from ragtrial.records import DataError, Document, GoldEdge, Question
 
 # ---------------------------------------------------------------- MultiHop-RAG
 
@@ -198,18 +198,21 @@ def _musique_question(rec: FieldReader, passages: _PassageIndex) -> Question:
     hops, composition = _musique_hops(rec, question_id)
     doc_by_idx: dict[int, str] = {}
     gold: list[str] = []
+    titles: list[str] = []
     for paragraph in rec.items("paragraphs"):
         title, text = paragraph.get("title"), paragraph.get("paragraph_text")
         doc_id = passages.by_passage(paragraph, "paragraph_text", title, text)
         doc_by_idx[paragraph.get("idx", int)] = doc_id
         if paragraph.get("is_supporting", bool):
             gold.append(doc_id)
+            titles.append(title)
     return Question(
         question_id=question_id,
         question=rec.text("question"),
         answers=_answers(rec.text("answer"), rec.strings("answer_aliases")),
         question_type=f"{hops}hop",
         gold_doc_ids=dedupe(gold),
+        gold_entities=dedupe(titles),  # a Wikipedia passage's title names the entity it is about
         metadata={
             "composition": composition,
             "n_hops": hops,
@@ -234,7 +237,8 @@ def _musique_hop(hop: FieldReader, doc_by_idx: dict[int, str]) -> dict[str, Any]
 def _musique(root: Path, *, stem: str = "musique_train") -> DocsAndQuestions:
     """MuSiQue, HippoRAG layout: <stem>.json questions + <stem>_corpus.json passages.
 
-    Gold = the paragraphs with is_supporting, matched to corpus passages by (title, text).
+    Gold = the paragraphs with is_supporting, matched to corpus passages by (title, text); gold
+    entities = their distinct titles.
     question_type = hop count ("2hop", "3hop", "4hop") from the id prefix; the full composition
     ("3hop1") and the decomposition (sub-question, answer, doc_id per hop) are in metadata.
     answers = answer, then answer_aliases.
@@ -287,6 +291,7 @@ def _hotpot_question(rec: FieldReader, passages: _PassageIndex) -> Question:
         answers=[rec.text("answer")],
         question_type=question_type,
         gold_doc_ids=dedupe(gold),
+        gold_entities=dedupe(title for _, title, _ in facts),
         metadata={"level": rec.get("level"), "supporting_facts": [[t, i] for _, t, i in facts]},
     )
 
@@ -297,8 +302,9 @@ def _hotpotqa(root: Path, *, stem: str = "hotpotqa_train") -> DocsAndQuestions:
 
     One passage = the sentences of one title joined with "" (they carry their leading spaces).
     Gold = the distinct titles of supporting_facts, matched to the corpus through the question's own
-    context paragraph (title and text). question_type = bridge / comparison; level and the
-    sentence-level supporting facts are in metadata. No aliases exist: answers = [answer].
+    context paragraph (title and text); gold entities = those titles. question_type = bridge /
+    comparison; level and the sentence-level supporting facts are in metadata. No aliases exist:
+    answers = [answer].
     """
     passages, records = _hipporag_files(root, stem)
     pairs = [(r, _hotpot_question(r, passages)) for r in records]
@@ -330,6 +336,8 @@ def _two_wiki_question(rec: FieldReader, passages: _PassageIndex, multihop: set[
         question=question,
         answers=[answer] if answer else [],
         gold_doc_ids=dedupe(gold),
+        gold_entities=dedupe(titles),
+        gold_edges=_two_wiki_evidences(rec) if "evidences" in rec.value else [],
         metadata={
             "retrieval_only": not answer,
             "fastgraphrag_multihop": question in multihop,
@@ -339,12 +347,27 @@ def _two_wiki_question(rec: FieldReader, passages: _PassageIndex, multihop: set[
     )
 
 
+def _two_wiki_evidences(rec: FieldReader) -> list[GoldEdge]:
+    """2Wiki's evidence triples [subject, relation, object] (its own question files) as gold edges."""
+    edges = []
+    for item in rec.items("evidences"):
+        triple = item.value
+        if not (isinstance(triple, list) and len(triple) == 3 and _is_strings(triple) and all(triple)):
+            raise item.error(
+                None, "expected an evidence triple [subject, relation, object] of non-empty strings"
+            )
+        edges.append(GoldEdge(source=triple[0], relation=triple[1], target=triple[2]))
+    return edges
+
+
 @register_loader("2wikimultihopqa")
 def _two_wiki(root: Path) -> DocsAndQuestions:
     """2WikiMultihopQA: HippoRAG's 6,119-passage corpus + fast-graphrag's 101 questions (gold titles).
 
     There are no answer strings: answers = [] and metadata retrieval_only=True on every question
-    (retrieval recall only). Gold titles resolve to the one passage with that title. question_id =
+    (retrieval recall only). Gold titles resolve to the one passage with that title and are the
+    gold entities; a record with 2Wiki's `evidences` triples gets them as gold edges (the shared
+    fast-graphrag file has none: its `evidence` is a system's retrieved titles). question_id =
     "2wiki-<index>" (question texts are unique; a repeated one raises DataError); metadata
     fastgraphrag_multihop marks the 76 questions fast-graphrag counts as genuinely multi-hop.
     """

@@ -58,6 +58,9 @@ _PUBLISHED_AT: dict[str, str] = {
     "(arXiv:2403.12766, 2024); Hugging Face dataset NovelQA/NovelQA (gated), GitHub "
     "NovelQA/novelqa.github.io; Apache 2.0 (copyright-protected novels for evaluation only, not to be "
     "redistributed); gold answers withheld (Codabench). Used by Han et al., 'RAG vs. GraphRAG'.",
+    "query_log": "A local production query log (CSV or JSON Lines of questions): no publication; "
+    "the questions carry no gold. Sampled into a test set as seed 004 describes (FalkorDB, 'GraphRAG "
+    "Evaluation: How to Test Retrieval Quality Before You Ship').",
     "text_folder": "Any local folder of .txt/.md files. The kit's example, A Christmas Carol (Project "
     "Gutenberg eBook #24022), is public domain in the US under the Project Gutenberg licence.",
 }

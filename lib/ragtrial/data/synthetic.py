@@ -211,6 +211,27 @@ MULTI_HOP: dict[str, tuple[str, str, Steps]] = {
         [EVENT, ("held_in", "out"), REGION],
     ),
 }
+# Each walk kind's answer as a key fact (seed 004: the facts a correct answer must contain); {a} the
+# anchor as the question mentions it, {x} the answer.
+ANSWER_FACTS = {
+    "birthplace": "{a} was born in {x}.",
+    "headquarters": "{a} is headquartered in {x}.",
+    "founder": "{a} was founded by {x}.",
+    "maker": "{a} is made by {x}.",
+    "spouse": "{a} is married to {x}.",
+    "event_city": "{a} was held in {x}.",
+    "city_region": "{a} is in {x}.",
+    "acquirer": "{a} was acquired by {x}.",
+    "founder_birthplace": "The founder of {a} was born in {x}.",
+    "maker_headquarters": "The company that manufactures {a} is headquartered in {x}.",
+    "maker_founder": "The company that manufactures {a} was founded by {x}.",
+    "attended_event_city": "The event attended by {a} was held in {x}.",
+    "maker_acquirer": "The manufacturer of {a} was acquired by {x}.",
+    "founder_birth_region": "The founder of {a} was born in {x}.",
+    "maker_founder_birthplace": "The founder of the company that manufactures {a} was born in {x}.",
+    "maker_headquarters_region": "The manufacturer of {a} is headquartered in {x}.",
+    "attended_event_region": "The event attended by {a} was held in {x}.",
+}
 CONTESTABLE = {"born_in": "birthplace", "headquartered_in": "headquarters"}  # functional: two values clash
 # Query-focused summaries (for ROUGE / BERTScore against a reference): everything the world states
 # about one entity. The reference is every such fact in its first template, in time order, so it is
@@ -576,6 +597,7 @@ def _candidates(
         answers: list[str],
         rels: list[Relation],
         references: list[str] = (),
+        facts: list[str] = (),
         **metadata: Any,
     ):
         def build(question_id: str, question_type: str) -> Question:  # deferred: most candidates go unused
@@ -598,6 +620,7 @@ def _candidates(
                     )
                     for r in rels
                 ],
+                key_facts=list(facts),
                 metadata={"kind": kind, **metadata},
             )
 
@@ -617,7 +640,8 @@ def _candidates(
                     if len({doc_of[r.id] for r in rels}) == len(rels):  # each hop from another document
                         hops = {"hops": len(rels)} if qtype == "multi_hop" else {}
                         answers = [ents[node].name, *ents[node].aliases]
-                        add(qtype, kind, text.format(a=_mention(anchor)), answers, rels, **hops)
+                        fact = _sentence(ANSWER_FACTS[kind], a=_mention(anchor), x=_mention(ents[node]))
+                        add(qtype, kind, text.format(a=_mention(anchor)), answers, rels, facts=[fact], **hops)
 
     for org, terms in _by(world.relations, "ceo_of", "target").items():
         for before, rel in zip(terms, terms[1:], strict=False):
@@ -627,6 +651,10 @@ def _candidates(
                 f"Who succeeded {ents[before.source].name} as chief executive of {ents[org].name}?",
                 [ents[rel.source].name],
                 [before, rel],
+                facts=[
+                    f"{ents[rel.source].name} succeeded {ents[before.source].name} as chief executive of "
+                    f"{ents[org].name}."
+                ],
                 year=rel.valid_from,
             )
     for rel in world.relations:
@@ -642,6 +670,7 @@ def _candidates(
                 f"Who was the chief executive of {tgt.name} in {year}?",
                 [src.name],
                 [rel],
+                facts=[f"{src.name} was the chief executive of {tgt.name} in {year}."],
                 year=year,
             )
         elif rel.type == "works_for" and inside:
@@ -651,6 +680,7 @@ def _candidates(
                 f"Which organisation did {src.name} work for in {year}?",
                 [tgt.name, *tgt.aliases],
                 [rel],
+                facts=[f"{src.name} worked for {tgt.name} in {year}."],
                 year=year,
             )
         elif rel.type == "acquired":
@@ -660,6 +690,7 @@ def _candidates(
                 f"In which year did {src.name} acquire {tgt.name}?",
                 [str(year)],
                 [rel],
+                facts=[f"{src.name} acquired {tgt.name} in {year}."],
                 year=year,
             )
         elif rel.type == "founded":
@@ -669,6 +700,7 @@ def _candidates(
                 f"In which year was {tgt.name} founded?",
                 [str(year)],
                 [rel],
+                facts=[f"{tgt.name} was founded in {year}."],
                 year=year,
             )
 
@@ -683,6 +715,10 @@ def _candidates(
                     SINGLE_HOP[kind][0].format(a=_mention(ents[subject])),
                     [ents[c.target].name for c in claims],
                     claims,
+                    facts=[
+                        f"According to {c.sources[0]}, {_canonical(c, ents, predecessor, False)}"
+                        for c in claims
+                    ],
                     sources=[c.sources[0] for c in claims],
                     claims=[
                         {"value": ents[c.target].name, "source": c.sources[0], "doc_id": doc_of[c.id]}
@@ -699,13 +735,15 @@ def _candidates(
             e for e in world.entities if e.type == entity_type and len(touching[e.id]) >= min_facts
         ):
             rels = sorted(touching[entity.id], key=lambda r: (r.valid_from or 0, r.id))
+            facts = [_canonical(r, ents, predecessor, r.id in contested) for r in rels]
             add(
                 "summary",
                 kind,
                 text.format(a=_mention(entity)),
                 [],
                 rels,
-                references=[" ".join(_canonical(r, ents, predecessor, r.id in contested) for r in rels)],
+                references=[" ".join(facts)],
+                facts=facts,
             )
     return {
         qtype: by_kind[qtype] for qtype in ("single_hop", "multi_hop", "temporal", "contradictory", "summary")
@@ -714,15 +752,30 @@ def _candidates(
 
 def _canonical(rel: Relation, ents: dict[str, Entity], predecessor: dict[str, str], contested: bool) -> str:
     """A relation in its first template, naming the outlet when another outlet says otherwise."""
-    text = _sentence(
-        _templates(rel)[0],
-        s=_mention(ents[rel.source]),
-        t=_mention(ents[rel.target]),
-        a=rel.valid_from,
-        b=rel.valid_to,
-        p=predecessor.get(rel.id),
+    text = relation_sentence(
+        rel.type,
+        _mention(ents[rel.source]),
+        _mention(ents[rel.target]),
+        rel.valid_from,
+        rel.valid_to,
+        predecessor.get(rel.id),
     )
     return f"{text[:-1]}, according to {rel.sources[0]}." if contested else text
+
+
+def relation_sentence(
+    relation: str,
+    source: str,
+    target: str,
+    valid_from: int | None = None,
+    valid_to: int | None = None,
+    predecessor: str | None = None,
+) -> str:
+    """The canonical sentence of a relation of the generated world's types (its first template)."""
+    rel = Relation(
+        id="", source=source, target=target, type=relation, valid_from=valid_from, valid_to=valid_to
+    )
+    return _sentence(_templates(rel)[0], s=source, t=target, a=valid_from, b=valid_to, p=predecessor)
 
 
 def _round_robin(by_kind: dict[str, list[Candidate]], n: int, rng: random.Random) -> list[Candidate]:
@@ -784,6 +837,9 @@ PRESETS: dict[str, dict[str, int]] = {
         "tiny": (16, 5, 5, 2, 5, 3, 2, 3, 8, 3, 3, 3, 2, 2),
         "small": (64, 16, 14, 4, 16, 8, 6, 6, 26, 12, 12, 10, 6, 6),
         "medium": (480, 120, 100, 12, 120, 60, 40, 10, 200, 40, 40, 30, 20, 20),
+        # seed 004's 200-500-question suite: the medium world with more rival claims, 380 questions
+        # across the four categories (the world offers more of each)
+        "diagnostics": (480, 120, 100, 12, 120, 60, 80, 10, 200, 100, 100, 100, 80, 20),
         "large": (12000, 3000, 2500, 120, 3000, 1500, 500, 16, 5000, 200, 200, 200, 100, 100),
     }.items()
 }
