@@ -118,3 +118,10 @@ def test_without_a_gold_graph_a_non_gold_answer_is_undetermined_and_the_text_win
     checks = temporal_checks(answers, [question], INDEX)
     assert checks["answer_respects"].tolist() == [None]
     assert checks[["window_start", "window_end"]].iloc[0].tolist() == [2014, 2014]  # from "in 2014"
+
+
+def test_relations_mapped_from_shown_passages_are_checked_too():
+    """A passage method's context holds the relations extracted from its chunks (retrieved_elements)."""
+    answers = _answers(("passages", "Ada Lind.", [])).assign(retrieved_relation_ids=[["r-ada"]])
+    checks = temporal_checks(answers, QUESTIONS, INDEX, (GOLD_ENTITIES, GOLD_RELATIONS)).set_index("method")
+    assert checks.loc["passages", ["dated_relations", "out_of_window"]].tolist() == [1, 1]

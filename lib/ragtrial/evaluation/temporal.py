@@ -93,9 +93,11 @@ def temporal_checks(
 ) -> pd.DataFrame:
     """One row per answer to a question with a time window (answers: `answers_frame` rows).
 
-    Answers use question_id, method, text, failure and context_relation_ids. Columns:
+    Answers use question_id, method, text, failure and the relations the context held:
+    `retrieved_relation_ids` (`evaluation.diagnostics.retrieved_elements`: graph items and the
+    relations extracted from shown passages) where present, else `context_relation_ids`. Columns:
 
-    - dated_relations: retrieved relations (`context_relation_ids`) with a stated validity;
+    - dated_relations: those retrieved relations with a stated validity;
       in_window / out_of_window: of those, overlapping the window or not.
     - subgraph_respects: of the dated retrieved relations touching a gold entity of the question,
       none lies outside the window (False if one does; None when there is no such relation).
@@ -110,6 +112,7 @@ def temporal_checks(
     dated = (rels["valid_from"].notna() | rels["valid_to"].notna()).to_numpy()
     row_of = {r: i for i, r in enumerate(rels["relation_id"])}
     by_id = {q.question_id: q for q in questions}
+    held = "retrieved_relation_ids" if "retrieved_relation_ids" in answers else "context_relation_ids"
     rows = []
     for answer in answers.itertuples(index=False):
         question = by_id.get(answer.question_id)
@@ -117,7 +120,7 @@ def temporal_checks(
         if window is None:
             continue
         ok = overlaps(lo, hi, window)
-        shown = [row_of[r] for r in answer.context_relation_ids if r in row_of and dated[row_of[r]]]
+        shown = [row_of[r] for r in getattr(answer, held) if r in row_of and dated[row_of[r]]]
         gold_ids = _matching_entities(index, question.gold_entities)
         touching = [
             r for r in shown if rels["source_id"].iat[r] in gold_ids or rels["target_id"].iat[r] in gold_ids
