@@ -505,3 +505,8 @@ def test_bertscore_rescales_with_the_given_baseline() -> None:
     expected = [(raw.loc[0, "precision"] - p) / (1 - p), (raw.loc[0, "recall"] - r) / (1 - r)]
     assert rescaled.loc[0, ["precision", "recall"]].tolist() == pytest.approx(expected, abs=1e-5)
     assert info["rescale_with_baseline"] is True and info["bert_score_hash"].endswith("-custom-rescaled")
+
+
+def test_citation_markers_are_not_part_of_a_scored_answer():
+    assert score_qa("Alvor [1]", ["Alvor"]) == score_qa("Alvor", ["Alvor"])
+    assert score_qa("Alvor [1]", ["Alvor"])["em"] == 1

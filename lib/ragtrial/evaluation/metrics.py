@@ -135,8 +135,10 @@ def score_qa(
 
     Two kinds of question score every column 1 or 0 by their own rule: a null question is
     answered right only by declining (`is_declined`); a contradictory question (its golds are
-    the values the sources state) only by surfacing the conflict (`surfaces_conflict`).
+    the values the sources state) only by surfacing the conflict (`surfaces_conflict`). Citation
+    markers (`[2]`, asked for by the answer_cited prompt) are not part of the answer.
     """
+    prediction = strip_citations(prediction)
     if is_null:
         return dict.fromkeys(QA_SCORE_COLUMNS, float(is_declined(prediction)))
     if is_contradictory:
