@@ -161,3 +161,10 @@ def test_answer_correctness_dispatches_and_planner_follows_the_setting():
     (plan,) = planned_key_fact_checks(8, Settings())
     assert (plan.stage, plan.calls, plan.basis, plan.output) == (STAGE, 8, "upper bound", "json")
     assert plan.completion_tokens_max == 8 * Settings().diagnostics.check_max_tokens
+
+
+def test_containment_checks_the_gold_answers_not_the_key_fact_sentences():
+    """A short answer never contains a key-fact sentence word for word: containment reads the golds."""
+    table = contains_correctness(_answers([("q1", "vector", "Marta Ruiz [2]", "", "")]), QUESTIONS)
+    assert table["answer_correct"].tolist() == [True]
+    assert table["key_fact_source"].tolist() == ["gold answers"]

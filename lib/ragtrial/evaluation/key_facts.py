@@ -69,6 +69,14 @@ def question_facts(question: Question) -> tuple[str, list[list[str]]]:
     """
     if question.key_facts:
         return KEY_FACTS, [[fact] for fact in question.key_facts]
+    return gold_answer_facts(question)
+
+
+def gold_answer_facts(question: Question) -> tuple[str, list[list[str]]]:
+    """The question's gold answers as facts: the first with its aliases, or on a contradictory
+    question each conflicting value (the containment check's facts: a key-fact sentence is never
+    contained word for word in a short answer).
+    """
     golds = [g for g in question.answers if g.strip()]
     if not golds:
         return GOLD_ANSWERS, []
@@ -120,14 +128,16 @@ def _unscored(r: dict[str, Any], source: str, facts: list[list[str]]) -> dict | 
 
 
 def contains_correctness(answers: pd.DataFrame, questions: Sequence[Question]) -> pd.DataFrame:
-    """Per answer, no model call: each key fact is present when one of its forms is contained in the
-    answer (normalized, `metrics.answer_contained`); correct when every fact is, so a contradictory
-    question is answered correctly only by naming every value.
+    """Per answer, no model call: each gold answer (a fact, with its aliases as forms) is present when
+    one of its forms is contained in the answer (normalized, `metrics.answer_contained`); correct
+    when every one is, so a contradictory question is answered correctly only by naming every value.
+    A question without gold answers falls back to its key facts, matched as strings.
     """
     by_id = _questions_by_id(questions)
     rows = []
     for r in answers.to_dict("records"):
-        source, facts = question_facts(_question_of(by_id, r["question_id"]))
+        question = _question_of(by_id, r["question_id"])
+        source, facts = gold_answer_facts(question) if question.answers else question_facts(question)
         unscored = _unscored(r, source, facts)
         if unscored:
             rows.append(unscored)
