@@ -139,10 +139,10 @@ def test_citation_coverage_counts_invented_references():
     assert table.loc["b", "citation_coverage"] == pytest.approx(1 / 2)
     assert table.loc["b", "citations_invented"] == 1
     assert table.loc["c", "citations_invented"] == 1
-    assert table.loc["d", "citation_status"] == "no citation" and np.isnan(
+    assert table.loc["d", "citation_coverage_status"] == "no citation" and np.isnan(
         table.loc["d", "citation_coverage"]
     )
-    assert table.loc["e", "citation_status"] == "no answer"
+    assert table.loc["e", "citation_coverage_status"] == "no answer"
     assert strip_citations("Cairdo [2][5] and Alvor [1, 3]") == "Cairdo and Alvor"
 
 

@@ -73,3 +73,47 @@ def test_notebook_09_writes_every_diagnostics_table(scripted, tmp_path):
     assert set(contradictions["question_id"]) <= set(oracle["question_id"])
     report = (result.run_dir / "report.html").read_text()
     assert "Failure attribution" in report and "islands of context" in report.lower()
+
+
+def test_notebook_09_on_a_query_log_samples_clusters_and_reports_gold_metrics_unavailable(scripted, tmp_path):
+    scripted.default_reply = scripted_reply
+    overrides = {
+        "llm": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"},
+        "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
+        "cache_path": str(tmp_path / "cache.sqlite"),
+        "data": {
+            "dataset": "query_log",
+            "path": str(PROJECT_ROOT / "tests" / "fixtures" / "query_log"),
+            "options": {"corpus": "corpus"},
+        },
+        "index": {"store_path": str(tmp_path / "indexes"), "graph_source": "nlp", "reports": "none"},
+        "diagnostics": {
+            "methods": ["naive_rag", "graph_walk"],
+            "question_types": ["log"],
+            "questions_per_type": None,
+            "log_sample_size": 3,
+            "bootstrap_resamples": 200,
+        },
+    }
+    (result,) = run_batch(
+        PROJECT_ROOT / "params" / "default.yaml",
+        overrides,
+        root=PROJECT_ROOT,
+        outputs=tmp_path / "out",
+        only=["09_retrieval_diagnostics"],
+        log=lambda _: None,
+    )
+    assert result.status == "completed", result.error
+    tables = result.run_dir / "tables"
+    clusters = pd.read_parquet(tables / "log_clusters.parquet")
+    assert clusters["sampled"].sum() == 3
+    summary = pd.read_parquet(tables / "diagnostics_summary.parquet").set_index("metric")
+    for metric in ("entity_recall", "relationship_recall", "answer_correct"):
+        assert summary.loc[metric, "n"].max() == 0  # no gold: unavailable, not 0
+        assert summary.loc[metric, "unavailable"].str.len().min() > 0
+    coverage = summary.loc["citation_coverage"].set_index("method")
+    assert (coverage.loc[["naive_rag", "graph_walk"], "mean"] == 1).all()  # LLM-free, needs no gold
+    # the oracle has no gold context to show: a counted failure, not an answer
+    assert coverage.loc["oracle", "unavailable"] == "no answer: 3"
+    answers = pd.read_parquet(tables / "answers.parquet")
+    assert set(answers.loc[answers["method"] == "oracle", "failure"]) == {"no_context"}

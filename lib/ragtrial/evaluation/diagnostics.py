@@ -290,7 +290,7 @@ def recall_table(
 def citation_table(answers: pd.DataFrame) -> pd.DataFrame:
     """Per answer: the `[n]` references it cites (each distinct number once), how many name an entry
     of the context it was shown (`citations_valid`) and how many were invented, and the coverage
-    (valid / cited). Unavailable (`citation_status`) when the answer failed or cites nothing.
+    (valid / cited). Unavailable (`citation_coverage_status`) when the answer failed or cites nothing.
     """
     rows = []
     for a in answers.itertuples(index=False):
@@ -306,7 +306,7 @@ def citation_table(answers: pd.DataFrame) -> pd.DataFrame:
                 "citations_valid": valid if cited else 0,
                 "citations_invented": len(cited) - valid,
                 "citation_coverage": valid / len(cited) if status == "ok" else np.nan,
-                "citation_status": status,
+                "citation_coverage_status": status,
             }
         )
     return pd.DataFrame(rows)
@@ -472,7 +472,9 @@ def diagnosis_frame(
         .merge(grounding[[*keys, "grounding", "grounding_status"]], on=keys, how="left")
         .merge(correct, on=keys, how="left")
     )
-    statuses = {c: "not measured" for c in ("citation_status", "grounding_status", "answer_correct_status")}
+    statuses = {
+        c: "not measured" for c in ("citation_coverage_status", "grounding_status", "answer_correct_status")
+    }
     return frame.fillna(statuses).assign(
         answer_correct=pd.to_numeric(frame["answer_correct"], errors="coerce").astype(float)
     )
