@@ -24,7 +24,7 @@ from ragtrial.evaluation.diagnostics import (
 )
 from ragtrial.evaluation.metrics import strip_citations
 from ragtrial.records import GoldEdge, Question
-from ragtrial.retrieval.packing import context_entries
+from ragtrial.retrieval.packing import context_entries, format_context
 
 # A - B - C, and D alone; chunk c3 names B and C (so the index extracted B, C and B-C from it).
 INDEX = graph_index(
@@ -149,6 +149,7 @@ def test_citation_coverage_counts_invented_references():
 def test_context_entries_split_a_rendered_context():
     text = "[1] (chunk) one\n\ntwo lines\n\n[2] (relation) A -> B: x"
     assert context_entries(text) == {1: "one\n\ntwo lines", 2: "A -> B: x"}
+    assert context_entries(format_context([])) == {}  # no context shown: no entry
 
 
 def test_attribution_gives_each_outcome_of_the_seed_protocol():

@@ -55,6 +55,8 @@ def context_entries(context_text: str) -> dict[int, str]:
         if int(m[1]) == expected:
             kept.append(m)
             expected += 1
+    if not kept:  # no context was shown (EMPTY_CONTEXT), or not a rendered context
+        return {}
     ends = [m.start() for m in kept[1:]] + [len(context_text)]
     return {int(m[1]): context_text[m.end() : end] for m, end in zip(kept, ends, strict=True)}
 
