@@ -19,6 +19,7 @@ from ragtrial.evaluation.diagnostics import (
     diagnostics_summary,
     link_gold,
     linking_rates,
+    model_retrieval_methods,
     recall_table,
     retrieved_elements,
 )
@@ -213,3 +214,17 @@ def test_the_summary_flags_a_metric_below_its_category_threshold():
     assert summary.loc["single_hop", "below_threshold"]  # 0.80 < 0.85
     assert not summary.loc["multi_hop", "below_threshold"]  # 0.80 >= 0.70
     assert summary.loc["single_hop", "threshold"] == 0.85
+
+
+def test_only_calls_that_build_the_context_make_a_method_model_dependent():
+    ledger = pd.DataFrame(
+        [
+            ("completion", "answer", "naive_rag"),
+            ("structured", "key_facts", "naive_rag"),
+            ("structured", "grounding_check", "naive_rag"),
+            ("embedding", "retrieval", "naive_rag"),
+            ("structured", "map", "global_search"),
+        ],
+        columns=["kind", "stage", "method"],
+    )
+    assert model_retrieval_methods(ledger, ["naive_rag", "global_search"]) == ["global_search"]

@@ -30,6 +30,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ragtrial.evaluation.grounding import CHECK_STAGE as GROUNDING_CHECK_STAGE
+from ragtrial.evaluation.grounding import CLAIMS_STAGE as GROUNDING_CLAIMS_STAGE
+from ragtrial.evaluation.key_facts import STAGE as KEY_FACTS_STAGE
 from ragtrial.evaluation.metrics import cited_entries
 from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.tables import GraphIndex
@@ -481,9 +484,11 @@ def diagnosis_frame(
 
 
 def model_retrieval_methods(ledger: pd.DataFrame, methods: Sequence[str]) -> list[str]:
-    """The methods whose context came through model calls (any call at a stage other than the
-    answer: map steps, routing, question-entity listing), from the run's ledger.
+    """The methods whose context came through model calls (a call at a stage other than the answer
+    and the diagnostics' own checks: map steps, routing, question-entity listing), from the ledger.
     """
-    calls = ledger[(ledger["kind"] != "embedding") & (ledger["stage"] != "answer")] if len(ledger) else ledger
-    used = set(calls["method"]) if len(calls) else set()
-    return [m for m in methods if m in used]
+    own = {"answer", KEY_FACTS_STAGE, GROUNDING_CLAIMS_STAGE, GROUNDING_CHECK_STAGE}
+    if ledger.empty:
+        return []
+    calls = ledger[(ledger["kind"] != "embedding") & ~ledger["stage"].isin(own)]
+    return [m for m in methods if m in set(calls["method"])]
