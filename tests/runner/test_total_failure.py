@@ -56,7 +56,7 @@ def test_every_notebook_reports_what_failed_when_every_call_fails(scripted, tmp_
         outputs=tmp_path / "out",
         log=lambda _: None,
     )
-    assert len(results) == 9
+    assert len(results) == 10
     for result in results:
         # the backend check fails when no model answered (its report still says what failed)
         expected = "failed" if result.notebook == "00_backend_check" else "completed"
