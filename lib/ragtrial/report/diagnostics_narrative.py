@@ -102,6 +102,54 @@ def attribution_sentences(shares: pd.DataFrame) -> list[str]:
     return out
 
 
+def _share(flags: pd.Series) -> str:
+    """`k of n` over the determined values of a True / False / None column, with the undetermined."""
+    determined = flags.dropna()
+    text = f"{int(determined.astype(bool).sum())} of {len(determined)}"
+    return text + (f" ({len(flags) - len(determined)} undetermined)" if len(determined) < len(flags) else "")
+
+
+def temporal_sentences(temporal: pd.DataFrame, time_filter: bool) -> list[str]:
+    """Per method, whether the retrieved subgraph and the answer respect the questions' time windows,
+    and how often a wrong answer came with out-of-window context (the seed: temporal errors most
+    often originate in retrieval).
+    """
+    if temporal.empty:
+        return ["No question has a time window."]
+    out = [
+        f"Retrieval {'filters' if time_filter else 'does not filter'} relations by the question's window "
+        "(`retrieval.time_filter`)."
+    ]
+    for method, group in temporal.groupby("method", sort=False):
+        violated = group[group["answer_respects"].eq(False)]
+        from_retrieval = int(violated["subgraph_respects"].eq(False).sum())
+        out.append(
+            f"{method}: answer in the window {_share(group['answer_respects'])}; retrieved dated "
+            f"relations all in the window {_share(group['subgraph_respects'])}"
+            + (
+                f"; {from_retrieval} of {len(violated)} wrong-time answers had out-of-window context"
+                if len(violated)
+                else ""
+            )
+            + "."
+        )
+    return out
+
+
+def contradiction_sentences(contradictions: pd.DataFrame) -> list[str]:
+    """Per method, how answers to conflicting sources were handled; a silent pick is the seed's failure."""
+    if contradictions.empty:
+        return ["No question has conflicting sources."]
+    out = []
+    for method, group in contradictions.groupby("method", sort=False):
+        counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in group["handling"].value_counts().items())
+        picks = int(group["failure"].sum())
+        out.append(
+            f"{method}: {counts}" + (f" ({picks} silent picks: the seed's failure)." if picks else ".")
+        )
+    return out
+
+
 def model_dependence_note(model_retrieval: Sequence[str], methods: Sequence[str], embedded: bool) -> str:
     """Which numbers are findings independent of the model, and which depend on it."""
     free = [m for m in methods if m not in model_retrieval]
@@ -126,10 +174,15 @@ def diagnostics_findings(
     summary: pd.DataFrame,
     shares: pd.DataFrame,
     linking: pd.DataFrame,
+    temporal: pd.DataFrame,
+    contradictions: pd.DataFrame,
+    time_filter: bool,
     model_retrieval: Sequence[str],
     embedded: bool,
 ) -> str:
-    """The report's findings, by category: indexing, thresholds, islands, attribution, model dependence."""
+    """The report's findings, by category: indexing, thresholds, islands, attribution, temporal
+    correctness, contradiction handling, model dependence.
+    """
     sections = [
         (
             "Indexing (before retrieval)",
@@ -144,6 +197,8 @@ def diagnostics_findings(
             island_sentences(summary) or ["No method fetches the entities without their edges."],
         ),
         ("Failure attribution", attribution_sentences(shares) or ["No answer could be attributed."]),
+        ("Temporal correctness", temporal_sentences(temporal, time_filter)),
+        ("Contradiction handling", contradiction_sentences(contradictions)),
     ]
     body = "\n\n".join(f"**{title}.**\n\n" + "\n".join(f"- {s}" for s in lines) for title, lines in sections)
     return (
