@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, endpoint_settings
 
 from ragtrial.runner.batch import run_batch
 from ragtrial.runner.regression import SUMMARY_COLUMNS
@@ -23,29 +23,32 @@ def scripted_reply(body: dict) -> str:
     return "Alvor [1]"
 
 
-def test_notebook_09_writes_every_diagnostics_table(scripted, tmp_path):
+def run_diagnostics(scripted, tmp_path, **sections):
+    """Notebook 09 of the default batch against the scripted server, with `sections` merged in."""
     scripted.default_reply = scripted_reply
-    overrides = {
-        "llm": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"},
-        "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
-        "cache_path": str(tmp_path / "cache.sqlite"),
-        "index": {"store_path": str(tmp_path / "indexes"), "graph_source": "nlp"},
-        "diagnostics": {
-            "methods": ["naive_rag", "graph_walk", "local_search"],
-            "questions_per_type": 2,
-            "bootstrap_resamples": 200,
-        },
-    }
     (result,) = run_batch(
         PROJECT_ROOT / "params" / "default.yaml",
-        overrides,
+        endpoint_settings(scripted.base_url, tmp_path, **sections),
         root=PROJECT_ROOT,
         outputs=tmp_path / "out",
         only=["09_retrieval_diagnostics"],
         log=lambda _: None,
     )
     assert result.status == "completed", result.error
-    tables = result.run_dir / "tables"
+    return result.run_dir / "tables", result.run_dir
+
+
+def test_notebook_09_writes_every_diagnostics_table(scripted, tmp_path):
+    tables, run_dir = run_diagnostics(
+        scripted,
+        tmp_path,
+        index={"graph_source": "nlp"},
+        diagnostics={
+            "methods": ["naive_rag", "graph_walk", "local_search"],
+            "questions_per_type": 2,
+            "bootstrap_resamples": 200,
+        },
+    )
     read = lambda name: pd.read_parquet(tables / f"{name}.parquet")  # noqa: E731
     answers = read("answers")
     assert set(answers["method"]) == {"naive_rag", "graph_walk", "local_search", "oracle"}
@@ -71,40 +74,28 @@ def test_notebook_09_writes_every_diagnostics_table(scripted, tmp_path):
     assert not read("linking_rates").empty and not read("temporal").empty
     contradictions = read("contradictions")
     assert set(contradictions["question_id"]) <= set(oracle["question_id"])
-    report = (result.run_dir / "report.html").read_text()
+    report = (run_dir / "report.html").read_text()
     assert "Failure attribution" in report and "islands of context" in report.lower()
 
 
 def test_notebook_09_on_a_query_log_samples_clusters_and_reports_gold_metrics_unavailable(scripted, tmp_path):
-    scripted.default_reply = scripted_reply
-    overrides = {
-        "llm": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"},
-        "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
-        "cache_path": str(tmp_path / "cache.sqlite"),
-        "data": {
+    tables, _ = run_diagnostics(
+        scripted,
+        tmp_path,
+        data={
             "dataset": "query_log",
             "path": str(PROJECT_ROOT / "tests" / "fixtures" / "query_log"),
             "options": {"corpus": "corpus"},
         },
-        "index": {"store_path": str(tmp_path / "indexes"), "graph_source": "nlp", "reports": "none"},
-        "diagnostics": {
+        index={"graph_source": "nlp", "reports": "none"},
+        diagnostics={
             "methods": ["naive_rag", "graph_walk"],
             "question_types": ["log"],
             "questions_per_type": None,
             "log_sample_size": 3,
             "bootstrap_resamples": 200,
         },
-    }
-    (result,) = run_batch(
-        PROJECT_ROOT / "params" / "default.yaml",
-        overrides,
-        root=PROJECT_ROOT,
-        outputs=tmp_path / "out",
-        only=["09_retrieval_diagnostics"],
-        log=lambda _: None,
     )
-    assert result.status == "completed", result.error
-    tables = result.run_dir / "tables"
     clusters = pd.read_parquet(tables / "log_clusters.parquet")
     assert clusters["sampled"].sum() == 3
     summary = pd.read_parquet(tables / "diagnostics_summary.parquet").set_index("metric")

@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 
 from ragtrial.config.base import ExistingPath, conflict
 from ragtrial.config.methods import (
+    QA_METHODS,
     AnswerMaxTokens,
     AnswerPrompt,
     AnswerSettings,
@@ -36,15 +37,7 @@ class DiagnosticsSettings(AnswerSettings):
     default batch; the seed's 200-500-question suite is params/paper_diagnostics.yaml.
     """
 
-    methods: MethodNames = [
-        "closed_book",
-        "naive_rag",
-        "hybrid",
-        "graph_walk",
-        "graph_hybrid",
-        "local_search",
-        "global_search",
-    ]
+    methods: MethodNames = QA_METHODS
     questions_per_type: QuestionsPerType = 2
     question_types: list[str] | None = Field(
         list(CATEGORIES),

@@ -150,20 +150,24 @@ class BaselineAnswerSettings(AnswerSettings):
         return self
 
 
+# Notebook 04's methods by default, which notebook 09 diagnoses too.
+QA_METHODS = [
+    "closed_book",
+    "naive_rag",
+    "hybrid",
+    "graph_walk",
+    "graph_hybrid",
+    "local_search",
+    "global_search",
+]
+
+
 class QASettings(BaselineAnswerSettings):
     """Notebook 04 (RAG vs GraphRAG on QA): short answers. Defaults fit the embedded model's 6-minute
     budget; paper settings are in params/paper_rag_vs_graphrag.yaml.
     """
 
-    methods: MethodNames = [
-        "closed_book",
-        "naive_rag",
-        "hybrid",
-        "graph_walk",
-        "graph_hybrid",
-        "local_search",
-        "global_search",
-    ]
+    methods: MethodNames = QA_METHODS
     questions_per_type: QuestionsPerType = 2
     answer_prompt: AnswerPrompt = "answer"
     answer_max_tokens: AnswerMaxTokens = 48
