@@ -20,3 +20,10 @@ def normalize_answer(text: str) -> str:
     text = "".join(ch for ch in text if ch not in _ASCII_PUNCTUATION)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
+
+
+def occurs_as_words(phrase: str, text: str) -> bool:
+    """Whether `phrase` occurs in `text` as whole words ("Ann" is not in "Annex"); both already
+    normalized the same way. An empty phrase occurs nowhere.
+    """
+    return bool(phrase) and re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text) is not None

@@ -23,7 +23,6 @@ Definitions (the seed's):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -41,6 +40,7 @@ from ragtrial.retrieval.base import ChunkTable, Embeds, RetrieverParts
 from ragtrial.retrieval.entity_graph import EntityGraph, EntityLinker
 from ragtrial.retrieval.packing import context_entries
 from ragtrial.stats import bootstrap_mean_ci
+from ragtrial.text import occurs_as_words
 
 if TYPE_CHECKING:
     from ragtrial.config.diagnostics import DiagnosticsSettings
@@ -214,8 +214,7 @@ def edge_retrieved(
 def _name_found(name: str, texts: Sequence[str]) -> list[int]:
     """Indices of the texts in which `name` occurs as whole words (normalized)."""
     key = normalize_name(name)
-    pattern = re.compile(rf"(?<!\w){re.escape(key)}(?!\w)") if key else None
-    return [i for i, t in enumerate(texts) if pattern is not None and pattern.search(t)]
+    return [i for i, t in enumerate(texts) if occurs_as_words(key, t)]
 
 
 def recall_table(

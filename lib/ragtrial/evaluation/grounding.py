@@ -33,6 +33,7 @@ from ragtrial.llm.errors import LLMError
 from ragtrial.llm.plan import StagePlan, frame_tokens, projected, unknown
 from ragtrial.prompts import load_prompt
 from ragtrial.retrieval.packing import EMPTY_CONTEXT
+from ragtrial.text import occurs_as_words
 
 if TYPE_CHECKING:
     from ragtrial.config.settings import Settings
@@ -109,11 +110,6 @@ def _status_before_claims(row: dict[str, Any]) -> str:
     return "" if context_of(row) else NO_CONTEXT
 
 
-def _occurs(phrase: str, text: str) -> bool:
-    """Whether normalized `phrase` occurs in normalized `text` as whole words ("Ann" is not in "Annex")."""
-    return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text) is not None
-
-
 def entity_claims(text: str, vocabulary_texts: list[str]) -> list[str]:
     """The names and years `text` states, each once (first surface kept), in order. Names are the
     NLP graph's proper nouns; `vocabulary_texts` (with `text`) tell a clause-initial common word from a
@@ -143,7 +139,7 @@ def entity_grounding(answers: pd.DataFrame) -> pd.DataFrame:
             continue
         context = normalize_name(context_of(r))
         claims = entity_claims(answer_text(r), [context_of(r)])
-        unsupported = [c for c in claims if not _occurs(normalize_name(c), context)]
+        unsupported = [c for c in claims if not occurs_as_words(normalize_name(c), context)]
         supported = len(claims) - len(unsupported)
         rows.append(
             row
