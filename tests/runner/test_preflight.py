@@ -56,6 +56,12 @@ FREE = {
     "diagnostics.question_types": "question types are data: a type no question has selects nothing, and "
     "diagnosis_questions names the types the data set has when none is left",
     "diagnostics.categories": "keys are data-set question types (data); values: one of the four categories",
+    "verdict.runs": "run ids: combine_runs refuses a missing, unfinished or mismatched one by name "
+    "(tests/runner/test_combined_runs.py)",
+    "verdict.prices": "keys are model names (any endpoint's); values are checked prices (tests/config)",
+    "verdict.quality_value": "keys are measures, checked by the verdict against MEASURES (tests/evaluation)",
+    "verdict.target_difference": "keys are measures, checked by the verdict against MEASURES "
+    "(tests/evaluation)",
     "diagnostics.entity_recall_thresholds": "a dict: its keys are checked against the categories and its "
     "values are shares in [0, 1] (tests/config)",
 }

@@ -32,7 +32,7 @@ class Section(BaseModel):
 class Names:
     """Marks a setting whose value (each value, in a list or pair) is a name in the registry `kind`."""
 
-    kind: Literal["data set", "method", "retriever", "corpus size"]
+    kind: Literal["data set", "method", "retriever", "corpus size", "measure"]
     also: tuple[str, ...] = ()  # names accepted beside the registry's own
 
 

@@ -7,10 +7,10 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from ragtrial.config.base import ExistingPath, conflict
-from ragtrial.config.methods import AnswerSettings, MethodNames, QuestionsPerType
+from ragtrial.config.methods import AnswerSettings, FamilyWiseLevel, MethodNames, QuestionsPerType
 
 
-class ClaimsSettings(AnswerSettings):
+class ClaimsSettings(AnswerSettings, FamilyWiseLevel):
     """Claim-based comprehensiveness and diversity (ragtrial.evaluation.claims; notebook 08, the
     GraphRAG paper's Experiment 2): `methods` are the conditions ("naive_rag" is the paper's SS),
     answering long-form, as the paper's global questions get. Defaults fit the embedded model's
@@ -51,9 +51,6 @@ class ClaimsSettings(AnswerSettings):
         None,
         description="judge file: a table with columns trial, question_id, method_a, method_b, aspect, "
         "outcome (win/tie/loss of method_a); required then",
-    )
-    alpha: float = Field(
-        0.05, gt=0, lt=1, description="family-wise significance level of the pairwise tests (Holm)"
     )
 
     @model_validator(mode="after")

@@ -96,7 +96,23 @@ ReducePrompt = Annotated[
 ]
 
 
-class AnswerSettings(Section):
+class Resampling(Section):
+    """A section whose intervals and paired tests are bootstrapped."""
+
+    bootstrap_resamples: int = Field(
+        2000, ge=100, description="bootstrap resamples of every interval and paired test"
+    )
+
+
+class FamilyWiseLevel(Section):
+    """A section whose paired comparisons are Holm-adjusted and read with the claim rule."""
+
+    alpha: float = Field(
+        0.05, gt=0, lt=1, description="family-wise significance level of the paired tests (Holm)"
+    )
+
+
+class AnswerSettings(Resampling):
     """What an experiment's methods answer with (ragtrial.methods): one generator, one answer prompt
     and one context budget for every method; only the context differs. The base of the sections
     of the experiments that run methods. Defaults are for long-form answers; QA overrides them.
@@ -121,9 +137,6 @@ class AnswerSettings(Section):
     )
     reduce_prompt: ReducePrompt = "summarize_query"
     seed: int = Field(0, ge=0, description="seed of the question sample and of the map units' shuffle")
-    bootstrap_resamples: int = Field(
-        2000, ge=100, description="bootstrap resamples of every interval and paired test"
-    )
 
     @model_validator(mode="after")
     def _methods_once(self) -> AnswerSettings:

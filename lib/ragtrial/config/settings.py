@@ -22,6 +22,7 @@ from ragtrial.config.llm import BackendCheckSettings, EmbeddingSettings, LLMSett
 from ragtrial.config.methods import MethodSettings, QASettings, SummarizationSettings
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.config.verdict import VerdictSettings
 
 
 class Settings(Section):
@@ -54,6 +55,11 @@ class Settings(Section):
     diagnostics: DiagnosticsSettings = Field(
         DiagnosticsSettings(),
         description="retrieval diagnostics by question category and failure attribution (notebook 09)",
+    )
+    verdict: VerdictSettings = Field(
+        VerdictSettings(),
+        description="the verdict per question type: quality against the baseline, cost with indexing, "
+        "break-even and power (notebook 10)",
     )
     cache_path: str = Field(
         "outputs/cache/ragtrial.sqlite",

@@ -21,6 +21,7 @@ from ragtrial.retrieval.base import ContextItem, Retriever
 from ragtrial.retrieval.registry import RETRIEVERS, make_retriever
 
 if TYPE_CHECKING:
+    from ragtrial.config.settings import Settings
     from ragtrial.llm.context import ModelContext
 
 
@@ -117,30 +118,72 @@ def _selection(name: str, kit: Toolkit) -> Method:
     )
 
 
+# What each graph retriever reads from the index ("chunk_embeddings" is added when the graph falls
+# back to vector retrieval, `retrieval.graph_fallback`).
+GRAPH_RETRIEVER_PARTS: dict[str, tuple[str, ...]] = {
+    "kg_triplets": ("chunks", "graph"),
+    "graph_walk": ("chunks", "graph"),
+    "graph_hybrid": ("chunks", "chunk_embeddings", "graph"),
+    "local_search": ("chunks", "graph", "entity_embeddings", "community_reports"),
+    "lightrag": ("chunks", "graph", "entity_embeddings"),
+    "fastgraphrag": ("chunks", "graph"),
+}
+# A part needs the parts it is built from.
+_BUILT_FROM = {"community_reports": ("communities",), "communities": ("graph",), "graph": ("chunks",)}
+_BY_ORIGIN = {"graph", "communities", "community_reports", "entity_embeddings", "report_embeddings"}
+_GRAPH_ORIGINS = {"both": ("nlp", "llm"), "nlp": ("nlp",), "llm": ("llm",), "import": ("import",)}
+
 # Every method by name: how it is built from the run's retrievers and the shared generator.
 # `family`: what the context is built from (none, passages, graph, both, or community reports).
+# `index_parts`: what it reads from the index (None: its parts' union, see `index_parts`).
 METHODS: Registry[Callable[[str, Toolkit], Method]] = Registry("method")
 METHODS.add(
-    "closed_book", lambda name, kit: kit.retrieval(name, None), "no context: the model alone", family="none"
+    "closed_book",
+    lambda name, kit: kit.retrieval(name, None),
+    "no context: the model alone",
+    family="none",
+    index_parts=(),
 )
-METHODS.add("naive_rag", _retrieval("vector"), "vector retrieval of chunks (NaiveRAG)", family="passages")
-for _retriever in ("bm25", "ts_rank", "hybrid"):
+METHODS.add(
+    "naive_rag",
+    _retrieval("vector"),
+    "vector retrieval of chunks (NaiveRAG)",
+    family="passages",
+    index_parts=("chunks", "chunk_embeddings"),
+)
+for _retriever, _parts in (
+    ("bm25", ("chunks",)),
+    ("ts_rank", ("chunks",)),
+    ("hybrid", ("chunks", "chunk_embeddings")),
+):
     METHODS.add(
-        _retriever, _retrieval(_retriever), RETRIEVERS.entry(_retriever).description, family="passages"
+        _retriever,
+        _retrieval(_retriever),
+        RETRIEVERS.entry(_retriever).description,
+        family="passages",
+        index_parts=_parts,
     )
-for _retriever in ("kg_triplets", "graph_walk", "graph_hybrid", "local_search", "lightrag", "fastgraphrag"):
-    METHODS.add(_retriever, _retrieval(_retriever), RETRIEVERS.entry(_retriever).description, family="graph")
+for _retriever, _parts in GRAPH_RETRIEVER_PARTS.items():
+    METHODS.add(
+        _retriever,
+        _retrieval(_retriever),
+        RETRIEVERS.entry(_retriever).description,
+        family="graph",
+        index_parts=_parts,
+    )
 METHODS.add(
     "kg_triplets_text",
     lambda name, kit: kit.retrieval(name, kit.retriever("kg_triplets", kg_with_source_text=True)),
     "Han et al.'s KG-GraphRAG Triplets+Text: the triplets, then the passages they came from",
     family="graph",
+    index_parts=GRAPH_RETRIEVER_PARTS["kg_triplets"],
 )
 METHODS.add(
     "global_search",
     _global_search(None),
     "GraphRAG global search at level methods.global_level",
     family="community_reports",
+    index_parts=("community_reports",),
 )
 for _level in range(4):
     METHODS.add(
@@ -148,21 +191,28 @@ for _level in range(4):
         _global_search(_level),
         f"GraphRAG global search over the C{_level} community reports",
         family="community_reports",
+        index_parts=("community_reports",),
     )
 METHODS.add(
     "ts",
     lambda name, kit: kit.map_reduce(name, chunk_units(kit.index)),
     "the GraphRAG paper's TS: map-reduce over source chunks",
     family="passages",
+    index_parts=("chunks",),
 )
 METHODS.add(
-    "selection", _selection, "Han et al.'s Selection: routed to RAG or GraphRAG per question", family="both"
+    "selection",
+    _selection,
+    "Han et al.'s Selection: routed to RAG or GraphRAG per question",
+    family="both",
+    index_parts=None,
 )
 METHODS.add(
     "integration",
     lambda name, kit: IntegrationMethod(name, _hybrid_parts(kit)),
     "Han et al.'s Integration: the RAG and GraphRAG contexts together",
     family="both",
+    index_parts=None,
 )
 
 METHODS.add(
@@ -173,7 +223,34 @@ METHODS.add(
     "the gold context (the question's gold facts, then its gold passages): the upper bound of every "
     "method, and seed 004's gold-context injection",
     family="gold",
+    index_parts=("chunks",),
 )
+
+
+def index_parts(method: str, settings: Settings) -> list[tuple[str, str]]:
+    """The (part, origin) pairs of the index `method` reads under the run's settings, each once in a
+    stable order: parts are chunks, chunk_embeddings, graph, communities, community_reports,
+    entity_embeddings, report_embeddings; a graph part's origin is each graph `retrieval.graph_origin`
+    selects (nlp and llm for "both"), the others' origin is "".
+    """
+    entry = METHODS.entry(method)
+    if entry.metadata["index_parts"] is None:  # Selection and Integration read both their parts' indexes
+        names = ["naive_rag", settings.methods.graph_method]
+        return list(dict.fromkeys(p for name in names for p in index_parts(name, settings)))
+    wanted = list(entry.metadata["index_parts"])
+    if "graph" in wanted and settings.retrieval.graph_fallback == "vector":
+        wanted.append("chunk_embeddings")
+    for part in wanted:  # grows while it is read: a part's sources are appended after it
+        wanted += [p for p in _BUILT_FROM.get(part, ()) if p not in wanted]
+    order = ["chunks", "chunk_embeddings", "graph", "communities", "community_reports"]
+    order += ["entity_embeddings", "report_embeddings"]
+    origins = _GRAPH_ORIGINS[settings.retrieval.graph_origin]
+    return [
+        (part, origin)
+        for part in order
+        if part in wanted
+        for origin in (origins if part in _BY_ORIGIN else ("",))
+    ]
 
 
 def make_methods(

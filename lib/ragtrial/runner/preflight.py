@@ -21,6 +21,7 @@ from ragtrial.config.data import data_path, data_root_origin
 from ragtrial.config.settings import MarkedValue, Settings, marked_values
 from ragtrial.data.registry import LOADERS
 from ragtrial.data.synthetic import PRESETS
+from ragtrial.evaluation.measures import MEASURES
 from ragtrial.methods.registry import METHODS
 from ragtrial.retrieval.registry import RETRIEVERS
 
@@ -30,6 +31,7 @@ KNOWN: dict[str, Collection[str]] = {
     "method": METHODS,
     "retriever": RETRIEVERS,
     "corpus size": PRESETS,
+    "measure": MEASURES,
 }
 # Loader options that `data` settings of their own pass (the rest of `data.options` is the loader's).
 _SHARED_LOADER_OPTIONS = ("limit_questions", "limit_documents", "seed")

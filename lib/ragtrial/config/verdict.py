@@ -1,0 +1,109 @@
+"""Settings of the verdict (notebook 10): which runs it combines, what a query and a quality point are
+worth, the amortization points, the baseline rule and the power analysis.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from ragtrial.config.base import Names, Section, conflict
+from ragtrial.config.methods import FamilyWiseLevel, MethodName, Resampling
+
+# The notebooks whose result tables the verdict reads, in the order of the flow.
+INPUT_NOTEBOOKS = (
+    "01_build_index",
+    "04_rag_vs_graphrag_qa",
+    "05_rag_vs_graphrag_summarization",
+    "07_pairwise_method_comparison",
+    "08_claims_comprehensiveness_diversity",
+    "09_retrieval_diagnostics",
+)
+# Non-graph methods from most to least retrieval machinery: the strongest present is the baseline.
+BASELINE_ORDER = ("hybrid", "naive_rag", "bm25", "ts_rank", "ts", "closed_book")
+# The measure the verdict sentence states first, in this order of preference.
+PRIMARY_MEASURES = (
+    "qa_accuracy",
+    "judge_score",
+    "claims_comprehensiveness",
+    "key_fact_correctness",
+    "summary_rouge2",
+    "qa_recall_at_k",
+    "entity_recall",
+)
+InputNotebook = Literal[INPUT_NOTEBOOKS]
+Probability = Annotated[float, Field(gt=0, lt=1)]
+MeasureName = Annotated[str, Names("measure")]
+
+
+class ModelPrice(Section):
+    """What one model costs per million tokens (USD)."""
+
+    prompt_usd_per_million: float = Field(ge=0, description="USD per million prompt (input) tokens")
+    completion_usd_per_million: float = Field(
+        0.0, ge=0, description="USD per million completion (output) tokens (0 for an embedding model)"
+    )
+
+
+class VerdictSettings(Resampling, FamilyWiseLevel):
+    """Notebook 10 (ragtrial.evaluation.verdict): per question type, each graph method against the
+    strongest non-graph baseline, with paired intervals, Holm-adjusted tests, the cost per query
+    including the amortized index build, break-even and power.
+    """
+
+    runs: list[str] = Field(
+        [],
+        description="run ids to combine (one per notebook); empty: this batch's runs of the input notebooks, "
+        "else the latest completed run of each for the same data set, model and index",
+    )
+    notebooks: list[InputNotebook] = Field(
+        list(INPUT_NOTEBOOKS), description="the notebooks whose result tables the verdict reads"
+    )
+    queries: list[Annotated[int, Field(ge=1)]] = Field(
+        [1_000, 100_000],
+        min_length=1,
+        description="query counts the index build is amortized over (the evaluation's own question count "
+        "is always added as one more point)",
+    )
+    prices: dict[str, ModelPrice] = Field(
+        {},
+        description="model name -> price per million tokens; money is reported for the models priced here "
+        "(the LLM's and the embedding model's names as the ledger records them)",
+    )
+    cost_unit: Literal["auto", "usd", "tokens", "seconds"] = Field(
+        "auto",
+        description="the unit of break-even and cost ratios: usd (needs a price for llm.model), tokens "
+        "(LLM prompt + completion), seconds (model time); auto = usd when llm.model is priced, else tokens",
+    )
+    quality_value: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        {},
+        description="measure -> what a difference of 1.0 on it is worth per query, in cost_unit (on a 0/1 "
+        "measure, the value of one more correct answer); without one, break-even is stated as the cost per "
+        "extra unit of quality",
+    )
+    target_difference: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        {},
+        description="measure -> the difference the power analysis asks a question count for (the measure's "
+        "own default when not listed: 0.1 on 0-1 scales, 0.5 on the judge's 0-5 scale, 1 claim)",
+    )
+    baseline_order: list[MethodName] = Field(
+        list(BASELINE_ORDER),
+        min_length=1,
+        description="non-graph methods in order of preference: the first a run answered with is the "
+        "baseline (a rule stated before the results, never chosen by looking at them)",
+    )
+    primary_measures: list[MeasureName] = Field(
+        list(PRIMARY_MEASURES),
+        min_length=1,
+        description="measures in order of preference: the verdict sentence leads with the first one "
+        "measured for a question type",
+    )
+    power: Probability = Field(0.8, description="the power the detectable difference is computed at")
+    seed: int = Field(0, ge=0, description="bootstrap seed")
+
+    @model_validator(mode="after")
+    def _unit_has_prices(self) -> VerdictSettings:
+        if self.cost_unit == "usd" and not self.prices:
+            raise conflict("cost_unit", "cost_unit 'usd' needs verdict.prices for the LLM's model")
+        return self
