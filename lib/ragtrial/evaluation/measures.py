@@ -20,10 +20,17 @@ Tables = Callable[[str], pd.DataFrame | None]  # table name -> the run's table (
 OBSERVATION_COLUMNS = ["question_id", "question_type", "method", "partner", "value", "status"]
 
 
+class MissingTable(LookupError):
+    """A run lacks a table a measure is read from (the verdict says so and reads the rest)."""
+
+
 def _required(tables: Tables, name: str, notebook: str) -> pd.DataFrame:
-    frame = tables(name)
+    try:
+        frame = tables(name)
+    except FileNotFoundError as err:
+        raise MissingTable(f"notebook {notebook}'s run has no table {name!r} ({err})") from None
     if frame is None:
-        raise ValueError(f"notebook {notebook}'s run has no table {name!r}")
+        raise MissingTable(f"no run of notebook {notebook}")
     return frame
 
 

@@ -337,6 +337,19 @@ def load_or_build_index(
         return _build(ctx, dataset, settings, identity, path)
 
 
+def saved_index(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None) -> GraphIndex:
+    """The saved index for these settings and data; FileNotFoundError naming the folder when it was
+    never built (for readers of an index that must not pay for a build, e.g. the verdict).
+    """
+    path = index_path(ctx, dataset, settings)
+    if not (path / "manifest.json").is_file():
+        raise FileNotFoundError(
+            f"no index at {path} for these data and index settings: run 01_build_index (or any notebook "
+            "that answers) with the same settings first"
+        )
+    return GraphIndex.load(path)
+
+
 def load_or_build_document_indexes(
     ctx: ModelContext, dataset: Dataset, questions: Sequence[Question], settings: IndexSettings | None = None
 ) -> list[tuple[str, GraphIndex, list[Question]]]:

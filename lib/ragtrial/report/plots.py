@@ -243,3 +243,55 @@ def recall_plane(summary: pd.DataFrame, thresholds: dict[str, float], relationsh
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def verdict_intervals(verdicts: pd.DataFrame) -> Any:
+    """Per question type, each graph method's difference against its baseline with its interval, one
+    panel per verdict kind (answers, retrieval); filled markers are findings under the claim rule.
+    The methods keep their table order: the plot reads intervals, not a ranking.
+    """
+    import matplotlib.pyplot as plt
+
+    kinds = list(dict.fromkeys(verdicts["kind"])) if len(verdicts) else []
+    fig, axes = plt.subplots(1, max(len(kinds), 1), figsize=(6 * max(len(kinds), 1), 4.5), squeeze=False)
+    if not kinds:
+        axes[0][0].text(0.5, 0.5, "no comparison of a graph method with a baseline", ha="center")
+        axes[0][0].set_axis_off()
+    for ax, kind in zip(axes[0], kinds, strict=False):
+        rows = verdicts[verdicts["kind"] == kind].reset_index(drop=True)
+        labels = [f"{r.question_type} · {r.method} ({r.measure})" for r in rows.itertuples(index=False)]
+        err = [rows["mean_diff"] - rows["ci_low"], rows["ci_high"] - rows["mean_diff"]]
+        ax.errorbar(rows["mean_diff"], range(len(rows)), xerr=err, fmt="none", ecolor="grey")
+        for i, r in rows.iterrows():
+            face = "tab:blue" if r["supported"] else "white"
+            ax.plot(r["mean_diff"], i, "o", color="tab:blue", markerfacecolor=face)
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks(range(len(rows)), labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.set(title=f"{kind}: graph method minus baseline", xlabel="difference (95% paired bootstrap)")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def amortized_cost_plot(costs: pd.DataFrame, unit: str, notebook: str) -> Any:
+    """Cost per query including the index build against the number of queries it is amortized over
+    (log scale), one line per method, for the answers of `notebook`.
+    """
+    import matplotlib.pyplot as plt
+
+    rows = costs[(costs["unit"] == unit) & (costs["notebook"] == notebook)].sort_values("queries")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for method, line in rows.groupby("method", sort=False):
+        ax.plot(line["queries"], line["per_query"], "-o", label=method, ms=3)
+    ax.set(
+        xscale="log",
+        yscale="log" if (rows["per_query"] > 0).all() and len(rows) else "linear",
+        xlabel="queries the index build is amortized over",
+        ylabel=f"{unit} per query (index / N + answering)",
+        title=f"Cost per query including indexing ({notebook})",
+    )
+    if len(rows):
+        ax.legend(fontsize=7)
+    plt.close(fig)
+    return fig

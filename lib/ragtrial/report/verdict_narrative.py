@@ -1,0 +1,174 @@
+"""Notebook 10's words: which runs the verdict combined, and per question type, for each graph
+method, the verdict generated from its numbers (never a ranking of point estimates: a difference
+is stated only under the claim rule, and "no claim" says what this run could have detected).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ragtrial import stats
+from ragtrial.evaluation.measures import MEASURES
+from ragtrial.evaluation.verdict import Pricing
+from ragtrial.report.markdown import table_cell
+from ragtrial.report.narrative import embedded_disclaimer
+
+UNIT_WORDS = {"tokens": "LLM tokens", "usd": "USD", "seconds": "model seconds", "calls": "calls"}
+MEASURED_BY = {
+    "gold": "retrieval against gold, no model in the measurement",
+    "answer": "the generator's answers",
+    "judge": "an LLM judge or extractor",
+}
+
+
+def combined_runs_note(runs: pd.DataFrame, missing: pd.DataFrame, skipped: pd.DataFrame) -> str:
+    """Exactly which runs the verdict combines, and what it lacks."""
+    lines = ["**Runs combined** (same data set, model and index):"]
+    lines += [
+        f"- `{r.notebook}`: run `{r.run_id}` ({r.how}; ended {r.ended_at}, commit {str(r.git_commit)[:10]})"
+        for r in runs.itertuples(index=False)
+    ] or ["- none"]
+    if len(missing):
+        lines.append(
+            "**Missing inputs**, so the verdict is restricted to what the runs above measured: "
+            + "; ".join(f"`{m.notebook}` ({table_cell(m.reason)})" for m in missing.itertuples(index=False))
+            + "."
+        )
+    if len(skipped):
+        lines.append(
+            f"{len(skipped)} other run(s) in the outputs folder were not combined (listed in the "
+            "`skipped_runs` table with the reason: another data set, model or index, or not completed)."
+        )
+    return "\n".join(lines)
+
+
+def _number(value: float) -> str:
+    if math.isinf(value):
+        return "never"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _cost_clause(row: pd.Series) -> str:
+    unit = UNIT_WORDS.get(row["unit"], row["unit"])
+    if math.isnan(row["cost_ratio_eval"]):
+        return f"(no {unit} cost of the baseline to compare with)"
+    return (
+        f"at {row['cost_ratio_eval']:.2g}× the {unit} per query including indexing over this evaluation's "
+        f"{int(row['eval_queries'])} queries, {row['cost_ratio_max']:.2g}× over {int(row['max_queries']):,}"
+    )
+
+
+def _pay_back_clause(row: pd.Series) -> str:
+    unit = UNIT_WORDS.get(row["unit"], row["unit"])
+    queries = f"{int(row['max_queries']):,}" if not math.isnan(row["max_queries"]) else "?"
+    if not math.isnan(row["pays_back_after"]):
+        if math.isinf(row["pays_back_after"]):
+            return "it never pays back: at the stated value the gain does not cover its extra answering cost"
+        return (
+            f"worth it above {_number(row['pays_back_after'])} queries "
+            f"[{_number(row['pays_back_low'])}, {_number(row['pays_back_high'])}]"
+        )
+    if math.isnan(row["cost_per_unit"]):
+        return f"set `verdict.quality_value.{row['measure']}` for a break-even"
+    if row["cost_per_unit"] <= 0:
+        return f"at {queries} queries it costs no more per query than the baseline, so the gain is free"
+    return (
+        f"each extra unit of {row['measure']} costs {_number(row['cost_per_unit'])} {unit} "
+        f"[{_number(row['cost_per_unit_low'])}, {_number(row['cost_per_unit_high'])}] at {queries} queries "
+        f"(set `verdict.quality_value.{row['measure']}` for a break-even)"
+    )
+
+
+def _power_clause(row: pd.Series) -> str:
+    if row["power_status"] != "ok":
+        return f"the power analysis could not run ({row['power_status']})"
+    needed = row["questions_needed_adjusted"]
+    enough = "enough" if row["enough_questions"] else "not enough"
+    return (
+        f"with {int(row['n'])} paired questions this run could only detect differences above "
+        f"{row['detectable_adjusted']:.3g} (at the Holm family's level); {int(needed):,} questions detect "
+        f"{row['target_difference']:g}, so it had {enough}"
+    )
+
+
+def verdict_sentence(row: pd.Series, embedded: bool) -> str:
+    """One graph method on one question type, in words, from the verdict row."""
+    measure = f"{row['measure']} ({MEASURED_BY[row['measured_by']]})"
+    label = ""
+    if embedded and row["measured_by"] != "gold":
+        label = "*Pipeline check on the embedded model, not a finding:* "
+    interval = f"{row['mean_diff']:+.3g} [{row['ci_low']:.3g}, {row['ci_high']:.3g}]"
+    if row["supported"] and row["mean_diff"] > 0:
+        claim = (
+            f"**{row['method']}** is better than {row['baseline']} by {interval} on {measure}, "
+            f"{_cost_clause(row)}; {_pay_back_clause(row)}."
+        )
+    elif row["supported"]:
+        claim = (
+            f"**{row['method']}** is worse than {row['baseline']} by {interval} on {measure}, "
+            f"{_cost_clause(row)}: not worth its bill here."
+        )
+    else:
+        reason = stats.claim_text(row["ci_low"], row["ci_high"], row["p_holm"], "", stats.CLAIM_ALPHA)
+        claim = (
+            f"**{row['method']}** against {row['baseline']} on {measure}: {interval}; {reason}; "
+            f"{_power_clause(row)}. Cost: {_cost_clause(row)}."
+        )
+    others = f" Other findings: {row['other_findings']}." if row["other_findings"] else ""
+    return label + claim + others
+
+
+def verdict_by_type(verdicts: pd.DataFrame, embedded: bool) -> str:
+    """The verdict per question type ("all" first), one sentence per graph method."""
+    if verdicts.empty:
+        return "No graph method was compared with a baseline: the combined runs hold no measure of one."
+    blocks = []
+    order = ["all", *sorted(set(verdicts["question_type"]) - {"all"})]
+    for question_type in order:
+        rows = verdicts[verdicts["question_type"] == question_type]
+        if rows.empty:
+            continue
+        title = "All questions" if question_type == "all" else f"Question type `{question_type}`"
+        sentences = [f"- {verdict_sentence(row, embedded)}" for _, row in rows.iterrows()]
+        blocks.append(f"#### {title}\n" + "\n".join(sentences))
+    if embedded:
+        blocks.append(
+            embedded_disclaimer("The answers, judgments and claims behind the non-gold measures")
+            + " The retrieval measures against gold and the index costs are measurements of this pipeline."
+        )
+    return "\n\n".join(blocks)
+
+
+def baseline_note(baselines: pd.DataFrame) -> str:
+    """The baseline each comparison used and the rule that chose it."""
+    if baselines.empty:
+        return "No baseline: no measure was read."
+    chosen = baselines.drop_duplicates(["baseline", "rule"])
+    parts = [f"`{r.baseline or 'none'}` ({r.rule})" for r in chosen.itertuples(index=False)]
+    return (
+        "**Baseline rule** (`verdict.baseline_order`, stated before any result is read): "
+        + "; ".join(parts)
+        + ". Every measure is read in its own table; Holm adjusts across each measure's comparisons."
+    )
+
+
+def measures_note(read: list[str], unread: dict[str, str]) -> str:
+    """Which measures the verdict read, and why the others are absent."""
+    lines = [
+        "**Measures read:** " + ", ".join(f"`{m}` ({MEASURES.entry(m).description})" for m in read) + "."
+    ]
+    if unread:
+        lines.append("**Not read:** " + "; ".join(f"`{m}`: {why}" for m, why in unread.items()) + ".")
+    return "\n".join(lines)
+
+
+def cost_note(unit: str, pricing: Pricing, llm_model: str, embedding_model: str) -> str:
+    """The unit the verdict's ratios and break-even are in, and what money covers."""
+    return (
+        f"**Cost unit:** {UNIT_WORDS.get(unit, unit)} (`verdict.cost_unit`). Money: "
+        f"{pricing.note(llm_model, embedding_model)}. Calls, LLM tokens, embedding tokens and seconds are "
+        "in the tables whatever the unit; answering costs include calls replayed from the cache (what the "
+        "work costs), and answering seconds are the mean over answers paid live."
+    )
