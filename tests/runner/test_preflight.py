@@ -58,7 +58,6 @@ FREE = {
     "diagnostics.categories": "keys are data-set question types (data); values: one of the four categories",
     "verdict.runs": "run ids: combine_runs refuses a missing, unfinished or mismatched one by name "
     "(tests/runner/test_combined_runs.py)",
-    "verdict.prices": "keys are model names (any endpoint's); values are checked prices (tests/config)",
     "verdict.quality_value": "keys are measures, checked by the verdict against MEASURES (tests/evaluation)",
     "verdict.target_difference": "keys are measures, checked by the verdict against MEASURES "
     "(tests/evaluation)",

@@ -115,12 +115,16 @@ class LLMSettings(Section):
         "Retry-After) before it fails; throttled attempts do not use up max_retries",
     )
     price_prompt_per_mtok: float | None = Field(
-        None, ge=0, description="price of a million prompt tokens (for `ragtrial estimate`); null: not priced"
+        None,
+        ge=0,
+        description="price of a million prompt tokens (`ragtrial estimate`, the verdict's money); "
+        "null: not priced",
     )
     price_completion_per_mtok: float | None = Field(
         None,
         ge=0,
-        description="price of a million completion tokens (for `ragtrial estimate`); null: not priced",
+        description="price of a million completion tokens (`ragtrial estimate`, the verdict's money); "
+        "null: not priced",
     )
     estimate_latency_s: float | None = Field(
         None,
@@ -196,6 +200,12 @@ class EmbeddingSettings(Section):
         description="name of the environment variable holding the API key; the key itself is never stored",
     )
     batch_size: int = Field(64, ge=1, description="texts embedded per model call or request")
+    price_per_mtok: float | None = Field(
+        None,
+        ge=0,
+        description="price of a million embedded tokens, in llm's price currency (the verdict's money); "
+        "null: not priced (a local model's tokens then count no money)",
+    )
 
     @model_validator(mode="after")
     def _endpoint(self) -> EmbeddingSettings:

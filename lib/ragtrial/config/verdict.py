@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from ragtrial.config.base import Names, Section, conflict
+from ragtrial.config.base import Names
 from ragtrial.config.methods import FamilyWiseLevel, MethodName, Resampling
 
 # The notebooks whose result tables the verdict reads, in the order of the flow.
@@ -37,15 +37,6 @@ Probability = Annotated[float, Field(gt=0, lt=1)]
 MeasureName = Annotated[str, Names("measure")]
 
 
-class ModelPrice(Section):
-    """What one model costs per million tokens (USD)."""
-
-    prompt_usd_per_million: float = Field(ge=0, description="USD per million prompt (input) tokens")
-    completion_usd_per_million: float = Field(
-        0.0, ge=0, description="USD per million completion (output) tokens (0 for an embedding model)"
-    )
-
-
 class VerdictSettings(Resampling, FamilyWiseLevel):
     """Notebook 10 (ragtrial.evaluation.verdict): per question type, each graph method against the
     strongest non-graph baseline, with paired intervals, Holm-adjusted tests, the cost per query
@@ -66,15 +57,11 @@ class VerdictSettings(Resampling, FamilyWiseLevel):
         description="query counts the index build is amortized over (the evaluation's own question count "
         "is always added as one more point)",
     )
-    prices: dict[str, ModelPrice] = Field(
-        {},
-        description="model name -> price per million tokens; money is reported for the models priced here "
-        "(the LLM's and the embedding model's names as the ledger records them)",
-    )
-    cost_unit: Literal["auto", "usd", "tokens", "seconds"] = Field(
+    cost_unit: Literal["auto", "money", "tokens", "seconds"] = Field(
         "auto",
-        description="the unit of break-even and cost ratios: usd (needs a price for llm.model), tokens "
-        "(LLM prompt + completion), seconds (model time); auto = usd when llm.model is priced, else tokens",
+        description="the unit of break-even and cost ratios: money (needs llm.price_prompt_per_mtok and "
+        "llm.price_completion_per_mtok), tokens (LLM prompt + completion), seconds (wall time of the build, "
+        "model time of the answers); auto = money when the LLM is priced, else tokens",
     )
     quality_value: dict[str, Annotated[float, Field(gt=0)]] = Field(
         {},
@@ -101,9 +88,3 @@ class VerdictSettings(Resampling, FamilyWiseLevel):
     )
     power: Probability = Field(0.8, description="the power the detectable difference is computed at")
     seed: int = Field(0, ge=0, description="bootstrap seed")
-
-    @model_validator(mode="after")
-    def _unit_has_prices(self) -> VerdictSettings:
-        if self.cost_unit == "usd" and not self.prices:
-            raise conflict("cost_unit", "cost_unit 'usd' needs verdict.prices for the LLM's model")
-        return self

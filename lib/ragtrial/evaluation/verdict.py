@@ -22,7 +22,7 @@ import pandas as pd
 
 from ragtrial import stats
 from ragtrial.config.base import ParamsError
-from ragtrial.config.verdict import ModelPrice, VerdictSettings
+from ragtrial.config.verdict import VerdictSettings
 from ragtrial.evaluation.measures import ANSWER_COSTS, MEASURES, MissingTable, observations
 from ragtrial.methods.registry import METHODS, index_parts
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 ALL_TYPES = "all"
 GRAPH_FAMILIES = ("graph", "community_reports", "both")  # methods that read a graph built at indexing
-COST_UNITS = ("calls", "tokens", "embedding_tokens", "seconds", "usd")
+COST_UNITS = ("calls", "tokens", "embedding_tokens", "seconds", "money")
 
 
 def is_graph_method(method: str) -> bool:
@@ -286,33 +286,41 @@ def answer_costs(answers: pd.DataFrame, notebook: str) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Pricing:
-    """USD per token of the LLM and the embedding model (None: not priced)."""
+    """Prices per million tokens of the LLM (prompt, completion) and the embedding model, in the price
+    settings' currency (None: not priced).
+    """
 
-    llm: ModelPrice | None
-    embeddings: ModelPrice | None
+    prompt: float | None
+    completion: float | None
+    embedding: float | None = None
 
     @classmethod
-    def of(cls, prices: Mapping[str, ModelPrice], llm_model: str, embedding_model: str) -> Pricing:
-        return cls(prices.get(llm_model), prices.get(embedding_model))
+    def of(cls, settings: Settings) -> Pricing:
+        llm = settings.llm
+        return cls(
+            llm.price_prompt_per_mtok, llm.price_completion_per_mtok, settings.embeddings.price_per_mtok
+        )
 
-    def usd(self, prompt: float, completion: float, embedding: float = 0.0) -> float:
+    @property
+    def priced(self) -> bool:
+        return self.prompt is not None and self.completion is not None
+
+    def money(self, prompt: float, completion: float, embedding: float = 0.0) -> float:
         """The money of these tokens; NaN when the LLM is not priced (an unpriced embedding model
-        counts 0: a local model's tokens cost no money, and `note` says it).
+        counts nothing: a local model's tokens cost no money, and `note` says so).
         """
-        if self.llm is None:
+        if self.prompt is None or self.completion is None:
             return math.nan
-        llm = (
-            prompt * self.llm.prompt_usd_per_million + completion * self.llm.completion_usd_per_million
+        return (
+            prompt * self.prompt + completion * self.completion + embedding * (self.embedding or 0.0)
         ) / 1e6
-        emb = embedding * self.embeddings.prompt_usd_per_million / 1e6 if self.embeddings else 0.0
-        return llm + emb
 
-    def note(self, llm_model: str, embedding_model: str) -> str:
-        if self.llm is None:
-            return f"no price for {llm_model}: money is not reported (set verdict.prices)"
-        if self.embeddings is None:
-            return f"{embedding_model} is not priced: its tokens count 0 USD"
-        return "every model priced"
+    def note(self) -> str:
+        if not self.priced:
+            return "not reported: set llm.price_prompt_per_mtok and llm.price_completion_per_mtok"
+        if self.embedding is None:
+            return "the LLM's tokens at its prices; embedding tokens unpriced (embeddings.price_per_mtok): 0"
+        return "the LLM's and the embedding model's tokens at their prices"
 
 
 def index_costs(
@@ -340,7 +348,7 @@ def index_costs(
                 "embedding_tokens": embedding,
                 "seconds": float(mine["wall_s"].sum()),
                 "model_seconds": float(mine["model_s"].sum()),
-                "usd": pricing.usd(prompt, completion, embedding),
+                "money": pricing.money(prompt, completion, embedding),
             }
         )
     return pd.DataFrame(rows)
@@ -363,7 +371,7 @@ def amortized_costs(
             "tokens": answer.prompt_tokens + answer.completion_tokens,
             "embedding_tokens": 0.0,  # question embeddings are not metered per answer
             "seconds": answer.seconds,
-            "usd": pricing.usd(answer.prompt_tokens, answer.completion_tokens),
+            "money": pricing.money(answer.prompt_tokens, answer.completion_tokens),
         }
         points = [(answer.questions, "this evaluation")]
         points += [(n, "setting") for n in queries if n != answer.questions]
@@ -386,11 +394,13 @@ def amortized_costs(
 
 
 def cost_unit(settings: VerdictSettings, pricing: Pricing) -> str:
-    """The unit of break-even and ratios: `verdict.cost_unit`, auto = usd when the LLM is priced."""
+    """The unit of break-even and ratios: `verdict.cost_unit`, auto = money when the LLM is priced."""
     if settings.cost_unit == "auto":
-        return "usd" if pricing.llm is not None else "tokens"
-    if settings.cost_unit == "usd" and pricing.llm is None:
-        raise ParamsError("key 'verdict.cost_unit': usd needs a price for the LLM's model in verdict.prices")
+        return "money" if pricing.priced else "tokens"
+    if settings.cost_unit == "money" and not pricing.priced:
+        raise ParamsError(
+            "key 'verdict.cost_unit': money needs llm.price_prompt_per_mtok and llm.price_completion_per_mtok"
+        )
     return settings.cost_unit
 
 

@@ -15,7 +15,7 @@ from ragtrial.evaluation.verdict import Pricing
 from ragtrial.report.markdown import table_cell
 from ragtrial.report.narrative import embedded_disclaimer
 
-UNIT_WORDS = {"tokens": "LLM tokens", "usd": "USD", "seconds": "model seconds", "calls": "calls"}
+UNIT_WORDS = {"tokens": "LLM tokens", "money": "money", "seconds": "seconds", "calls": "calls"}
 MEASURED_BY = {
     "gold": "retrieval against gold, no model in the measurement",
     "answer": "the generator's answers",
@@ -164,11 +164,12 @@ def measures_note(read: list[str], unread: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def cost_note(unit: str, pricing: Pricing, llm_model: str, embedding_model: str) -> str:
+def cost_note(unit: str, pricing: Pricing) -> str:
     """The unit the verdict's ratios and break-even are in, and what money covers."""
     return (
         f"**Cost unit:** {UNIT_WORDS.get(unit, unit)} (`verdict.cost_unit`). Money: "
-        f"{pricing.note(llm_model, embedding_model)}. Calls, LLM tokens, embedding tokens and seconds are "
+        f"{pricing.note()}. Calls, LLM tokens, embedding tokens and seconds are "
         "in the tables whatever the unit; answering costs include calls replayed from the cache (what the "
-        "work costs), and answering seconds are the mean over answers paid live."
+        "work costs); seconds are the build's wall time and, per query, the mean model time of the "
+        "answers paid live."
     )

@@ -252,6 +252,7 @@ NOTEBOOKS: dict[str, Callable[[RunPlanner], list[StagePlan]]] = {
     "07_pairwise_method_comparison": _judge_notebook(self_check=False),
     "08_claims_comprehensiveness_diversity": _claims_notebook,
     "09_retrieval_diagnostics": _diagnostics_notebook,
+    "10_verdict": lambda p: [],  # reads saved tables and the saved index: no model call
 }
 
 

@@ -1,0 +1,318 @@
+"""The verdict on scripted result tables with a known true difference and known costs: differences,
+intervals, Holm, the baseline rule, amortized costs, break-even and the sentences match hand
+computation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+
+from ragtrial import stats
+from ragtrial.config.base import ParamsError
+from ragtrial.config.verdict import VerdictSettings
+from ragtrial.evaluation.measures import MissingTable
+from ragtrial.evaluation.verdict import (
+    Pricing,
+    build_verdict,
+    compare,
+    pair_with_baselines,
+    read_answers,
+    read_measures,
+)
+from ragtrial.report.verdict_narrative import verdict_by_type, verdict_sentence
+
+# Per-question noise that sums to zero within each type, so the true mean difference is exact.
+NOISE = np.tile([0.05, -0.05, 0.1, -0.1], 5)
+
+
+def f1_observations(effect_multi: float = 0.2, effect_single: float = 0.0) -> pd.DataFrame:
+    """qa_f1 of hybrid and graph_walk on 20 multi-hop and 20 single-hop questions: graph_walk =
+    hybrid + effect + noise.
+    """
+    rows = []
+    for question_type, effect in (("multi_hop", effect_multi), ("single_hop", effect_single)):
+        for i in range(20):
+            qid = f"{question_type}-{i:02d}"
+            base = 0.3 + 0.01 * i
+            rows.append((qid, question_type, "hybrid", base))
+            rows.append((qid, question_type, "graph_walk", base + effect + NOISE[i]))
+            rows.append((qid, question_type, "naive_rag", base - 0.1))
+    frame = pd.DataFrame(rows, columns=["question_id", "question_type", "method", "value"])
+    return frame.assign(partner="", status="ok", measure="qa_f1")[
+        ["measure", "question_id", "question_type", "method", "partner", "value", "status"]
+    ]
+
+
+PARTS = pd.DataFrame(
+    [
+        # part, origin, calls, live, prompt, completion, embedding tokens, model_s, wall_s
+        ("chunks", "", 0, 0, 0, 0, 0, 0.0, 1.0),
+        ("chunk_embeddings", "", 2, 2, 0, 0, 1000, 4.0, 4.0),
+        ("graph", "nlp", 0, 0, 0, 0, 0, 0.0, 2.0),
+        ("graph", "llm", 10, 10, 8000, 2000, 0, 100.0, 101.0),
+    ],
+    columns=[
+        "part",
+        "origin",
+        "calls",
+        "live_calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "embedding_tokens",
+        "model_s",
+        "wall_s",
+    ],
+).assign(basis="measured")
+
+
+def answers_table(questions: int = 40) -> pd.DataFrame:
+    """04's scores: hybrid 1000 + 50 tokens per question, graph_walk 1200 + 50, naive_rag 900 + 50."""
+    rows = []
+    for method, prompt in (("hybrid", 1000), ("graph_walk", 1200), ("naive_rag", 900)):
+        for i in range(questions):
+            rows.append(
+                {
+                    "question_id": f"q{i}",
+                    "method": method,
+                    "calls": 1,
+                    "cached_calls": 0,
+                    "prompt_tokens": prompt,
+                    "completion_tokens": 50,
+                    "latency_s": 2.0,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+METHOD_PARTS = {
+    ("04_rag_vs_graphrag_qa", "hybrid"): [("chunks", ""), ("chunk_embeddings", "")],
+    ("04_rag_vs_graphrag_qa", "naive_rag"): [("chunks", ""), ("chunk_embeddings", "")],
+    ("04_rag_vs_graphrag_qa", "graph_walk"): [
+        ("chunks", ""),
+        ("chunk_embeddings", ""),
+        ("graph", "nlp"),
+        ("graph", "llm"),
+    ],
+}
+
+
+def settings(**values) -> VerdictSettings:
+    return VerdictSettings(bootstrap_resamples=500, queries=[1000], **values)
+
+
+def run(obs: pd.DataFrame, **values):
+    return build_verdict(
+        {"qa_f1": obs},
+        PARTS,
+        METHOD_PARTS,
+        {"04_rag_vs_graphrag_qa": answers_table()},
+        settings(**values),
+        Pricing(None, None),
+    )
+
+
+def test_differences_tests_and_holm_match_hand_computation():
+    verdict = run(f1_observations())
+    table = verdict.comparisons.set_index(["method", "question_type"])
+    multi = table.loc[("graph_walk", "multi_hop")]
+    assert multi["baseline"] == "hybrid"  # the rule, not naive_rag (which scores lower)
+    assert multi["n"] == 20
+    assert multi["mean_diff"] == pytest.approx(0.2)
+    assert multi["ci_low"] < 0.2 < multi["ci_high"] and multi["ci_low"] > 0
+    diffs = 0.2 + NOISE
+    assert multi["p_value"] == pytest.approx(scipy_stats.wilcoxon(diffs).pvalue)
+    assert table.loc[("graph_walk", "all"), "mean_diff"] == pytest.approx(0.1)
+    assert table.loc[("graph_walk", "single_hop"), "mean_diff"] == pytest.approx(0.0, abs=1e-12)
+    # Holm over the measure's three comparisons (all, multi_hop, single_hop), by hand
+    raw = table["p_value"].to_numpy()
+    order = np.argsort(raw)
+    stepped = np.maximum.accumulate(raw[order] * (3 - np.arange(3)))
+    expected = np.empty(3)
+    expected[order] = np.minimum(stepped, 1)
+    assert table["p_holm"].to_numpy() == pytest.approx(expected)
+    assert bool(multi["supported"]) and not bool(table.loc[("graph_walk", "single_hop"), "supported"])
+
+
+def test_power_columns_come_from_the_observed_paired_differences():
+    verdict = run(f1_observations())
+    multi = verdict.comparisons.set_index(["method", "question_type"]).loc[("graph_walk", "multi_hop")]
+    diffs = 0.2 + NOISE
+    sd = float(np.std(diffs, ddof=1))
+    assert multi["sd_diff"] == pytest.approx(sd)
+    assert multi["detectable"] == pytest.approx(stats.minimum_detectable_difference(sd, 20, 0.05, 0.8))
+    assert multi["detectable_adjusted"] == pytest.approx(
+        stats.minimum_detectable_difference(sd, 20, 0.05 / 3, 0.8)
+    )
+    needed = stats.questions_needed(sd, 0.1, 0.05 / 3, 0.8)
+    assert multi["questions_needed_adjusted"] == needed
+    assert bool(multi["enough_questions"]) == (20 >= needed)
+
+
+def test_no_variance_gives_a_status_never_a_number():
+    obs = f1_observations()
+    obs.loc[obs["method"] == "graph_walk", "value"] = (
+        obs.loc[obs["method"] == "hybrid", "value"].to_numpy() + 0.1
+    )
+    row = run(obs).comparisons.set_index(["method", "question_type"]).loc[("graph_walk", "multi_hop")]
+    assert "no variance" in row["power_status"]
+    assert math.isnan(row["detectable"])
+
+
+def test_amortized_cost_per_query_includes_the_index_parts_each_method_reads():
+    verdict = run(f1_observations())
+    costs = verdict.costs[verdict.costs["unit"] == "tokens"].set_index(["method", "queries"])["per_query"]
+    # graph_walk: (8000 + 2000) index tokens / N + 1250 per query; hybrid: no LLM index tokens + 1050
+    assert costs[("graph_walk", 1000)] == pytest.approx(10_000 / 1000 + 1250)
+    assert costs[("graph_walk", 40)] == pytest.approx(10_000 / 40 + 1250)  # this evaluation's 40 questions
+    assert costs[("hybrid", 1000)] == pytest.approx(1050)
+    index = verdict.index_costs.set_index("method")
+    assert index.at["graph_walk", "calls"] == 12 and index.at["hybrid", "embedding_tokens"] == 1000
+    assert index.at["graph_walk", "seconds"] == pytest.approx(108.0)
+    row = verdict.verdicts.set_index(["question_type", "method", "kind"]).loc[
+        ("multi_hop", "graph_walk", "answers")
+    ]
+    assert row["cost_ratio_max"] == pytest.approx((10 + 1250) / 1050)
+    assert row["cost_ratio_eval"] == pytest.approx((250 + 1250) / 1050)
+
+
+def test_break_even_with_a_value_per_quality_unit():
+    verdict = run(f1_observations(), quality_value={"qa_f1": 5000.0})
+    even = verdict.break_even.set_index(["method", "question_type", "queries"])
+    row = even.loc[("graph_walk", "multi_hop", 1000)]
+    # gain 0.2 x 5000 = 1000 tokens a query, extra answering 200: 800 net; extra index 10000 -> 12.5
+    assert row["extra_index"] == pytest.approx(10_000)
+    assert row["extra_answer_per_query"] == pytest.approx(200)
+    assert row["pays_back_after"] == pytest.approx(12.5)
+    comparison = verdict.comparisons.set_index(["method", "question_type"]).loc[("graph_walk", "multi_hop")]
+    assert row["pays_back_low"] == pytest.approx(10_000 / (comparison["ci_high"] * 5000 - 200))
+    assert row["pays_back_high"] == pytest.approx(10_000 / (comparison["ci_low"] * 5000 - 200))
+    # no gain on single-hop: the extra answering cost is never paid back
+    assert math.isinf(even.loc[("graph_walk", "single_hop", 1000), "pays_back_after"])
+    sentence = verdict_sentence(
+        verdict.verdicts.set_index(["question_type", "method", "kind"]).loc[
+            ("multi_hop", "graph_walk", "answers")
+        ],
+        embedded=False,
+    )
+    assert "is better than hybrid by +0.2" in sentence and "worth it above 12.5 queries" in sentence
+
+
+def test_without_a_value_break_even_is_the_cost_per_extra_unit():
+    verdict = run(f1_observations())
+    row = verdict.break_even.set_index(["method", "question_type", "queries"]).loc[
+        ("graph_walk", "multi_hop", 1000)
+    ]
+    assert row["extra_per_query"] == pytest.approx(10_000 / 1000 + 200)
+    assert row["cost_per_unit"] == pytest.approx(210 / 0.2)
+    single = verdict.break_even.set_index(["method", "question_type", "queries"]).loc[
+        ("graph_walk", "single_hop", 1000)
+    ]
+    assert math.isnan(single["cost_per_unit"])  # a gain that may be none has no price
+
+
+def test_money_when_the_llm_is_priced():
+    pricing = Pricing(prompt=2.0, completion=8.0)
+    verdict = build_verdict(
+        {"qa_f1": f1_observations()},
+        PARTS,
+        METHOD_PARTS,
+        {"04_rag_vs_graphrag_qa": answers_table()},
+        settings(),
+        pricing,
+    )
+    assert verdict.unit == "money"
+    index = verdict.index_costs.set_index("method")
+    assert index.at["graph_walk", "money"] == pytest.approx((8000 * 2 + 2000 * 8) / 1e6)
+    money = verdict.costs[verdict.costs["unit"] == "money"].set_index(["method", "queries"])[
+        "answer_per_query"
+    ]
+    assert money[("hybrid", 1000)] == pytest.approx((1000 * 2 + 50 * 8) / 1e6)
+    embedded_priced = Pricing(prompt=2.0, completion=8.0, embedding=0.5)
+    assert embedded_priced.money(0, 0, 1000) == pytest.approx(0.0005)
+    with pytest.raises(ParamsError, match="verdict.cost_unit"):
+        build_verdict(
+            {"qa_f1": f1_observations()},
+            PARTS,
+            METHOD_PARTS,
+            {},
+            settings(cost_unit="money"),
+            Pricing(None, None),
+        )
+
+
+def test_the_baseline_rule_is_the_stated_order_and_a_judged_partner():
+    obs = f1_observations()
+    without_hybrid = obs[obs["method"] != "hybrid"]
+    _, _, chosen = pair_with_baselines(without_hybrid, VerdictSettings().baseline_order)
+    assert chosen.set_index("method").at["graph_walk", "baseline"] == "naive_rag"
+    judged = pd.DataFrame(
+        {
+            "measure": "judge_score",
+            "question_id": ["q1", "q1", "q2", "q2"],
+            "question_type": "summary",
+            "method": ["local_search", "naive_rag", "local_search", "naive_rag"],
+            "partner": ["naive_rag", "local_search", "naive_rag", "local_search"],
+            "value": [4.0, 3.0, 3.5, 3.0],
+            "status": "ok",
+        }
+    )
+    pairs, _, chosen = pair_with_baselines(judged, VerdictSettings().baseline_order)
+    assert chosen["baseline"].tolist() == ["naive_rag"]
+    assert pairs["diff"].tolist() == [1.0, 0.5]
+
+
+def test_left_out_answers_are_counted_with_their_reason():
+    obs = f1_observations()
+    failed = (obs["method"] == "graph_walk") & (obs["question_id"] == "multi_hop-03")
+    obs.loc[failed, ["value", "status"]] = [math.nan, "answer failed: timeout"]
+    pairs, left_out, _ = pair_with_baselines(obs, VerdictSettings().baseline_order)
+    assert left_out[["question_id", "reason"]].values.tolist() == [
+        ["multi_hop-03", "graph_walk: answer failed: timeout"]
+    ]
+    table = compare(pairs, left_out, settings(), ["multi_hop", "single_hop"]).set_index(
+        ["method", "question_type"]
+    )
+    assert table.loc[("graph_walk", "multi_hop"), "n"] == 19
+    assert table.loc[("graph_walk", "multi_hop"), "left_out"] == 1
+    assert table.loc[("graph_walk", "all"), "left_out"] == 1
+
+
+def test_no_claim_says_what_the_run_could_detect():
+    obs = f1_observations(effect_multi=0.0)
+    verdict = run(obs)
+    row = verdict.verdicts.set_index(["question_type", "method", "kind"]).loc[
+        ("multi_hop", "graph_walk", "answers")
+    ]
+    sentence = verdict_sentence(row, embedded=False)
+    assert "**no claim**" in sentence and "could only detect differences above" in sentence
+    assert "is better" not in sentence and "is worse" not in sentence
+    assert "Pipeline check" in verdict_by_type(verdict.verdicts, embedded=True)
+
+
+def test_missing_inputs_restrict_the_verdict_and_say_why():
+    tables = {("04_rag_vs_graphrag_qa", "scores"): None}
+
+    def table(notebook: str, name: str):
+        if notebook == "09_retrieval_diagnostics":
+            raise FileNotFoundError(f"outputs/09-x/tables/{name}.parquet")
+        return tables.get((notebook, name))
+
+    read, unread = read_measures(table, {"09_retrieval_diagnostics"})
+    assert read == {}
+    assert unread["judge_score"] == "no run of 07_pairwise_method_comparison combined"
+    assert "has no table 'per_answer'" in unread["entity_recall"]
+    assert read_answers(lambda nb, name: None, {"04_rag_vs_graphrag_qa"}) == {}
+    with pytest.raises(MissingTable):
+        from ragtrial.evaluation.measures import observations
+
+        observations("qa_f1", lambda name: None)
+
+
+def test_unknown_measure_keys_are_refused_by_name():
+    with pytest.raises(ParamsError, match=r"verdict.quality_value.*no_such"):
+        run(f1_observations(), quality_value={"no_such": 1.0})
