@@ -401,6 +401,12 @@ def _check_level(value: float, name: str) -> float:
     return float(value)
 
 
+def _check_n(n: int) -> int:
+    if n < 2:
+        raise ValueError(f"n must be at least 2 paired questions, got {n}")
+    return n
+
+
 def _check_sd(sd: float) -> float:
     if not sd > 0 or not math.isfinite(sd):
         raise ValueError(f"sd must be a positive finite number, got {sd}")
@@ -412,9 +418,7 @@ def paired_power(effect: float, sd: float, n: int, alpha: float) -> float:
     standard deviation `sd`: with T ~ noncentral t(df = n - 1, nc = effect * sqrt(n) / sd) and
     c = t_{1 - alpha/2, n-1}, power = P(T > c) + P(T < -c).
     """
-    if n < 2:
-        raise ValueError(f"n must be at least 2 paired questions, got {n}")
-    sd, alpha = _check_sd(sd), _check_level(alpha, "alpha")
+    n, sd, alpha = _check_n(n), _check_sd(sd), _check_level(alpha, "alpha")
     if not math.isfinite(effect):
         raise ValueError(f"effect must be finite, got {effect}")
     df, nc = n - 1, abs(effect) * math.sqrt(n) / sd
@@ -442,7 +446,7 @@ def minimum_detectable_difference(sd: float, n: int, alpha: float, power: float)
     sqrt(n) is too small).
     """
     _check_power(power, _check_level(alpha, "alpha"))
-    high = _z_effect(_check_sd(sd), n, alpha, power)
+    high = _z_effect(_check_sd(sd), _check_n(n), alpha, power)
     while paired_power(high, sd, n, alpha) < power:  # the t-test needs more than z; few doublings at n=2
         high *= 2.0
     return float(optimize.brentq(lambda e: paired_power(e, sd, n, alpha) - power, 0.0, high, xtol=1e-12))
