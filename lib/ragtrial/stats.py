@@ -1,4 +1,5 @@
-"""Every statistic of the kit: bootstrap intervals, paired tests, Holm correction, judge win rates.
+"""Every statistic of the kit: bootstrap intervals, paired tests, Holm correction, judge win rates,
+the power of a paired comparison.
 
 Pure functions over arrays and DataFrames. Randomness comes from `numpy.random.default_rng(seed)`.
 NaN is never dropped silently: callers filter failed questions explicitly, so NaN raises ValueError.
@@ -7,6 +8,7 @@ Paired functions take two arrays aligned on the same questions.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -15,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
-from scipy import stats
+from scipy import optimize, stats
 
 OUTCOME_CODES = {"win": 1, "tie": 0, "loss": -1}
 EXACT_MCNEMAR_BELOW = 25  # discordant pairs below this use the exact binomial test
@@ -365,3 +367,159 @@ def latency_summary(latencies_s: ArrayLike) -> dict[str, float]:
     """n, mean, p50, p95 and max of latencies in seconds."""
     arr = _values(latencies_s, "latencies_s", nonempty=True)
     return {"n": arr.size, "mean": arr.mean(), "p50": np.median(arr), "p95": p95(arr), "max": arr.max()}
+
+
+# --------------------------------------------------------------------------- power of a paired comparison
+
+
+NO_PAIRS = "fewer than 2 paired questions"
+
+
+@dataclass(frozen=True)
+class PowerResult:
+    """What a set of paired differences can detect (`power_analysis`). When `status` is not "ok" every
+    figure is NaN (floats) or None (counts, `enough`): the reason is in `status`, never a made-up number.
+    """
+
+    n: int  # paired questions
+    sd: float  # standard deviation of the differences (ddof=1)
+    alpha: float
+    power: float
+    m_comparisons: int
+    mde: float  # smallest |mean difference| detected with `power` at `alpha`
+    mde_adjusted: float  # the same at alpha / m_comparisons, the level Holm's first step needs
+    target: float | None  # the difference the question counts are for
+    n_needed: int | None  # questions to detect `target` at alpha
+    n_needed_adjusted: int | None  # the same at alpha / m_comparisons
+    enough: bool | None  # n >= n_needed_adjusted
+    status: str  # "ok", or why the figures cannot be computed
+
+
+def _check_level(value: float, name: str) -> float:
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{name} must lie strictly between 0 and 1, got {value}")
+    return float(value)
+
+
+def _check_n(n: int) -> int:
+    if n < 2:
+        raise ValueError(f"n must be at least 2 paired questions, got {n}")
+    return n
+
+
+def _check_sd(sd: float) -> float:
+    if not sd > 0 or not math.isfinite(sd):
+        raise ValueError(f"sd must be a positive finite number, got {sd}")
+    return float(sd)
+
+
+def paired_power(effect: float, sd: float, n: int, alpha: float) -> float:
+    """Power of the two-sided paired t-test at level `alpha` on `n` differences with mean `effect` and
+    standard deviation `sd`: with T ~ noncentral t(df = n - 1, nc = effect * sqrt(n) / sd) and
+    c = t_{1 - alpha/2, n-1}, power = P(T > c) + P(T < -c).
+    """
+    n, sd, alpha = _check_n(n), _check_sd(sd), _check_level(alpha, "alpha")
+    if not math.isfinite(effect):
+        raise ValueError(f"effect must be finite, got {effect}")
+    df, nc = n - 1, abs(effect) * math.sqrt(n) / sd
+    critical = stats.t.ppf(1.0 - alpha / 2.0, df)
+    # P(T < -c) as the upper tail of -T ~ nct(df, -nc): scipy's lower tail returns NaN for large nc
+    return float(stats.nct.sf(critical, df, nc) + stats.nct.sf(critical, df, -nc))
+
+
+def _z_effect(sd: float, n: float, alpha: float, power: float) -> float:
+    """The normal approximation of the detectable difference: (z_{1-alpha/2} + z_power) * sd / sqrt(n)."""
+    return (stats.norm.ppf(1.0 - alpha / 2.0) + stats.norm.ppf(power)) * sd / math.sqrt(n)
+
+
+def _check_power(power: float, alpha: float) -> float:
+    _check_level(power, "power")
+    if power <= alpha:  # any difference, even 0, is "detected" this often
+        raise ValueError(f"power must exceed alpha ({alpha}), got {power}")
+    return float(power)
+
+
+def minimum_detectable_difference(sd: float, n: int, alpha: float, power: float) -> float:
+    """The smallest |mean difference| the paired t-test on `n` questions detects with probability
+    `power` at level `alpha`: the root in effect of paired_power(effect, sd, n, alpha) = power (brentq,
+    so exact for the t-test at small n, where the z approximation (z_{1-alpha/2} + z_power) * sd /
+    sqrt(n) is too small).
+    """
+    _check_power(power, _check_level(alpha, "alpha"))
+    high = _z_effect(_check_sd(sd), _check_n(n), alpha, power)
+    while paired_power(high, sd, n, alpha) < power:  # the t-test needs more than z; few doublings at n=2
+        high *= 2.0
+    return float(optimize.brentq(lambda e: paired_power(e, sd, n, alpha) - power, 0.0, high, xtol=1e-12))
+
+
+def questions_needed(sd: float, effect: float, alpha: float, power: float, max_n: int = 10**7) -> int:
+    """The smallest n >= 2 with paired_power(effect, sd, n, alpha) >= power. Power rises with n, so a
+    bisection on n is exact for the t-test; it is bracketed by halving or doubling from the z
+    approximation n_z = ((z_{1-alpha/2} + z_power) * sd / effect)^2. ValueError when even `max_n`
+    questions are not enough.
+    """
+    _check_power(power, _check_level(alpha, "alpha"))
+    if effect == 0 or not math.isfinite(effect):
+        raise ValueError(f"effect must be a non-zero finite difference, got {effect}")
+
+    def reaches(n: int) -> bool:
+        return n >= 2 and paired_power(effect, sd, n, alpha) >= power
+
+    guess = min(max_n, max(2, math.ceil((_z_effect(_check_sd(sd), 1, alpha, power) / effect) ** 2)))
+    low, high = guess, guess  # brought to: not reaches(low), reaches(high)
+    if reaches(guess):
+        while reaches(low):
+            high, low = low, low // 2
+    else:
+        while not reaches(high):
+            if high == max_n:
+                raise ValueError(
+                    f"more than max_n={max_n} questions are needed to detect {effect} with sd {sd}"
+                )
+            low, high = high, min(2 * high, max_n)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if reaches(mid) else (mid, high)
+    return high
+
+
+def power_analysis(
+    differences: ArrayLike, alpha: float, power: float, target: float | None, m_comparisons: int = 1
+) -> PowerResult:
+    """What these paired differences (one per question, method - baseline) can detect, from their
+    observed standard deviation (ddof=1): the minimum detectable difference at `alpha` and at
+    alpha / m_comparisons (Holm's first step, when the comparison is one of m), and the questions
+    needed to detect `target` (None: no target, no counts). Fewer than 2 differences, or all equal
+    (sd 0: the t-test is undefined), give a status saying so and NaN / None figures.
+    """
+    diff = _values(differences, "differences")
+    alpha, power = _check_level(alpha, "alpha"), _check_power(power, alpha)
+    if m_comparisons < 1:
+        raise ValueError(f"m_comparisons must be at least 1, got {m_comparisons}")
+    if target is not None and not target > 0:
+        raise ValueError(f"target must be a positive difference or None, got {target}")
+    levels = {"alpha": alpha, "power": power, "m_comparisons": int(m_comparisons), "target": target}
+    nothing = {"mde": math.nan, "mde_adjusted": math.nan, "n_needed": None, "n_needed_adjusted": None}
+    if diff.size < 2:
+        return PowerResult(diff.size, math.nan, **levels, **nothing, enough=None, status=NO_PAIRS)
+    sd = float(diff.std(ddof=1))
+    if np.ptp(diff) == 0:  # sd is 0 exactly; computed std may be a rounding residue
+        status = f"no variance: all {diff.size} differences are equal"
+        return PowerResult(diff.size, math.nan, **levels, **nothing, enough=None, status=status)
+    adjusted = alpha / m_comparisons
+    needed = (
+        (None, None)
+        if target is None
+        else tuple(questions_needed(sd, target, a, power) for a in (alpha, adjusted))
+    )
+    return PowerResult(
+        n=diff.size,
+        sd=sd,
+        **levels,
+        mde=minimum_detectable_difference(sd, diff.size, alpha, power),
+        mde_adjusted=minimum_detectable_difference(sd, diff.size, adjusted, power),
+        n_needed=needed[0],
+        n_needed_adjusted=needed[1],
+        enough=None if needed[1] is None else diff.size >= needed[1],
+        status="ok",
+    )
