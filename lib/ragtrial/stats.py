@@ -503,7 +503,8 @@ def power_analysis(
     if diff.size < 2:
         return PowerResult(diff.size, math.nan, **levels, **nothing, enough=None, status=NO_PAIRS)
     sd = float(diff.std(ddof=1))
-    if np.ptp(diff) == 0:  # sd is 0 exactly; computed std may be a rounding residue
+    # equal up to float rounding (scores minus scores leave residues of 1e-17): no variance to plan from
+    if np.ptp(diff) <= 1e-9 * max(1.0, float(np.abs(diff).max())):
         status = f"no variance: all {diff.size} differences are equal"
         return PowerResult(diff.size, math.nan, **levels, **nothing, enough=None, status=status)
     adjusted = alpha / m_comparisons

@@ -116,6 +116,13 @@ def run(obs: pd.DataFrame, **values):
     )
 
 
+def verdict_row(verdict, question_type: str, method: str, kind: str) -> pd.Series:
+    rows = verdict.verdicts
+    hit = rows[(rows["question_type"] == question_type) & (rows["method"] == method) & (rows["kind"] == kind)]
+    assert len(hit) == 1
+    return hit.iloc[0]
+
+
 def test_differences_tests_and_holm_match_hand_computation():
     verdict = run(f1_observations())
     table = verdict.comparisons.set_index(["method", "question_type"])
@@ -124,7 +131,8 @@ def test_differences_tests_and_holm_match_hand_computation():
     assert multi["n"] == 20
     assert multi["mean_diff"] == pytest.approx(0.2)
     assert multi["ci_low"] < 0.2 < multi["ci_high"] and multi["ci_low"] > 0
-    diffs = 0.2 + NOISE
+    diffs = verdict.pairs.query("method == 'graph_walk' and question_type == 'multi_hop'")["diff"]
+    assert diffs.to_numpy() == pytest.approx(0.2 + NOISE)
     assert multi["p_value"] == pytest.approx(scipy_stats.wilcoxon(diffs).pvalue)
     assert table.loc[("graph_walk", "all"), "mean_diff"] == pytest.approx(0.1)
     assert table.loc[("graph_walk", "single_hop"), "mean_diff"] == pytest.approx(0.0, abs=1e-12)
@@ -173,9 +181,7 @@ def test_amortized_cost_per_query_includes_the_index_parts_each_method_reads():
     index = verdict.index_costs.set_index("method")
     assert index.at["graph_walk", "calls"] == 12 and index.at["hybrid", "embedding_tokens"] == 1000
     assert index.at["graph_walk", "seconds"] == pytest.approx(108.0)
-    row = verdict.verdicts.set_index(["question_type", "method", "kind"]).loc[
-        ("multi_hop", "graph_walk", "answers")
-    ]
+    row = verdict_row(verdict, "multi_hop", "graph_walk", "answers")
     assert row["cost_ratio_max"] == pytest.approx((10 + 1250) / 1050)
     assert row["cost_ratio_eval"] == pytest.approx((250 + 1250) / 1050)
 
@@ -194,9 +200,7 @@ def test_break_even_with_a_value_per_quality_unit():
     # no gain on single-hop: the extra answering cost is never paid back
     assert math.isinf(even.loc[("graph_walk", "single_hop", 1000), "pays_back_after"])
     sentence = verdict_sentence(
-        verdict.verdicts.set_index(["question_type", "method", "kind"]).loc[
-            ("multi_hop", "graph_walk", "answers")
-        ],
+        verdict_row(verdict, "multi_hop", "graph_walk", "answers"),
         embedded=False,
     )
     assert "is better than hybrid by +0.2" in sentence and "worth it above 12.5 queries" in sentence
@@ -285,9 +289,7 @@ def test_left_out_answers_are_counted_with_their_reason():
 def test_no_claim_says_what_the_run_could_detect():
     obs = f1_observations(effect_multi=0.0)
     verdict = run(obs)
-    row = verdict.verdicts.set_index(["question_type", "method", "kind"]).loc[
-        ("multi_hop", "graph_walk", "answers")
-    ]
+    row = verdict_row(verdict, "multi_hop", "graph_walk", "answers")
     sentence = verdict_sentence(row, embedded=False)
     assert "**no claim**" in sentence and "could only detect differences above" in sentence
     assert "is better" not in sentence and "is worse" not in sentence
