@@ -61,7 +61,7 @@ def build_index(
             relations=relations,
             communities=communities,
         ),
-        lambda texts: embedder.embed(texts),
+        embedder.embed,
     )
     times["embeddings"] = time.perf_counter() - start
     return index, times

@@ -17,7 +17,7 @@ from ragtrial.records import Document, records_frame
 DIM = 16
 
 
-def fake_embed(texts: list[str]) -> np.ndarray:
+def fake_embed(texts: list[str], method: str = "") -> np.ndarray:
     """Deterministic stand-in for the kit's embedder: a vector seeded by each text's hash."""
     seeds = [int(hashlib.sha256(t.encode()).hexdigest()[:8], 16) for t in texts]
     return np.stack([np.random.default_rng(s).normal(size=DIM) for s in seeds]) * 3  # not normalized

@@ -318,7 +318,7 @@ def passages_index(n: int) -> GraphIndex:
             "n_tokens": [count_tokens(t) for t in texts],
         }
     )
-    return embed_index(GraphIndex(chunks=chunks), lambda texts: HashingEmbedder().embed(texts))
+    return embed_index(GraphIndex(chunks=chunks), HashingEmbedder().embed)
 
 
 def test_naive_rag_can_fill_the_context_budget_instead_of_showing_top_k(llm):

@@ -63,7 +63,7 @@ def test_every_available_method_answers_the_same_at_concurrency_1_and_8(scripted
     entities, relations = extract_nlp_graph(chunks)
     index = embed_index(
         GraphIndex(documents=documents, chunks=chunks, entities=entities, relations=relations),
-        lambda texts: EMBEDDER.embed(texts),
+        EMBEDDER.embed,
     )
     settings = Settings(retrieval={"entity_source": "llm", "lightrag_keywords": "llm"})
     scripted.default_reply = reply

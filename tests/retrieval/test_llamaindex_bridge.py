@@ -37,7 +37,7 @@ def test_llamaindex_vector_index_returns_the_same_top_k_as_vector():
     documents = dataset.documents_frame()
     index = embed_index(
         GraphIndex(documents=documents, chunks=chunk_documents(documents, chunk_size=128, overlap=0)),
-        lambda texts: EMBEDDER.embed(texts),
+        EMBEDDER.embed,
     )
     ours = retriever("vector", index)
     theirs = naive_rag_llamaindex(index, EMBEDDER, k=4)

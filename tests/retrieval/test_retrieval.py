@@ -91,7 +91,7 @@ def graph_index(
     )
     extra = {} if reports is None else {"community_reports": reports}
     index = GraphIndex(documents=documents, chunks=chunks, entities=entities, relations=relations, **extra)
-    return embed_index(index, lambda texts: EMBEDDER.embed(texts))
+    return embed_index(index, EMBEDDER.embed)
 
 
 def nlp_index() -> tuple[GraphIndex, list[str]]:
@@ -103,7 +103,7 @@ def nlp_index() -> tuple[GraphIndex, list[str]]:
     chunks = chunk_documents(documents, chunk_size=128, overlap=0)
     entities, relations = extract_nlp_graph(chunks)
     index = GraphIndex(documents=documents, chunks=chunks, entities=entities, relations=relations)
-    return embed_index(index, lambda texts: EMBEDDER.embed(texts)), [q.question for q in dataset.questions]
+    return embed_index(index, EMBEDDER.embed), [q.question for q in dataset.questions]
 
 
 def retriever(name: str, index: GraphIndex, **settings):

@@ -50,7 +50,9 @@ def _index() -> GraphIndex:
     chunks = documents_as_chunks(documents)
     entities, relations = extract_nlp_graph(chunks, cooccurrence="sentence")
     built = GraphIndex(documents=documents, chunks=chunks, entities=entities, relations=relations)
-    return embed_index(date_relations(built), lambda texts: EMBEDDER.embed(texts, stage="test"))
+    return embed_index(
+        date_relations(built), lambda texts, method: EMBEDDER.embed(texts, stage="test", method=method)
+    )
 
 
 def _related(retrieval) -> set[str]:

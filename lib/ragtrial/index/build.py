@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import logging
 import time
@@ -252,7 +253,7 @@ def _date_relations(b: _Build) -> None:
 
 
 def _embed(b: _Build) -> None:
-    b.index = embed_index(b.index, lambda texts: b.ctx.embedder.embed(texts, stage="index_embeddings"))
+    b.index = embed_index(b.index, functools.partial(b.ctx.embedder.embed, stage="index_embeddings"))
 
 
 def _builds_graph(s: IndexSettings) -> bool:

@@ -1,4 +1,11 @@
-"""The embedding step of the build: chunk, entity and report vectors, L2-normalized, in table order."""
+"""The embedding step of the build: chunk, entity and report vectors, L2-normalized, in table order.
+
+Each call is labelled with what it embeds (the embedder's `method`): "chunks", "entities",
+"community_reports"; in an index holding two graphs (`graph_source: both`) each origin's entities
+and reports are embedded in a call of their own ("entities:nlp", "community_reports:llm", ...), so
+the ledger says what each graph's vectors cost (`index.costs`). Vectors are cached per text, so the
+split changes no vector.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 
 from ragtrial.index.tables import EMBEDDINGS, GraphIndex
 
@@ -20,22 +28,48 @@ def _normalized(array: np.ndarray, n: int, what: str) -> np.ndarray:
     return array / np.where(norms == 0, 1, norms)
 
 
-def embed_index(index: GraphIndex, embed: Callable[[list[str]], np.ndarray]) -> GraphIndex:
+def report_origins(index: GraphIndex) -> list[str]:
+    """The origin of each community report, in table order: its first member's ("" without members)."""
+    origin_of = dict(zip(index.entities["entity_id"], index.entities["origin"], strict=True))
+    return [origin_of.get(ids[0], "") if len(ids) else "" for ids in index.community_reports["entity_ids"]]
+
+
+def embedding_label(table: str, origin: str, origins: int) -> str:
+    """The ledger `method` of the call embedding `table`'s rows of one origin (of `origins` in the index)."""
+    return f"{table}:{origin}" if origins > 1 and table != "chunks" else table
+
+
+def embed_index(index: GraphIndex, embed: Callable[..., np.ndarray]) -> GraphIndex:
     """Fill chunk ("text"), entity ("name: description") and report ("title: summary") embeddings,
-    L2-normalized float32 in table order. An empty table keeps None (there is nothing to embed).
+    L2-normalized float32 in table order. `embed(texts, method=label)` embeds one labelled group
+    (`embedding_label`). An empty table keeps None (there is nothing to embed).
     """
-    texts = {
-        "chunks": list(index.chunks["text"]),
-        "entities": [
-            f"{n}: {d}" for n, d in zip(index.entities["name"], index.entities["description"], strict=True)
-        ],
-        "community_reports": [
-            f"{t}: {s}"
-            for t, s in zip(index.community_reports["title"], index.community_reports["summary"], strict=True)
-        ],
+    entities, reports = index.entities, index.community_reports
+    tables = {
+        "chunks": (list(index.chunks["text"]), [""] * len(index.chunks)),
+        "entities": (
+            [f"{n}: {d}" for n, d in zip(entities["name"], entities["description"], strict=True)],
+            list(entities["origin"]),
+        ),
+        "community_reports": (
+            [f"{t}: {s}" for t, s in zip(reports["title"], reports["summary"], strict=True)],
+            report_origins(index),
+        ),
     }
-    arrays = {
-        EMBEDDINGS[table][0]: _normalized(embed(values), len(values), table) if values else None
-        for table, values in texts.items()
-    }
+    arrays = {}
+    for table, (texts, origins) in tables.items():
+        if not texts:
+            arrays[EMBEDDINGS[table][0]] = None
+            continue
+        keys = pd.Series([o if isinstance(o, str) else "" for o in origins])
+        rows = pd.Series(range(len(texts))).groupby(keys, sort=False)
+        vectors: np.ndarray | None = None
+        for origin, positions in rows:
+            group = [texts[i] for i in positions]
+            label = embedding_label(table, str(origin), rows.ngroups)
+            part = _normalized(embed(group, method=label), len(group), f"{table} ({label})")
+            if vectors is None:
+                vectors = np.zeros((len(texts), part.shape[1]), dtype=np.float32)
+            vectors[positions.to_numpy()] = part
+        arrays[EMBEDDINGS[table][0]] = vectors
     return dataclasses.replace(index, **arrays)
