@@ -2,14 +2,16 @@
 rendered report lets no script run should anything slip through.
 """
 
+import html
 import html.parser
+import json
 
 import nbformat
 import pytest
 from hostile import INJECTION, INJECTIONS, live_elements
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-from ragtrial.report.html import CONTENT_SECURITY_POLICY, render_index, render_report
+from ragtrial.report.html import CONTENT_SECURITY_POLICY, VERDICT_NOTEBOOK, render_index, render_report
 from ragtrial.report.markdown import escape_markdown, model_markdown, table_cell
 
 pytestmark = pytest.mark.fault
@@ -62,3 +64,22 @@ def test_reports_and_the_index_carry_a_policy_that_lets_no_script_run(tmp_path):
         head = written.index("<head>") + len("<head>")
         assert written[head:].lstrip().startswith(CONTENT_SECURITY_POLICY)
     assert "default-src 'none'" in CONTENT_SECURITY_POLICY and "script-src" not in CONTENT_SECURITY_POLICY
+
+
+def test_the_index_pages_verdict_and_batch_cells_start_no_element(tmp_path):
+    """run.json values reach the index page only escaped: a batch file name, label, model or status
+    holding markup shows as text in both the verdicts and the runs table.
+    """
+    run_dir = tmp_path / f"{VERDICT_NOTEBOOK}-x"
+    run_dir.mkdir()
+    (run_dir / "report.html").write_text("<html></html>")
+    record = {
+        "notebook": VERDICT_NOTEBOOK,
+        "status": INJECTION,
+        "label": INJECTION,
+        "settings": {"llm": {"model": INJECTION}, "data": {"dataset": INJECTION, "path": INJECTION}},
+        "batch": {"file": INJECTION, "run_ids": []},
+    }
+    (run_dir / "run.json").write_text(json.dumps(record))
+    page = render_index(tmp_path).read_text()
+    assert live_elements(page) == [] and page.count(html.escape(INJECTIONS[0])) >= 5

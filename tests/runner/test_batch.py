@@ -16,8 +16,9 @@ import pytest
 import yaml
 from conftest import PROJECT_ROOT
 
+from ragtrial.config.batch import load_batch
 from ragtrial.report.html import render_index
-from ragtrial.runner.batch import run_batch
+from ragtrial.runner.batch import batch_record, run_batch
 
 
 def batch_file(tmp_path, llm: dict) -> str:
@@ -220,3 +221,23 @@ def test_a_second_copy_of_a_running_batch_refuses_naming_the_holder(scripted, tm
     assert len(scripted.requests) == 2  # the notebook's two calls, paid once
     run = the_run(tmp_path)
     assert run["status"] == "completed" and run["ledger"]["llm_calls_live"] == 2 and run["attempts"] == []
+
+
+def test_run_json_records_the_batch_file_and_every_run_id_of_the_batch(scripted, tmp_path):
+    scripted.default_reply = structured_aware_reply
+    default = PROJECT_ROOT / "params" / "default.yaml"
+    overrides = {
+        "llm": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"},
+        "cache_path": str(tmp_path / "cache.sqlite"),
+    }
+    [result] = run_batch(
+        default, overrides, root=PROJECT_ROOT, outputs=tmp_path / "out", only=["00_backend_check"], log=print
+    )
+    assert result.status == "completed", result.error
+    specs, _ = load_batch(default, overrides)
+    run = json.loads((result.run_dir / "run.json").read_text())
+    # inside the project, the file relative to its root; the run ids of every notebook, not only those run
+    assert run["batch"] == {"file": "params/default.yaml", "run_ids": [s.run_id for s in specs]}
+    assert len(run["batch"]["run_ids"]) == 10
+    outside = tmp_path / "batch.yaml"
+    assert batch_record(outside, PROJECT_ROOT, specs[:1])["file"] == str(outside)  # as given

@@ -119,9 +119,16 @@ def _clear_run_folder(run_dir: Path, keep: set[str]) -> None:
 
 
 def execute_run(
-    spec: RunSpec, root: Path, outputs: Path, force: bool = False, show_code: bool = False
+    spec: RunSpec,
+    root: Path,
+    outputs: Path,
+    force: bool = False,
+    show_code: bool = False,
+    batch: dict[str, Any] | None = None,
 ) -> RunResult:
-    """Run one notebook in its run folder, holding the folder's lock (status `locked` if another holds it)."""
+    """Run one notebook in its run folder, holding the folder's lock (status `locked` if another holds it).
+    `batch` (`batch_record`) is recorded in `run.json`, so the verdict can find its batch's runs.
+    """
     run_dir = run_folder(outputs, spec.run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -129,12 +136,14 @@ def execute_run(
     except LockHeld as held:
         return RunResult(spec.run_id, spec.notebook, "locked", run_dir, {}, f"{held}; not run")
     try:
-        return _execute_locked(spec, root, run_dir, force, show_code)
+        return _execute_locked(spec, root, run_dir, force, show_code, batch)
     finally:
         lock.release()
 
 
-def _execute_locked(spec: RunSpec, root: Path, run_dir: Path, force: bool, show_code: bool) -> RunResult:
+def _execute_locked(
+    spec: RunSpec, root: Path, run_dir: Path, force: bool, show_code: bool, batch: dict[str, Any] | None
+) -> RunResult:
     import papermill
 
     notebook = notebook_file(root / "notebooks", spec.notebook, f"run {spec.run_id}")
@@ -157,6 +166,7 @@ def _execute_locked(spec: RunSpec, root: Path, run_dir: Path, force: bool, show_
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": redact(" ".join(sys.argv), secrets),
         "attempts": attempts,
+        "batch": batch,
     }
     write_json(run_dir / "run.json", record)
     started = time.perf_counter()
@@ -236,6 +246,19 @@ def select_runs(specs: list[RunSpec], only: list[str] | None, batch_path: str | 
     return _selected(specs, only, batch_path)
 
 
+def batch_record(batch_path: str | Path, root: Path, specs: list[RunSpec]) -> dict[str, Any]:
+    """What `run.json` records of the batch a run belongs to: its file (relative to the project root when
+    inside it, so no machine's path enters the project's records; else as given) and every run id of
+    the batch in order, whatever `--only` selected.
+    """
+    resolved = Path(batch_path).resolve()
+    inside = resolved.is_relative_to(root)
+    return {
+        "file": resolved.relative_to(root).as_posix() if inside else str(batch_path),
+        "run_ids": [spec.run_id for spec in specs],
+    }
+
+
 def run_batch(
     batch_path: str | Path,
     overrides: dict[str, Any] | None = None,
@@ -255,6 +278,7 @@ def run_batch(
     root = Path(root).resolve()
     outputs = Path(outputs).resolve() if outputs else root / "outputs"
     specs, batch_workers = load_batch(batch_path, overrides, notebooks_dir=root / "notebooks")
+    batch = batch_record(batch_path, root, specs)
     specs = _selected(specs, only, batch_path)
     for spec in specs:
         run_folder(outputs, spec.run_id)
@@ -265,7 +289,7 @@ def run_batch(
     def one(numbered: tuple[int, RunSpec]) -> RunResult:
         i, spec = numbered
         log(f"[{i}/{len(specs)}] {spec.run_id} {spec.label} ...")
-        result = execute_run(spec, root, outputs, force=force, show_code=show_code)
+        result = execute_run(spec, root, outputs, force=force, show_code=show_code, batch=batch)
         s = result.summary
         log(
             f"[{i}/{len(specs)}] {spec.run_id}: {result.status} (live calls {s.get('llm_calls_live', 0)}, "

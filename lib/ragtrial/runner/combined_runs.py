@@ -1,0 +1,269 @@
+"""Which runs the verdict (notebook 10) combines: the runs named in `verdict.runs`, else this batch's
+runs of the input notebooks, else the latest completed run of each; never runs of another data set,
+model or index.
+
+A run's identity is what its result tables are measured on: the data set (its `data` settings), the
+model (`llm.backend`, `llm.model`) and the index (the `index` settings but `store_path`, which says
+where the index is kept, not what it is, and `embeddings.model`). Runs are compared on the `settings`
+their `run.json` records.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ragtrial.config.base import ParamsError
+from ragtrial.config.settings import Settings
+from ragtrial.report.html import RunRecord, read_run_record, run_records
+from ragtrial.runner.batch import run_folder
+from ragtrial.runner.credentials import mask_credentials
+
+RUN_COLUMNS = ["notebook", "run_id", "how", "status", "ended_at", "git_commit", "label"]
+MISSING_COLUMNS = ["notebook", "reason"]
+SKIPPED_COLUMNS = ["run_id", "notebook", "reason"]
+NAMED = "named in verdict.runs"
+THIS_BATCH = "this batch"
+LATEST = "latest matching"
+# Shown for a settings key one of the two runs does not record (a run.json of an older kit).
+ABSENT = "(absent)"
+
+
+def identity(settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A run's identity from its recorded settings: per facet (data set, model, index), the dotted keys
+    that make it and their values.
+    """
+    index = {k: v for k, v in settings.get("index", {}).items() if k != "store_path"}
+    llm, embeddings = settings.get("llm", {}), settings.get("embeddings", {})
+    return {
+        "data set": _flat(settings.get("data", {}), "data."),
+        "model": {"llm.backend": llm.get("backend", ABSENT), "llm.model": llm.get("model", ABSENT)},
+        "index": {**_flat(index, "index."), "embeddings.model": embeddings.get("model", ABSENT)},
+    }
+
+
+def _flat(values: dict[str, Any], prefix: str) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for name, value in values.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{name}."))
+        else:
+            flat[prefix + name] = value
+    return flat
+
+
+def _shown(value: Any) -> str:
+    return value if value == ABSENT else json.dumps(value)
+
+
+def identity_difference(theirs: dict[str, Any], ours: dict[str, Any]) -> str:
+    """How the run with settings `theirs` differs from the verdict's `ours` in data set, model or index
+    ("" when it does not), e.g. 'data set: data.size "tiny" vs "small"'.
+    """
+    mine, other = identity(ours), identity(theirs)
+    clauses = []
+    for facet, keys in mine.items():
+        names = list(dict.fromkeys([*keys, *other[facet]]))
+        differing = [
+            f"{key} {_shown(other[facet].get(key, ABSENT))} vs {_shown(keys.get(key, ABSENT))}"
+            for key in names
+            if other[facet].get(key, ABSENT) != keys.get(key, ABSENT)
+        ]
+        if differing:
+            clauses.append(f"{facet}: {', '.join(differing)}")
+    return " and ".join(clauses)
+
+
+@dataclass
+class CombinedRuns:
+    """The runs the verdict combines (`runs`, one per notebook), the notebooks it has none for
+    (`missing`, with why) and the runs of those notebooks it left out (`skipped`, with why).
+    """
+
+    runs: pd.DataFrame
+    missing: pd.DataFrame
+    skipped: pd.DataFrame
+    chosen: dict[str, RunRecord]
+
+    def _run(self, notebook: str) -> RunRecord:
+        if notebook not in self.chosen:
+            raise KeyError(
+                f"no combined run of notebook {notebook} (combined: {', '.join(self.chosen) or 'none'})"
+            )
+        return self.chosen[notebook]
+
+    def table(self, notebook: str, name: str) -> pd.DataFrame | None:
+        """The result table `name` of the notebook's combined run; None when the notebook has none. A
+        combined run without the table is an error naming the file.
+        """
+        if notebook not in self.chosen:
+            return None
+        path = self.chosen[notebook].run_dir / "tables" / f"{name}.parquet"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: run {path.parent.parent.name} saved no {name} table")
+        return pd.read_parquet(path)
+
+    def settings(self, notebook: str) -> dict[str, Any]:
+        """The settings the notebook's combined run recorded in its run.json."""
+        return self._run(notebook).record["settings"]
+
+    def run_dir(self, notebook: str) -> Path:
+        """The folder of the notebook's combined run."""
+        return self._run(notebook).run_dir
+
+
+def _ended(run: RunRecord) -> dt.datetime | None:
+    """When the run ended (a time without a zone is UTC, as the runner writes them); None if unreadable."""
+    try:
+        ended = dt.datetime.fromisoformat(str(run.record.get("ended_at", "")))
+    except ValueError:
+        return None
+    return ended if ended.tzinfo else ended.replace(tzinfo=dt.UTC)
+
+
+def _named(outputs: Path, run_ids: list[str], notebooks: list[str], ours: dict[str, Any]) -> list[RunRecord]:
+    """The runs `verdict.runs` names, each checked: there, completed, of a wanted notebook (once each) and
+    of this verdict's data set, model and index; every fault is named in one error.
+    """
+    faults, differing, chosen, by_notebook = [], [], [], {}
+    for run_id in run_ids:
+        try:
+            run_dir = run_folder(outputs, run_id)
+        except ParamsError as err:
+            faults.append(str(err))
+            continue
+        if not run_dir.is_dir():
+            faults.append(f"run {run_id}: no such run folder {run_dir}")
+            continue
+        if not (run_dir / "run.json").is_file():
+            faults.append(f"run {run_id}: no run.json in its folder {run_dir}")
+            continue
+        run = read_run_record(run_dir)
+        if run.record is None:
+            faults.append(f"run {run_id}: {run.problem}")
+            continue
+        status, notebook = run.record.get("status", "unknown"), run.record.get("notebook", "")
+        if status != "completed":
+            faults.append(f"run {run_id}: status {status}, not completed")
+        elif notebook not in notebooks:
+            faults.append(
+                f"run {run_id}: of notebook {notebook!r}, not one the verdict reads ({', '.join(notebooks)})"
+            )
+        elif notebook in by_notebook:
+            faults.append(f"runs {by_notebook[notebook]} and {run_id} are both of notebook {notebook}")
+        elif difference := identity_difference(run.record.get("settings", {}), ours):
+            differing.append(f"run {run_id} differs from this verdict's {difference}")
+        else:
+            by_notebook[notebook] = run_id
+            chosen.append(run)
+    if faults or differing:
+        raise ParamsError("key 'verdict.runs': " + "; ".join(faults + differing))
+    return chosen
+
+
+def _own_batch(own_run_dir: Path | None) -> list[str]:
+    """The run ids of the batch the verdict's own run belongs to ([] outside a batch)."""
+    if own_run_dir is None or not (Path(own_run_dir) / "run.json").is_file():
+        return []
+    own = read_run_record(Path(own_run_dir))
+    if own.record is None:
+        raise ParamsError(f"the verdict's own run record: {own.problem}")
+    return list((own.record.get("batch") or {}).get("run_ids", []))
+
+
+def combine_runs(
+    outputs: Path, settings: Settings, notebooks: list[str], run_ids: list[str], own_run_dir: Path | None
+) -> CombinedRuns:
+    """The runs whose result tables the verdict combines: those `run_ids` names (`verdict.runs`; every
+    fault is a ParamsError naming the run), else per notebook this batch's completed run of the same
+    data set, model and index (the batch read from `own_run_dir`'s run.json), else the latest completed
+    such run under `outputs` (by `ended_at`).
+    """
+    outputs = Path(outputs)
+    ours = mask_credentials(settings.model_dump(mode="json"))[0]
+    chosen: dict[str, tuple[RunRecord, str]] = {}
+    skipped: list[tuple[str, str, str]] = []
+    if run_ids:
+        chosen = {run.record["notebook"]: (run, NAMED) for run in _named(outputs, run_ids, notebooks, ours)}
+        missing = [(nb, "no run of it named in verdict.runs") for nb in notebooks if nb not in chosen]
+        return _combined(notebooks, chosen, missing, skipped)
+    batch = _own_batch(own_run_dir)
+    own = Path(own_run_dir).resolve() if own_run_dir is not None else None
+    candidates: dict[str, list[RunRecord]] = {nb: [] for nb in notebooks}
+    others: dict[str, int] = dict.fromkeys(notebooks, 0)  # completed runs of another identity
+    for run in run_records(outputs):
+        if run.run_dir.resolve() == own:
+            continue
+        if run.record is None:
+            notebook = next((nb for nb in notebooks if run.run_dir.name.startswith(f"{nb}-")), None)
+            if notebook is not None:
+                skipped.append((run.run_dir.name, notebook, run.problem))
+            continue
+        notebook = run.record.get("notebook", "")
+        if notebook not in candidates:
+            continue
+        status = run.record.get("status", "unknown")
+        if status != "completed":
+            skipped.append((run.run_dir.name, notebook, f"status {status}"))
+        elif difference := identity_difference(run.record.get("settings", {}), ours):
+            skipped.append((run.run_dir.name, notebook, f"differs from this verdict's {difference}"))
+            others[notebook] += 1
+        elif _ended(run) is None:
+            skipped.append(
+                (run.run_dir.name, notebook, f"{run.run_dir / 'run.json'}: ended_at is not an ISO 8601 time")
+            )
+        else:
+            candidates[notebook].append(run)
+    missing = []
+    for notebook, runs in candidates.items():
+        in_batch = [run for run in runs if run.run_dir.name in batch]
+        pool, how = (in_batch, THIS_BATCH) if in_batch else (runs, LATEST)
+        if not pool:
+            reason = (
+                f"no run for this data set, model and index ({others[notebook]} runs of other ones)"
+                if others[notebook]
+                else "no completed run"
+            )
+            missing.append((notebook, reason))
+            continue
+        best = max(pool, key=lambda run: (_ended(run), run.run_dir.name))
+        chosen[notebook] = (best, how)
+        skipped += [
+            (run.run_dir.name, notebook, f"not chosen: {best.run_dir.name} is ({how})")
+            for run in runs
+            if run is not best
+        ]
+    return _combined(notebooks, chosen, missing, skipped)
+
+
+def _combined(
+    notebooks: list[str],
+    chosen: dict[str, tuple[RunRecord, str]],
+    missing: list[tuple[str, str]],
+    skipped: list[tuple[str, str, str]],
+) -> CombinedRuns:
+    rows = [
+        [
+            notebook,
+            run.run_dir.name,
+            how,
+            run.record.get("status", ""),
+            run.record.get("ended_at", ""),
+            run.record.get("git_commit", ""),
+            run.record.get("label", ""),
+        ]
+        for notebook in notebooks
+        if notebook in chosen
+        for run, how in [chosen[notebook]]
+    ]
+    return CombinedRuns(
+        runs=pd.DataFrame(rows, columns=RUN_COLUMNS),
+        missing=pd.DataFrame(missing, columns=MISSING_COLUMNS),
+        skipped=pd.DataFrame(skipped, columns=SKIPPED_COLUMNS),
+        chosen={notebook: chosen[notebook][0] for notebook in notebooks if notebook in chosen},
+    )
