@@ -70,6 +70,33 @@ PARTS = pd.DataFrame(
 ).assign(basis="measured")
 
 
+# One document's re-indexing: its chunk's LLM extraction (1 call, 800 + 200 tokens) and embedding (50).
+REINDEX = pd.DataFrame(
+    [
+        ("chunks", "", 0, 0, 0, 0, 0.0, 0.1),
+        ("chunk_embeddings", "", 1, 0, 0, 50, 0.1, 0.1),
+        ("graph", "llm", 1, 800, 200, 0, 10.0, 10.0),
+    ],
+    columns=[
+        "part",
+        "origin",
+        "calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "embedding_tokens",
+        "model_s",
+        "wall_s",
+    ],
+)
+REINDEX = REINDEX.assign(
+    **{
+        f"{c}_{s}": REINDEX[c] * (2 if s == "max" else 1)
+        for c in REINDEX.columns[2:]
+        for s in ("mean", "max")
+    }
+)
+
+
 def answers_table(questions: int = 40) -> pd.DataFrame:
     """04's scores: hybrid 1000 + 50 tokens per question, graph_walk 1200 + 50, naive_rag 900 + 50."""
     rows = []
@@ -113,6 +140,7 @@ def run(obs: pd.DataFrame, **values):
         {"04_rag_vs_graphrag_qa": answers_table()},
         settings(**values),
         Pricing(None, None),
+        REINDEX,
     )
 
 
@@ -186,6 +214,18 @@ def test_amortized_cost_per_query_includes_the_index_parts_each_method_reads():
     assert row["cost_ratio_eval"] == pytest.approx((250 + 1250) / 1050)
 
 
+def test_refreshing_one_document_is_charged_to_the_methods_reading_the_parts():
+    refresh = run(f1_observations()).refresh_costs.set_index(["method", "per_document"])
+    assert (
+        refresh.at[("graph_walk", "mean"), "tokens"] == 1000 and refresh.at[("hybrid", "mean"), "tokens"] == 0
+    )
+    assert (
+        refresh.at[("graph_walk", "max"), "calls"] == 4
+        and refresh.at[("hybrid", "mean"), "embedding_tokens"] == 50
+    )
+    assert set(refresh["basis"]) == {"computed from per-chunk costs"}
+
+
 def test_break_even_with_a_value_per_quality_unit():
     verdict = run(f1_observations(), quality_value={"qa_f1": 5000.0})
     even = verdict.break_even.set_index(["method", "question_type", "queries"])
@@ -228,6 +268,7 @@ def test_money_when_the_llm_is_priced():
         {"04_rag_vs_graphrag_qa": answers_table()},
         settings(),
         pricing,
+        REINDEX,
     )
     assert verdict.unit == "money"
     index = verdict.index_costs.set_index("method")
@@ -246,6 +287,7 @@ def test_money_when_the_llm_is_priced():
             {},
             settings(cost_unit="money"),
             Pricing(None, None),
+            REINDEX,
         )
 
 

@@ -354,6 +354,21 @@ def index_costs(
     return pd.DataFrame(rows)
 
 
+def refresh_costs(
+    reindex: pd.DataFrame, method_parts: Mapping[tuple[str, str], list[tuple[str, str]]], pricing: Pricing
+) -> pd.DataFrame:
+    """Per (notebook, method), what re-indexing one changed document costs it: the mean and the
+    largest over the index's documents of its parts' re-indexing costs (`index.costs.reindex_summary`,
+    computed from per-chunk costs).
+    """
+    amounts = ["calls", "prompt_tokens", "completion_tokens", "embedding_tokens", "model_s", "wall_s"]
+    frames = []
+    for statistic in ("mean", "max"):
+        per_part = reindex[["part", "origin"]].assign(**{a: reindex[f"{a}_{statistic}"] for a in amounts})
+        frames.append(index_costs(per_part, method_parts, pricing).assign(per_document=statistic))
+    return pd.concat(frames, ignore_index=True).assign(basis="computed from per-chunk costs")
+
+
 def amortized_costs(
     index: pd.DataFrame, answers: pd.DataFrame, queries: Sequence[int], pricing: Pricing
 ) -> pd.DataFrame:
@@ -487,6 +502,7 @@ class Verdict:
     left_out: pd.DataFrame
     comparisons: pd.DataFrame
     index_costs: pd.DataFrame
+    refresh_costs: pd.DataFrame
     costs: pd.DataFrame
     break_even: pd.DataFrame
     verdicts: pd.DataFrame
@@ -499,6 +515,7 @@ def build_verdict(
     answers: Mapping[str, pd.DataFrame],
     settings: VerdictSettings,
     pricing: Pricing,
+    reindex: pd.DataFrame,
 ) -> Verdict:
     """The verdict from per-measure observations, the index's part costs, the index parts each
     (notebook, method) reads, and each answering notebook's answers table (notebook -> table).
@@ -520,7 +537,8 @@ def build_verdict(
         break_even(comparisons, costs, unit, settings.quality_value) if len(comparisons) else pd.DataFrame()
     )
     verdicts = verdict_rows(comparisons, costs, paying, settings, unit)
-    return Verdict(unit, baselines, pairs, left_out, comparisons, built, costs, paying, verdicts)
+    refresh = refresh_costs(reindex, method_parts, pricing)
+    return Verdict(unit, baselines, pairs, left_out, comparisons, built, refresh, costs, paying, verdicts)
 
 
 # A verdict row leads with the first measure of its kind: how well the graph method answers (the
