@@ -360,3 +360,10 @@ def test_missing_inputs_restrict_the_verdict_and_say_why():
 def test_unknown_measure_keys_are_refused_by_name():
     with pytest.raises(ParamsError, match=r"verdict.quality_value.*no_such"):
         run(f1_observations(), quality_value={"no_such": 1.0})
+
+
+def test_a_detectable_difference_beyond_the_scale_is_said_so():
+    obs = f1_observations()
+    few = obs[obs["question_id"].isin(["multi_hop-00", "multi_hop-01"])]
+    sentence = verdict_sentence(verdict_row(run(few), "multi_hop", "graph_walk", "answers"), embedded=False)
+    assert "could detect no difference within the measure's range" in sentence

@@ -81,15 +81,24 @@ def _pay_back_clause(row: pd.Series) -> str:
     )
 
 
+# The width of a bounded measure's scale: a detectable difference beyond it is no difference at all.
+SCALE_WIDTH = {"0-1": 1.0, "0-5": 5.0}
+
+
 def _power_clause(row: pd.Series) -> str:
     if row["power_status"] != "ok":
         return f"the power analysis could not run ({row['power_status']})"
-    needed = row["questions_needed_adjusted"]
-    enough = "enough" if row["enough_questions"] else "not enough"
+    needed = f"{int(row['questions_needed_adjusted']):,} questions detect {row['target_difference']:g}"
+    enough = "so it had enough" if row["enough_questions"] else "so it had too few"
+    width = SCALE_WIDTH.get(MEASURES.entry(row["measure"]).metadata["scale"], math.inf)
+    if row["detectable_adjusted"] > width:
+        return (
+            f"with {int(row['n'])} paired questions this run could detect no difference within the measure's "
+            f"range (at the Holm family's level); {needed}, {enough}"
+        )
     return (
         f"with {int(row['n'])} paired questions this run could only detect differences above "
-        f"{row['detectable_adjusted']:.3g} (at the Holm family's level); {int(needed):,} questions detect "
-        f"{row['target_difference']:g}, so it had {enough}"
+        f"{row['detectable_adjusted']:.3g} (at the Holm family's level); {needed}, {enough}"
     )
 
 
