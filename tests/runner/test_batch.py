@@ -238,6 +238,6 @@ def test_run_json_records_the_batch_file_and_every_run_id_of_the_batch(scripted,
     run = json.loads((result.run_dir / "run.json").read_text())
     # inside the project, the file relative to its root; the run ids of every notebook, not only those run
     assert run["batch"] == {"file": "params/default.yaml", "run_ids": [s.run_id for s in specs]}
-    assert len(run["batch"]["run_ids"]) == 10
+    assert len(run["batch"]["run_ids"]) == len(load_batch(default)[0]) > 1
     outside = tmp_path / "batch.yaml"
     assert batch_record(outside, PROJECT_ROOT, specs[:1])["file"] == str(outside)  # as given
