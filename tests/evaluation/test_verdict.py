@@ -367,3 +367,20 @@ def test_a_detectable_difference_beyond_the_scale_is_said_so():
     few = obs[obs["question_id"].isin(["multi_hop-00", "multi_hop-01"])]
     sentence = verdict_sentence(verdict_row(run(few), "multi_hop", "graph_walk", "answers"), embedded=False)
     assert "could detect no difference within the measure's range" in sentence
+
+
+def test_claims_whose_every_extraction_failed_are_statuses_not_an_error():
+    from ragtrial.evaluation.measures import observations
+
+    tables = {
+        "claim_metrics": pd.DataFrame(
+            columns=["answer_id", "question_id", "method", "metric", "threshold", "measure", "value"]
+        ),
+        "questions": pd.DataFrame({"question_id": ["q1"], "question_type": ["summary"]}),
+        "claim_sets": pd.DataFrame(
+            {"answer_id": ["a:q1", "b:q1"], "question_id": "q1", "method": ["a", "b"], "status": "failed"}
+        ),
+    }
+    for measure in ("claims_diversity", "claims_comprehensiveness"):
+        frame = observations(measure, tables.get)
+        assert set(frame["status"]) == {"claim extraction failed"} and frame["value"].isna().all()

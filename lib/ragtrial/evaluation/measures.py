@@ -123,16 +123,20 @@ def _claims(measure: str | None) -> Callable[[Tables], pd.DataFrame]:
         )
         answers = answers.merge(questions[["question_id", "question_type"]], on="question_id", how="left")
         status = answers["status"].astype(str).where(answers["status"] == "ok", "claim extraction failed")
+        status = status.where(
+            (status != "ok") | answers["value"].notna(), f"no {wanted or 'diversity'} value"
+        )
         return _frame(answers, answers["question_type"], answers["value"].where(status == "ok"), status)
 
     return observe
 
 
-def _first_diversity(metrics: pd.DataFrame) -> str:
+def _first_diversity(metrics: pd.DataFrame) -> str | None:
+    """The diversity measure at the run's first (lowest) threshold; None when no answer has one
+    (every claim extraction failed).
+    """
     thresholds = metrics.loc[metrics["metric"] == "diversity", "threshold"].dropna()
-    if thresholds.empty:
-        raise ValueError("notebook 08's claim_metrics table has no diversity rows")
-    return f"diversity@{min(thresholds):g}"
+    return f"diversity@{min(thresholds):g}" if len(thresholds) else None
 
 
 # How the answers' per-query cost is read for a measure: (notebook, table of answers).

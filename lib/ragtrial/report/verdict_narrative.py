@@ -182,3 +182,15 @@ def cost_note(unit: str, pricing: Pricing) -> str:
         "work costs); seconds are the build's wall time and, per query, the mean model time of the "
         "answers paid live."
     )
+
+
+def left_out_note(left_out: pd.DataFrame, shown: int = 8) -> str:
+    """What the comparisons left out and why (a failed answer, no gold, a failed check), counted."""
+    if left_out.empty:
+        return "**Left out:** no question; every comparison is on every question both methods answered."
+    counts = left_out.groupby(["measure", "reason"], sort=False).size().sort_values(ascending=False)
+    listed = [f"`{m}`: {n} × {table_cell(r)}" for (m, r), n in counts.head(shown).items()]
+    more = f" (and {len(counts) - shown} more reasons in the `left_out` table)" if len(counts) > shown else ""
+    return (
+        f"**Left out:** {len(left_out)} paired question(s), never scored: " + "; ".join(listed) + more + "."
+    )
