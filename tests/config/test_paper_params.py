@@ -108,8 +108,8 @@ def test_paper_diagnostics_is_the_seeds_suite_on_the_generated_corpus_and_on_rea
     specs, _ = load_batch(
         PROJECT_ROOT / "params" / "paper_diagnostics.yaml", ENDPOINT, notebooks_dir=PROJECT_ROOT / "notebooks"
     )
-    assert [s.notebook for s in specs] == ["09_retrieval_diagnostics"] * 2
-    generated, real = (s.settings for s in specs)
+    assert [s.notebook for s in specs] == ["09_retrieval_diagnostics"] * 2 + ["10_verdict"] * 2
+    generated, real = (s.settings for s in specs[:2])
     assert (generated.data.dataset, generated.data.size) == ("generated", "diagnostics")
     assert real.data.dataset in ("musique", "hotpotqa", "2wikimultihopqa")
     for settings in (generated, real):
