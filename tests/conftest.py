@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -74,3 +75,15 @@ def no_orphan_model_server():
     running = [s for s in _servers.values() if s.process is not None and s.process.poll() is None]
     stop_all()
     assert not running, f"{len(running)} embedded server(s) were left running by the tests"
+
+
+def cited_answer_reply(body: dict) -> str:
+    """A scripted reply for the answering notebooks: answers cite entry 1; the key-fact judge says
+    every fact is present.
+    """
+    schema = (body.get("response_format") or {}).get("schema") or (
+        (body.get("response_format") or {}).get("json_schema") or {}
+    ).get("schema")
+    if schema and "present" in schema.get("properties", {}):
+        return json.dumps({"present": [True] * schema["properties"]["present"]["minItems"]})
+    return "Alvor [1]"

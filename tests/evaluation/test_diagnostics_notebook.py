@@ -4,28 +4,16 @@ oracle's gold-context answers, attribution of every answer, and the summary the 
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
-from conftest import PROJECT_ROOT, endpoint_settings
+from conftest import PROJECT_ROOT, cited_answer_reply, endpoint_settings
 
 from ragtrial.runner.batch import run_batch
 from ragtrial.runner.regression import SUMMARY_COLUMNS
 
 
-def scripted_reply(body: dict) -> str:
-    """Answers cite entry 1; the key-fact judge says every fact is present."""
-    schema = (body.get("response_format") or {}).get("schema") or (
-        (body.get("response_format") or {}).get("json_schema") or {}
-    ).get("schema")
-    if schema and "present" in schema.get("properties", {}):
-        return json.dumps({"present": [True] * schema["properties"]["present"]["minItems"]})
-    return "Alvor [1]"
-
-
 def run_diagnostics(scripted, tmp_path, **sections):
     """Notebook 09 of the default batch against the scripted server, with `sections` merged in."""
-    scripted.default_reply = scripted_reply
+    scripted.default_reply = cited_answer_reply
     (result,) = run_batch(
         PROJECT_ROOT / "params" / "default.yaml",
         endpoint_settings(scripted.base_url, tmp_path, **sections),

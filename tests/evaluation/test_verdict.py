@@ -24,6 +24,7 @@ from ragtrial.evaluation.verdict import (
     read_answers,
     read_measures,
 )
+from ragtrial.index.costs import COLUMNS
 from ragtrial.report.verdict_narrative import verdict_by_type, verdict_sentence
 
 # Per-question noise that sums to zero within each type, so the true mean difference is exact.
@@ -56,17 +57,7 @@ PARTS = pd.DataFrame(
         ("graph", "nlp", 0, 0, 0, 0, 0, 0.0, 2.0),
         ("graph", "llm", 10, 10, 8000, 2000, 0, 100.0, 101.0),
     ],
-    columns=[
-        "part",
-        "origin",
-        "calls",
-        "live_calls",
-        "prompt_tokens",
-        "completion_tokens",
-        "embedding_tokens",
-        "model_s",
-        "wall_s",
-    ],
+    columns=[c for c in COLUMNS if c != "basis"],
 ).assign(basis="measured")
 
 

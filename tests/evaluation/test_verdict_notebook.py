@@ -5,10 +5,8 @@ and power, and with an input notebook missing says what is missing and verdicts 
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
-from conftest import PROJECT_ROOT, endpoint_settings
+from conftest import PROJECT_ROOT, cited_answer_reply, endpoint_settings
 
 from ragtrial.runner.batch import run_batch
 
@@ -24,17 +22,8 @@ SECTIONS = {
 }
 
 
-def scripted_reply(body: dict) -> str:
-    schema = (body.get("response_format") or {}).get("schema") or (
-        (body.get("response_format") or {}).get("json_schema") or {}
-    ).get("schema")
-    if schema and "present" in schema.get("properties", {}):
-        return json.dumps({"present": [True] * schema["properties"]["present"]["minItems"]})
-    return "Alvor [1]"
-
-
 def run(scripted, tmp_path, only):
-    scripted.default_reply = scripted_reply
+    scripted.default_reply = cited_answer_reply
     results = run_batch(
         PROJECT_ROOT / "params" / "default.yaml",
         endpoint_settings(scripted.base_url, tmp_path, **SECTIONS),

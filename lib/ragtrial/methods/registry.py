@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ragtrial.config.methods import AnswerSettings
+from ragtrial.index.costs import PART_ORDER
 from ragtrial.index.tables import GraphIndex
 from ragtrial.methods.base import Generator, Method, MethodUnavailable
 from ragtrial.methods.integration import IntegrationMethod
@@ -242,12 +243,10 @@ def index_parts(method: str, settings: Settings) -> list[tuple[str, str]]:
         wanted.append("chunk_embeddings")
     for part in wanted:  # grows while it is read: a part's sources are appended after it
         wanted += [p for p in _BUILT_FROM.get(part, ()) if p not in wanted]
-    order = ["chunks", "chunk_embeddings", "graph", "communities", "community_reports"]
-    order += ["entity_embeddings", "report_embeddings"]
     origins = _GRAPH_ORIGINS[settings.retrieval.graph_origin]
     return [
         (part, origin)
-        for part in order
+        for part in PART_ORDER
         if part in wanted
         for origin in (origins if part in _BY_ORIGIN else ("",))
     ]
