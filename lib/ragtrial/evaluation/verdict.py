@@ -174,7 +174,7 @@ def compare(
     its paired bootstrap interval, the measure's paired test, p_holm across the measure's comparisons,
     supported (the claim rule), and the power analysis of the observed paired differences.
     """
-    rows = []
+    rows, differences = [], []  # a comparison's row, and its paired differences for the power analysis
     groups = pairs.groupby(["measure", "method", "baseline"], sort=False)
     for (measure, method, baseline), group in groups:
         entry = MEASURES.entry(measure)
@@ -189,10 +189,11 @@ def compare(
             row = {"measure": measure, "method": method, "baseline": baseline, "question_type": question_type}
             row |= {"n": len(part), "left_out": len(out), "target_difference": target}
             rows.append(row | _difference(part, entry.metadata["binary"], settings))
+            differences.append(part["diff"].to_numpy(float))
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    return _adjusted(table, pairs, settings)
+    return _adjusted(table, differences, settings)
 
 
 def _difference(part: pd.DataFrame, binary: bool, settings: VerdictSettings) -> dict[str, object]:
@@ -217,7 +218,7 @@ def _difference(part: pd.DataFrame, binary: bool, settings: VerdictSettings) -> 
     return {"mean_diff": ci.mean, "ci_low": ci.low, "ci_high": ci.high, "test": name, "p_value": p}
 
 
-def _adjusted(table: pd.DataFrame, pairs: pd.DataFrame, settings: VerdictSettings) -> pd.DataFrame:
+def _adjusted(table: pd.DataFrame, differences: list[np.ndarray], settings: VerdictSettings) -> pd.DataFrame:
     """p_holm per measure (comparisons that ran a test), the claim rule, and the power analysis at
     the family's size.
     """
@@ -233,8 +234,7 @@ def _adjusted(table: pd.DataFrame, pairs: pd.DataFrame, settings: VerdictSetting
     ]
     family = table.groupby("measure")["p_value"].transform(lambda p: max(int(p.notna().sum()), 1))
     power_rows = []
-    for row, m in zip(table.itertuples(index=False), family, strict=True):
-        diffs = _diffs(pairs, row.measure, row.method, row.question_type)
+    for row, m, diffs in zip(table.itertuples(index=False), family, differences, strict=True):
         result = stats.power_analysis(diffs, settings.alpha, settings.power, row.target_difference, int(m))
         power_rows.append(
             {
@@ -248,13 +248,6 @@ def _adjusted(table: pd.DataFrame, pairs: pd.DataFrame, settings: VerdictSetting
             }
         )
     return pd.concat([table, pd.DataFrame(power_rows, index=table.index)], axis=1)
-
-
-def _diffs(pairs: pd.DataFrame, measure: str, method: str, question_type: str) -> np.ndarray:
-    part = pairs[(pairs["measure"] == measure) & (pairs["method"] == method)]
-    if question_type != ALL_TYPES:
-        part = part[part["question_type"] == question_type]
-    return part["diff"].to_numpy(float)
 
 
 # ---------------------------------------------------------------- costs
@@ -596,7 +589,8 @@ def _verdict_row(
 def _cost_ratios(
     costs: pd.DataFrame, notebook: str, method: str, baseline: str, unit: str
 ) -> dict[str, float]:
-    mine = _cost_rows(costs, notebook, method, unit).set_index("queries")["per_query"]
+    own = _cost_rows(costs, notebook, method, unit)
+    mine = own.set_index("queries")["per_query"]
     theirs = _cost_rows(costs, notebook, baseline, unit).set_index("queries")["per_query"]
     if mine.empty or theirs.empty:
         nan = math.nan
@@ -607,11 +601,7 @@ def _cost_ratios(
             "max_queries": nan,
             "cost_ratio_max": nan,
         }
-    evaluation = int(
-        _cost_rows(costs, notebook, method, unit)
-        .query("queries_from == 'this evaluation'")["queries"]
-        .iloc[0]
-    )
+    evaluation = int(own.query("queries_from == 'this evaluation'")["queries"].iloc[0])
     largest = int(mine.index.max())
     return {
         "unit": unit,
