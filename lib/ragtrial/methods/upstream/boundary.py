@@ -12,6 +12,7 @@ import selectors
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,18 @@ def worker_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 
 class Worker:
-    """One running worker of `system` in `workdir`; stderr goes to `log_path`."""
+    """One running worker of `system` in `workdir`; stderr goes to `log_path`. `command` runs
+    another worker program than the system's own (any program speaking the protocol).
+    """
 
     def __init__(
-        self, system: str, workdir: Path, log_path: Path, timeout_s: float, install_missing: bool = True
+        self,
+        system: str,
+        workdir: Path,
+        log_path: Path,
+        timeout_s: float,
+        install_missing: bool = True,
+        command: Sequence[str] | None = None,
     ):
         self.system, self.workdir, self.log_path, self.timeout_s = (
             system,
@@ -57,6 +66,7 @@ class Worker:
             timeout_s,
         )
         self.install_missing = install_missing
+        self.command = list(command) if command else None
         self.process: subprocess.Popen | None = None
         self._ids = itertools.count(1)
         self._lock = threading.Lock()  # one request at a time: the protocol is a single line stream
@@ -65,10 +75,13 @@ class Worker:
         if self.process is None or self.process.poll() is not None:
             self.workdir.mkdir(parents=True, exist_ok=True)
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            python = python_for(self.system, install_missing=self.install_missing)
+            command = self.command or [
+                str(python_for(self.system, install_missing=self.install_missing)),
+                str(worker_script(self.system)),
+            ]
             with self.log_path.open("ab") as log:
                 self.process = subprocess.Popen(
-                    [str(python), str(worker_script(self.system))],
+                    command,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=log,
