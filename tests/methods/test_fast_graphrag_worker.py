@@ -99,7 +99,7 @@ def indexed(server, worker):
         **endpoint(server, worker),
         documents=DOCUMENTS,
         graph=None,
-        output=None,
+        output=str(worker.workdir.parent / "graph.graphml"),
         options={"entity_types": ["person", "organization", "place"]},
     )
 
@@ -109,11 +109,12 @@ def test_hello_names_the_installed_version(worker):
     assert (hello["system"], hello["version"]) == ("fast_graphrag", "0.0.5")
 
 
-def test_index_stores_the_extracted_graph_and_counts_its_calls(indexed, server):
+def test_index_stores_the_extracted_graph_and_counts_its_calls(indexed, server, worker):
     assert indexed["counts"]["documents"] == 2
     assert indexed["counts"]["entities"] >= 5  # Alice, Acme, Paris, Bob, Berlin (Acme merged)
     assert indexed["counts"]["relations"] >= 5
     assert indexed["counts"]["chunks"] == 2
+    assert "ALICE" in (worker.workdir.parent / "graph.graphml").read_text()  # the `output` export
     usage = indexed["usage"]
     extraction_calls = [
         r for r in server.chat_requests() if "<<DOCUMENT_START>>" in r["body"]["messages"][-1]["content"]
@@ -161,6 +162,34 @@ def test_query_options_reach_fast_graphrag(indexed, server, worker):
     )
     assert result["answer"] == "" and result["context"]
     assert len(server.chat_requests()) - before == 1  # the query's entities, no answer call
+
+
+def test_structured_output_json_schema_mode_sends_the_schema(indexed, server, worker):
+    before = len(server.chat_requests())
+    result = worker.request(
+        "query",
+        **endpoint(server, worker),
+        question_id="q1",
+        question="Who founded Acme?",
+        mode="default",
+        options={"structured_output": "json_schema_mode"},
+    )
+    assert result["answer"] == ANSWER
+    formats = [r["body"]["response_format"] for r in server.chat_requests()[before:]]
+    assert [f["type"] for f in formats] == ["json_schema", "json_schema"]
+    assert formats[0]["json_schema"]["schema"]["properties"].keys() == {"named", "generic"}
+
+
+def test_an_unknown_option_is_refused_by_name(indexed, server, worker):
+    with pytest.raises(UpstreamError, match="unknown options top_k; known: chunks_max_tokens"):
+        worker.request(
+            "query",
+            **endpoint(server, worker),
+            question_id="q1",
+            question="Who founded Acme?",
+            mode="default",
+            options={"top_k": 3},
+        )
 
 
 @pytest.mark.fault

@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-import protocol  # noqa: E402
-
 import httpx  # noqa: E402
 import instructor  # noqa: E402
 import openai  # noqa: E402
+import protocol  # noqa: E402
 from fast_graphrag import GraphRAG, QueryParam  # noqa: E402
 from fast_graphrag._llm import OpenAIEmbeddingService, OpenAILLMService  # noqa: E402  (the README's import)
 
@@ -196,7 +195,12 @@ def index(request: dict[str, Any]) -> dict[str, Any]:
     if request.get("output"):
         rag.save_graphml(str(request["output"]))
     return {
-        "counts": {"documents": len(documents), "entities": entities, "relations": relations, "chunks": chunks},
+        "counts": {
+            "documents": len(documents),
+            "entities": entities,
+            "relations": relations,
+            "chunks": chunks,
+        },
         "usage": usage,
     }
 
@@ -244,7 +248,9 @@ def query(request: dict[str, Any]) -> dict[str, Any]:
     meter = UsageMeter()
     llm, embedder = services(request, built["embedding_dim"], meter)
     # domain, example queries and entity types steer extraction only; a query does not use them
-    rag = graph_rag(request, llm, embedder, README_DOMAIN, "\n".join(README_EXAMPLE_QUERIES), README_ENTITY_TYPES)
+    rag = graph_rag(
+        request, llm, embedder, README_DOMAIN, "\n".join(README_EXAMPLE_QUERIES), README_ENTITY_TYPES
+    )
     options.pop("structured_output", None)
     response = rag.query(request["question"], QueryParam(**options))
     return {"answer": response.response, "context": context_items(response.context), "usage": meter.report()}
