@@ -67,6 +67,7 @@ class UsageMeter:
         self.calls_without_usage = 0
 
     def http_client(self) -> httpx.AsyncClient:
+        """An httpx client (openai's defaults) whose every request and reply this meter counts."""
         return openai.DefaultAsyncHttpxClient(
             event_hooks={"request": [self._on_request], "response": [self._on_response]}
         )
@@ -89,6 +90,7 @@ class UsageMeter:
         self.completion_tokens += int(usage.get("completion_tokens") or 0)
 
     def report(self) -> dict[str, int]:
+        """The protocol's usage, with the failed calls and the replies that carried no usage."""
         return {
             "calls": self.calls,
             "prompt_tokens": self.prompt_tokens,
@@ -99,12 +101,14 @@ class UsageMeter:
 
 
 def check_options(op: str, options: dict[str, Any], known: set[str]) -> None:
+    """Refuse options this worker does not know, naming them and the known ones."""
     unknown = sorted(set(options) - known)
     if unknown:
         raise ValueError(f"{op}: unknown options {', '.join(unknown)}; known: {', '.join(sorted(known))}")
 
 
 def structured_output_mode(options: dict[str, Any]) -> instructor.Mode:
+    """The instructor mode of `options.structured_output` (default: fast-graphrag's JSON mode)."""
     value = options.get("structured_output", instructor.Mode.JSON.value)
     modes = {mode.value: mode for mode in STRUCTURED_OUTPUT_MODES}
     if value not in modes:
@@ -144,6 +148,7 @@ def graph_rag(
     example_queries: str,
     entity_types: list[str],
 ) -> GraphRAG:
+    """fast-graphrag's GraphRAG over `<workdir>/fast_graphrag` with these services and prompts."""
     return GraphRAG(
         working_dir=str(Path(request["workdir"]) / STORE),
         domain=domain,
