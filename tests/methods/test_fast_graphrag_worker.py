@@ -1,0 +1,245 @@
+"""fast-graphrag 0.0.5's worker in its own environment, against the scripted OpenAI-compatible server
+(its replies parsed by fast-graphrag's own instructor models, chosen by the prompt each request sends).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from scripted_server import ScriptedServer
+
+from ragtrial.methods.upstream.boundary import UpstreamError, Worker
+from ragtrial.methods.upstream.environments import SystemNotInstalled, python_for
+
+pytestmark = pytest.mark.systems
+
+DOCUMENTS = [
+    {"id": "d1", "title": "Acme", "text": "Alice founded Acme in Paris. Acme makes rockets."},
+    {"id": "d2", "title": "Berlin", "text": "Bob works for Acme in Berlin. Bob is Alice's brother."},
+]
+# What fast-graphrag's extraction prompt gets back for each document (its TGraph JSON).
+GRAPHS = {
+    "Alice founded Acme": {
+        "entities": [
+            {"name": "Alice", "type": "person", "desc": "Founder of Acme"},
+            {"name": "Acme", "type": "organization", "desc": "A rocket maker"},
+            {"name": "Paris", "type": "place", "desc": "City where Acme was founded"},
+        ],
+        "relationships": [
+            {"source": "Alice", "target": "Acme", "desc": "Alice founded Acme"},
+            {"source": "Acme", "target": "Paris", "desc": "Acme was founded in Paris"},
+        ],
+        "other_relationships": [],
+    },
+    "Bob works for Acme": {
+        "entities": [
+            {"name": "Bob", "type": "person", "desc": "Works for Acme; Alice's brother"},
+            {"name": "Acme", "type": "organization", "desc": "Employs Bob"},
+            {"name": "Berlin", "type": "place", "desc": "City where Bob works"},
+        ],
+        "relationships": [
+            {"source": "Bob", "target": "Acme", "desc": "Bob works for Acme"},
+            {"source": "Bob", "target": "Alice", "desc": "Bob is Alice's brother"},
+            {"source": "Bob", "target": "Berlin", "desc": "Bob works in Berlin"},
+        ],
+        "other_relationships": [],
+    },
+}
+ANSWER = "Alice founded Acme."
+
+
+def fast_graphrag_reply(body: dict) -> str:
+    """The JSON fast-graphrag's step expects, told apart by its prompt."""
+    prompt = "\n".join(message["content"] for message in body["messages"])
+    if "<<DOCUMENT_START>>" in prompt:
+        return json.dumps(next(graph for opening, graph in GRAPHS.items() if opening in prompt))
+    if "extract all entities relevant to perform information retrieval" in prompt:
+        return json.dumps({"named": ["Alice", "Acme"], "generic": ["founder"]})
+    if "# USER QUERY" in prompt:
+        return json.dumps({"answer": ANSWER})
+    if "summarize it by removing redundant" in prompt:
+        return json.dumps({"description": "A summary"})
+    if "maintaining a list of facts" in prompt:
+        return json.dumps({"grouped_facts": []})
+    raise AssertionError(f"a prompt fast-graphrag's worker was not expected to send: {prompt[:200]!r}")
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ScriptedServer() as scripted:
+        scripted.default_reply = fast_graphrag_reply
+        yield scripted
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    try:
+        python_for("fast_graphrag")
+    except SystemNotInstalled as err:
+        pytest.skip(f"fast-graphrag's environment cannot be installed here: {err}")
+    folder = tmp_path_factory.mktemp("fast_graphrag")
+    with Worker("fast_graphrag", folder / "work", folder / "worker.log", timeout_s=300) as running:
+        yield running
+
+
+def endpoint(server: ScriptedServer, worker: Worker) -> dict:
+    return {
+        "base_url": server.base_url,
+        "model": "scripted",
+        "embedding_model": "scripted-embeddings",
+        "workdir": str(worker.workdir),
+    }
+
+
+@pytest.fixture(scope="module")
+def indexed(server, worker):
+    return worker.request(
+        "index",
+        **endpoint(server, worker),
+        documents=DOCUMENTS,
+        graph=None,
+        output=str(worker.workdir.parent / "graph.graphml"),
+        options={"entity_types": ["person", "organization", "place"]},
+    )
+
+
+def test_hello_names_the_installed_version(worker):
+    hello = worker.request("hello")
+    assert (hello["system"], hello["version"]) == ("fast_graphrag", "0.0.5")
+
+
+def test_index_stores_the_extracted_graph_and_counts_its_calls(indexed, server, worker):
+    assert indexed["counts"]["documents"] == 2
+    assert indexed["counts"]["entities"] >= 5  # Alice, Acme, Paris, Bob, Berlin (Acme merged)
+    assert indexed["counts"]["relations"] >= 5
+    assert indexed["counts"]["chunks"] == 2
+    assert "ALICE" in (worker.workdir.parent / "graph.graphml").read_text()  # the `output` export
+    usage = indexed["usage"]
+    extraction_calls = [
+        r for r in server.chat_requests() if "<<DOCUMENT_START>>" in r["body"]["messages"][-1]["content"]
+    ]
+    assert len(extraction_calls) == 2
+    # fast-graphrag's JSON mode: a json_object response format, no tools
+    assert all(r["body"]["response_format"] == {"type": "json_object"} for r in extraction_calls)
+    assert not any("tools" in r["body"] for r in extraction_calls)
+    assert usage["calls"] == len(server.requests) and usage["failed_calls"] == 0
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+
+
+def test_query_returns_the_answer_its_context_and_usage(indexed, server, worker):
+    before = len(server.requests)
+    result = worker.request(
+        "query",
+        **endpoint(server, worker),
+        question_id="q1",
+        question="Who founded Acme?",
+        mode="default",
+        options={},
+    )
+    assert result["answer"] == ANSWER
+    kinds = {item["kind"] for item in result["context"]}
+    assert kinds == {"entity", "relation", "chunk"}
+    names = {item["name"] for item in result["context"] if item["kind"] == "entity"}
+    assert {"ALICE", "ACME"} <= names
+    chunks = [item for item in result["context"] if item["kind"] == "chunk"]
+    assert all(item["id"] and item["text"] in {d["text"] for d in DOCUMENTS} for item in chunks)
+    relation = next(item for item in result["context"] if item["kind"] == "relation")
+    assert relation["source"] and relation["target"]
+    assert result["usage"]["calls"] == len(server.requests) - before == 3  # entities, embeddings, answer
+    assert result["usage"]["prompt_tokens"] > 0 and result["usage"]["failed_calls"] == 0
+
+
+def test_query_options_reach_fast_graphrag(indexed, server, worker):
+    before = len(server.chat_requests())
+    result = worker.request(
+        "query",
+        **endpoint(server, worker),
+        question_id="q1",
+        question="Who founded Acme?",
+        mode="default",
+        options={"only_context": True},
+    )
+    assert result["answer"] == "" and result["context"]
+    assert len(server.chat_requests()) - before == 1  # the query's entities, no answer call
+
+
+def test_structured_output_json_schema_mode_sends_the_schema(indexed, server, worker):
+    before = len(server.chat_requests())
+    result = worker.request(
+        "query",
+        **endpoint(server, worker),
+        question_id="q1",
+        question="Who founded Acme?",
+        mode="default",
+        options={"structured_output": "json_schema_mode"},
+    )
+    assert result["answer"] == ANSWER
+    formats = [r["body"]["response_format"] for r in server.chat_requests()[before:]]
+    assert [f["type"] for f in formats] == ["json_schema", "json_schema"]
+    assert formats[0]["json_schema"]["schema"]["properties"].keys() == {"named", "generic"}
+
+
+def test_an_unknown_option_is_refused_by_name(indexed, server, worker):
+    with pytest.raises(UpstreamError, match="unknown options top_k; known: chunks_max_tokens"):
+        worker.request(
+            "query",
+            **endpoint(server, worker),
+            question_id="q1",
+            question="Who founded Acme?",
+            mode="default",
+            options={"top_k": 3},
+        )
+
+
+@pytest.mark.fault
+def test_a_failing_endpoint_fails_the_query_and_the_next_request_works(indexed, server, worker):
+    # fast-graphrag's own policy tries a structured call 3 times; every attempt gets a 500
+    server.script.extend([("status", 500)] * 3)
+    with pytest.raises(UpstreamError) as raised:
+        worker.request(
+            "query",
+            **endpoint(server, worker),
+            question_id="q1",
+            question="Who founded Acme?",
+            mode="default",
+            options={},
+        )
+    assert raised.value.op == "query" and "fast_graphrag query" in str(raised.value)
+    result = worker.request(
+        "query",
+        **endpoint(server, worker),
+        question_id="q1",
+        question="Who founded Acme?",
+        mode="default",
+        options={},
+    )
+    assert result["answer"] == ANSWER
+
+
+@pytest.mark.fault
+def test_an_index_whose_every_extraction_failed_is_an_error_not_an_empty_graph(server, worker, tmp_path):
+    server.script.extend([("status", 500)] * 3 * len(DOCUMENTS))
+    with pytest.raises(UpstreamError) as raised:
+        worker.request(
+            "index",
+            **{**endpoint(server, worker), "workdir": str(tmp_path / "failing")},
+            documents=DOCUMENTS,
+            graph=None,
+            output=None,
+            options={"embedding_dim": 3},
+        )
+    assert raised.value.op == "index" and "stored no entities" in raised.value.message
+    assert "6 of 6 model calls failed" in raised.value.message
+
+
+def test_a_prebuilt_graph_is_refused_by_name(server, worker):
+    with pytest.raises(UpstreamError, match="fast-graphrag 0.0.5 builds its own graph"):
+        worker.request(
+            "index",
+            **endpoint(server, worker),
+            documents=None,
+            graph={"chunks": [], "entities": [], "relations": []},
+            output=None,
+            options={},
+        )
