@@ -6,12 +6,15 @@ answering with its context mapped back to kit ids, usage counted, failures raise
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from importlib.metadata import version
 
 import pytest
 from scripted_server import ScriptedServer
 
-from ragtrial.methods.upstream.boundary import UpstreamError, Worker
+from ragtrial.methods.upstream.boundary import UpstreamError, Worker, worker_environment
+from ragtrial.methods.upstream.environments import worker_script
 
 pytestmark = pytest.mark.systems
 
@@ -209,3 +212,65 @@ def test_unknown_options_and_modes_are_errors_naming_them(worker):
         ask(worker, "local", topk=3)
     with pytest.raises(UpstreamError, match="unknown LightRAG mode 'drift'"):
         ask(worker, "drift")
+
+
+@pytest.fixture
+def fresh_worker(server, tmp_path):
+    """A worker over an empty workdir, and the endpoint fields of its requests."""
+    workdir = tmp_path / "work"
+    endpoint = {
+        "base_url": server.base_url,
+        "model": "scripted",
+        "embedding_model": "emb",
+        "workdir": str(workdir),
+    }
+    with Worker("lightrag", workdir, tmp_path / "worker.log", timeout_s=120) as running:
+        yield running, endpoint
+
+
+def test_documents_are_indexed_by_lightrags_own_extraction_through_base_url(fresh_worker, server):
+    worker, endpoint = fresh_worker
+    documents = [{"id": "doc-1", "title": "Ada", "text": "Ada Lovelace was born in London in 1815."}]
+    indexed, sent = requests_during(
+        server,
+        lambda: worker.request(
+            "index", graph=None, documents=documents, output=None, options={"embedding_dim": 3}, **endpoint
+        ),
+    )
+    chats = [r for r in sent if r["path"].endswith("/chat/completions")]
+    # The scripted replies name no entities: LightRAG stores the chunk and nothing else.
+    assert indexed["counts"] == {"entities": 0, "relations": 0, "chunks": 1}
+    assert chats and indexed["usage"]["calls"] == len(chats)
+    assert any(documents[0]["text"] in m["content"] for r in chats for m in r["body"]["messages"])
+
+
+@pytest.mark.fault
+def test_a_failed_index_names_the_op_and_its_workdir_is_not_indexed_again(fresh_worker, server):
+    worker, endpoint = fresh_worker
+    documents = [{"id": "doc-1", "title": "Ada", "text": "Ada Lovelace was born in London in 1815."}]
+    index = {"output": None, "options": {"embedding_dim": 3}, **endpoint}
+    server.script.extend([("status", 500)] * 5)
+    with pytest.raises(UpstreamError) as raised:
+        worker.request("index", graph=None, documents=documents, **index)
+    assert raised.value.op == "index" and "doc-1" in raised.value.message and "500" in raised.value.message
+    server.script.clear()
+    # What the failed insert left would mix with the next graph.
+    with pytest.raises(UpstreamError, match="holds a previous index .* index into an empty workdir"):
+        worker.request("index", graph=GRAPH, documents=None, **index)
+
+
+def test_the_worker_refuses_the_pip_installs_lightrag_would_make_at_run_time(tmp_path):
+    # In a process of its own: importing the worker patches pipmaster for the whole process.
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import lightrag_worker, pipmaster\n"
+        "try:\n    pipmaster.install('voyageai')\nexcept RuntimeError as err:\n    print(err)\n"
+    )
+    said = subprocess.run(
+        [sys.executable, "-c", probe, str(worker_script("lightrag").parent)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env=worker_environment(),
+    )
+    assert "installs nothing at run time" in said.stdout and "voyageai" in said.stdout

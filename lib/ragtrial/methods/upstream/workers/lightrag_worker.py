@@ -219,8 +219,13 @@ def relation_key(source: str, target: str) -> str:
 def index(payload: dict[str, Any]) -> dict[str, Any]:
     """Build LightRAG's index in `workdir`: the kit's graph inserted, or LightRAG's own extraction."""
     workdir = Path(payload["workdir"])
-    if (workdir / IDS_FILE).exists():
-        raise ValueError(f"{workdir / IDS_FILE} exists: index into an empty workdir")
+    # LightRAG upserts into what its storage holds: a second or retried index would mix two graphs.
+    if workdir.exists() and any(workdir.iterdir()):
+        raise ValueError(
+            f"{workdir} holds a previous index (finished or failed): index into an empty workdir"
+        )
+    if payload.get("output") is not None:
+        raise ValueError("LightRAG imports no pre-built output folder: give `graph` or `documents`")
     graph, documents = payload.get("graph"), payload.get("documents")
     if (graph is None) == (documents is None):
         raise ValueError("index needs exactly one of `graph` and `documents`")
@@ -237,12 +242,13 @@ def index(payload: dict[str, Any]) -> dict[str, Any]:
         ids = kept["ids"]
         counts["self_loops_not_inserted"] = kept["self_loops_not_inserted"]
     else:
-        run(rag.ainsert([d["text"] for d in documents], ids=[d["id"] for d in documents]))
+        texts, ids = [d["text"] for d in documents], [d["id"] for d in documents]
+        run(rag.ainsert(texts, ids=ids, file_paths=[d.get("title") or d["id"] for d in documents]))
         failed = run(rag.doc_status.get_docs_by_statuses([DocStatus.FAILED]))
         if failed:
             reasons = "; ".join(f"{doc_id}: {status.error_msg}" for doc_id, status in failed.items())
             raise RuntimeError(f"LightRAG failed {len(failed)} of {len(documents)} documents: {reasons}")
-        ids = {"chunks": {}, "entities": {}, "relations": {}}
+        ids = {"chunks": {}, "entities": {}, "relations": {}}  # LightRAG's own graph: no kit ids to map to
     stored = stored_counts(rag, workdir)
     (workdir / IDS_FILE).write_text(
         json.dumps({"embedding_model": payload["embedding_model"], "embedding_dim": embedding_dim, **ids})
