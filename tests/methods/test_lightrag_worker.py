@@ -274,3 +274,15 @@ def test_the_worker_refuses_the_pip_installs_lightrag_would_make_at_run_time(tmp
         env=worker_environment(),
     )
     assert "installs nothing at run time" in said.stdout and "voyageai" in said.stdout
+
+
+def test_one_worker_serves_one_workdir(worker, tmp_path):
+    with pytest.raises(UpstreamError, match="this worker serves .*; start another one for"):
+        worker.request(
+            "query",
+            question_id="q1",
+            question="Who?",
+            mode="naive",
+            options={},
+            **{**worker.endpoint, "workdir": str(tmp_path)},
+        )

@@ -125,11 +125,21 @@ class Endpoint:
 
 
 endpoint = Endpoint()
+# LightRAG keeps its storages' data in process-wide namespaces (one per workspace), so one worker
+# serves one workdir: two in one process would share their in-memory stores.
 instances: dict[str, LightRAG] = {}
 
 
 def run(coroutine: Any) -> Any:
     return loop.run_until_complete(coroutine)
+
+
+def served_workdir(payload: dict[str, Any]) -> Path:
+    """The request's workdir, refused if this worker already serves another."""
+    workdir = Path(payload["workdir"])
+    if instances and str(workdir) not in instances:
+        raise ValueError(f"this worker serves {next(iter(instances))}; start another one for {workdir}")
+    return workdir
 
 
 def lightrag_for(workdir: str, embedding_dim: int) -> LightRAG:
@@ -218,7 +228,7 @@ def relation_key(source: str, target: str) -> str:
 
 def index(payload: dict[str, Any]) -> dict[str, Any]:
     """Build LightRAG's index in `workdir`: the kit's graph inserted, or LightRAG's own extraction."""
-    workdir = Path(payload["workdir"])
+    workdir = served_workdir(payload)
     # LightRAG upserts into what its storage holds: a second or retried index would mix two graphs.
     if workdir.exists() and any(workdir.iterdir()):
         raise ValueError(
@@ -269,7 +279,7 @@ def stored_counts(rag: LightRAG, workdir: Path) -> dict[str, int]:
 
 def query(payload: dict[str, Any]) -> dict[str, Any]:
     """LightRAG's answer to `question` in `mode`, with the context it answered from."""
-    workdir = Path(payload["workdir"])
+    workdir = served_workdir(payload)
     ids_file = workdir / IDS_FILE
     if not ids_file.exists():
         raise ValueError(f"no LightRAG index in {workdir} ({IDS_FILE} missing): run index first")
