@@ -118,8 +118,9 @@ def _named(field: str, columns: dict[str, str]) -> str:
 class _Row:
     """One record read through the column mapping: errors name the file's own column."""
 
-    def __init__(self, rec: FieldReader, columns: dict[str, str], list_as_json: bool):
-        self.rec, self.columns, self.list_as_json = rec, columns, list_as_json
+    def __init__(self, rec: FieldReader, columns: dict[str, str], list_as_json: bool, tabular: bool):
+        # tabular: the header has every column, so an absent value is an empty cell, not a missing field.
+        self.rec, self.columns, self.list_as_json, self.tabular = rec, columns, list_as_json, tabular
 
     def error(self, field: str, problem: str) -> DataError:
         return self.rec.error(_named(field, self.columns), problem)
@@ -132,7 +133,7 @@ class _Row:
 
     def text(self, field: str, required: bool = False) -> str:
         if not self.has(field):
-            if required:
+            if required and not self.tabular:
                 raise self.error(field, "missing")
             return ""
         value = self.raw(field)
@@ -196,7 +197,7 @@ def read_answers(
                 )
     answers, first = [], {}
     for rec in records:
-        row = _Row(rec, columns, list_as_json=fmt == "csv")
+        row = _Row(rec, columns, list_as_json=fmt == "csv", tabular=header is not None)
         question_id = row.text("question_id", required=True)
         if not question_id:
             raise row.error("question_id", "empty")

@@ -287,6 +287,11 @@ def make_methods(
     kit = Toolkit(index, ctx, answer_settings)
     methods, unavailable = [], []
     for name in names:
+        parts = index_parts(name, ctx.settings)
+        if index.chunks.empty and parts:
+            reads = ", ".join(dict.fromkeys(part for part, _ in parts))
+            unavailable.append((name, f"{name} reads the index ({reads}); the data set has no documents"))
+            continue
         try:
             methods.append(_imported(name, kit) if name in answer_files else METHODS.get(name)(name, kit))
         except MethodUnavailable as err:
