@@ -125,6 +125,7 @@ def test_moved_keys_kept_their_defaults():
         "map_max_tokens": 128,
         "map_max_points": 2,
         "map_point_max_chars": 160,
+        "answer_files": {},
     }
     retrieval = Settings().retrieval
     assert (retrieval.entity_max_tokens, retrieval.link_threshold, retrieval.ngram_max) == (48, 0.85, 4)

@@ -49,6 +49,7 @@ def test_registry_names_and_publication_notes() -> None:
     expected = {
         "multihop_rag", "musique", "hotpotqa", "2wikimultihopqa", "qmsum", "squality", "odsum",
         "graphrag_bench", "graphrag_podcast", "text_folder", "natural_questions", "novelqa", "query_log",
+        "ultradomain", "answers_file",
     }  # fmt: skip
     assert set(LOADERS) == expected
     published = {name: LOADERS.entry(name).metadata["published_at"] for name in LOADERS}

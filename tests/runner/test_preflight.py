@@ -47,6 +47,8 @@ CONTEXT: dict[str, dict[str, Any]] = {
 }
 # Fields no value of their type makes wrong, and why.
 FREE = {
+    # each answers file is read by the preflight (tests/runner/test_preflight_answer_files.py)
+    "methods.answer_files": "a mapping of files, each read and validated by the preflight",
     "questions.corpus_description": "optional free text put before the excerpts; empty means none",
     # question types are data (any loader's), not a registry: an unknown type only exempts nothing
     **{

@@ -5,7 +5,7 @@ sections), and the sections of notebooks 04 (QA) and 05 (query-focused summariza
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -35,6 +35,65 @@ def answer_prompt_name(name: str) -> str:
     return name
 
 
+# The fields of an answers file (ragtrial.methods.imported); `columns` maps a file's own names onto them.
+ANSWER_FILE_FIELDS = (
+    "question_id",
+    "method",
+    "answer",
+    "question",
+    "contexts",
+    "chunk_ids",
+    "entity_ids",
+    "relation_ids",
+    "prompt_tokens",
+    "completion_tokens",
+    "calls",
+    "latency_s",
+    "failure",
+)
+
+
+class AnswerFile(Section):
+    """A file of answers some other system produced (bring your own answers, ragtrial.methods.imported):
+    one row per (question_id, method) with `answer`, optionally the question, the contexts, the ids of
+    the kit's index the system used, tokens, calls, latency and a failure.
+    """
+
+    path: Annotated[str, ExistingPath("file", under="data")] = Field(
+        description="the answers file, relative to the data root ($RAGTRIAL_DATA_ROOT, default data/) "
+        "unless absolute, like data.path"
+    )
+    format: Literal["auto", "jsonl", "csv", "parquet", "json"] = Field(
+        "auto",
+        description="jsonl (one JSON object a line), csv, parquet or json (an array of objects); auto: "
+        "from the file's suffix (.jsonl, .csv, .parquet, .json)",
+    )
+    columns: dict[str, str] = Field(
+        default_factory=dict,
+        description="the file's own field names of the answers-file fields, {field: its name in the file} "
+        "(e.g. {question_id: _id, answer: lightrag_answer}); unmapped fields are read under their own name",
+    )
+    method: str | None = Field(
+        None,
+        description="which method's rows of a file holding several (its `method` column); None: the "
+        "method's name in answer_files, or every row when the file has no method column",
+    )
+    system: str = Field(
+        "", description='who produced the answers, free text (e.g. "LightRAG (KAG authors\' run)")'
+    )
+    description: str = Field("", description="what the answers are, for the report")
+
+    @model_validator(mode="after")
+    def _known_fields(self) -> AnswerFile:
+        unknown = sorted(set(self.columns) - set(ANSWER_FILE_FIELDS))
+        if unknown:
+            raise conflict(
+                "columns",
+                f"not answers-file fields: {', '.join(unknown)}; fields: {', '.join(ANSWER_FILE_FIELDS)}",
+            )
+        return self
+
+
 class MethodSettings(Section):
     """How the methods are built (ragtrial.methods.registry), the same in every experiment: the
     GraphRAG side of selection and integration, and the map step of the map-reduce methods
@@ -59,6 +118,12 @@ class MethodSettings(Section):
         description="characters of each map point's description at most (the JSON schema's maxLength: a "
         "grammar-constrained reply then ends before map_max_tokens; a longer reply fails the batch as "
         "too_long, a point at the cap is counted in the answer's notes); None: no cap",
+    )
+    answer_files: dict[str, AnswerFile] = Field(
+        default_factory=dict,
+        description="imported methods, {name: answers file}: a name listed in an experiment's `methods` "
+        "that is a key here answers from its file (ragtrial.methods.imported); a question the file does "
+        "not answer is a failure, not_answered",
     )
 
 

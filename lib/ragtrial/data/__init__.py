@@ -27,6 +27,7 @@ position (QMSum: `qmsum-test-<line>`).
 
 # Importing the data-set modules registers their loaders in LOADERS.
 from ragtrial.data import (  # noqa: F401
+    answer_files,
     graphrag,
     multihop_qa,
     natural_questions,
@@ -34,6 +35,7 @@ from ragtrial.data import (  # noqa: F401
     query_log,
     summarization,
     text_folders,
+    ultradomain,
 )
 from ragtrial.data.graphrag import NOVEL_CORPUS_MISSING
 from ragtrial.data.registry import LOADERS, DocsAndQuestions, load_dataset

@@ -61,6 +61,12 @@ _PUBLISHED_AT: dict[str, str] = {
     "query_log": "A local production query log (CSV or JSON Lines of questions): no publication; "
     "the questions carry no gold. Sampled into a test set as seed 004 describes (FalkorDB, 'GraphRAG "
     "Evaluation: How to Test Retrieval Quality Before You Ship').",
+    "ultradomain": "Qian et al., 'MemoRAG: Moving towards Next-Gen RAG Via Memory-Inspired Knowledge "
+    "Discovery' (arXiv:2409.05591, 2024), Hugging Face dataset TommyChien/UltraDomain; the cs questions "
+    "with LightRAG answers from GitHub OpenSPG/KAG (kag/examples/csqa, Apache 2.0); used by Guo et al., "
+    "'LightRAG' (arXiv:2410.05779). The cs books are third-party copyrighted works, not copied.",
+    "answers_file": "Any local answers file (bring your own answers, ragtrial.data.answer_files): the "
+    "questions it answers; no publication.",
     "text_folder": "Any local folder of .txt/.md files. The kit's example, A Christmas Carol (Project "
     "Gutenberg eBook #24022), is public domain in the US under the Project Gutenberg licence.",
 }

@@ -325,8 +325,11 @@ def load_or_build_index(
     ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None
 ) -> GraphIndex:
     """The saved index for these settings and data if there is one, else a fresh build (one at a
-    time: a build under way in another process is waited for, then loaded).
+    time: a build under way in another process is waited for, then loaded). A data set without
+    documents has an empty index (nothing built or saved): only methods reading no index answer.
     """
+    if not dataset.documents:  # questions without documents (UltraDomain): nothing to index
+        return GraphIndex(manifest={"empty": f"data set {dataset.name!r} has no documents"})
     settings = settings or ctx.settings.index
     identity = index_identity(ctx, dataset, settings)
     path = Path(settings.store_path) / config_hash(identity)

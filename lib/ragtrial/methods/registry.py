@@ -8,9 +8,12 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ragtrial.config.methods import AnswerSettings
+from ragtrial.data.answer_files import answer_file_path, check_question_ids, method_answers
+from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.index.costs import PART_ORDER
 from ragtrial.index.tables import GraphIndex
 from ragtrial.methods.base import Generator, Method, MethodUnavailable
+from ragtrial.methods.imported import ImportedMethod
 from ragtrial.methods.integration import IntegrationMethod
 from ragtrial.methods.map_reduce import MapReduceMethod, chunk_units, report_units
 from ragtrial.methods.oracle import OracleMethod
@@ -228,12 +231,29 @@ METHODS.add(
 )
 
 
+def _imported(name: str, kit: Toolkit) -> ImportedMethod:
+    """Imported method `name`, its question ids checked against the run's whole data set."""
+    spec = kit.method_settings.answer_files[name]
+    if name in METHODS:
+        raise ValueError(
+            f"methods.answer_files.{name}: {name!r} is a method of the kit; name the import otherwise"
+        )
+    answers = method_answers(name, spec)
+    whole = kit.ctx.settings.data.model_copy(update={"limit_questions": None})
+    check_question_ids(
+        answer_file_path(spec), answers, {q.question_id for q in load_experiment_dataset(whole).questions}
+    )
+    return ImportedMethod(name, kit.generator, kit.ctx.ledger, answers, answer_file_path(spec), kit.index)
+
+
 def index_parts(method: str, settings: Settings) -> list[tuple[str, str]]:
     """The (part, origin) pairs of the index `method` reads under the run's settings, each once in a
     stable order: parts are chunks, chunk_embeddings, graph, communities, community_reports,
     entity_embeddings, report_embeddings; a graph part's origin is each graph `retrieval.graph_origin`
     selects (nlp and llm for "both"), the others' origin is "".
     """
+    if method in settings.methods.answer_files:
+        return []  # an imported method's costs come from its answers file
     entry = METHODS.entry(method)
     if entry.metadata["index_parts"] is None:  # Selection and Integration read both their parts' indexes
         names = ["naive_rag", settings.methods.graph_method]
@@ -257,16 +277,23 @@ def make_methods(
 ) -> tuple[list[Method], pd.DataFrame]:
     """The named methods sharing one generator and one set of retrievers, and a table of the ones
     the index cannot support (method, reason) so a report can say why they are missing.
-    `answer_settings` is the experiment's section; how methods are built is `ctx.settings.methods`.
+    `answer_settings` is the experiment's section; how methods are built is `ctx.settings.methods`;
+    a name that is a key of `methods.answer_files` is an imported method (ragtrial.methods.imported).
     """
-    unknown = METHODS.unknown(list(names))
+    answer_files = ctx.settings.methods.answer_files
+    unknown = [n for n in METHODS.unknown(list(names)) if n not in answer_files]
     if unknown:
-        raise ValueError(f"unknown method(s) {unknown}; known: {', '.join(METHODS)}")
+        raise ValueError(f"unknown method(s) {unknown}; known: {', '.join([*METHODS, *answer_files])}")
     kit = Toolkit(index, ctx, answer_settings)
     methods, unavailable = [], []
     for name in names:
+        parts = index_parts(name, ctx.settings)
+        if index.chunks.empty and parts:
+            reads = ", ".join(dict.fromkeys(part for part, _ in parts))
+            unavailable.append((name, f"{name} reads the index ({reads}); the data set has no documents"))
+            continue
         try:
-            methods.append(METHODS.get(name)(name, kit))
+            methods.append(_imported(name, kit) if name in answer_files else METHODS.get(name)(name, kit))
         except MethodUnavailable as err:
             unavailable.append((name, str(err)))
     return methods, pd.DataFrame(unavailable, columns=["method", "reason"])

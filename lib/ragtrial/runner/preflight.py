@@ -19,10 +19,12 @@ from ragtrial.config.base import ExistingPath, Names, ParamsError
 from ragtrial.config.batch import RunSpec
 from ragtrial.config.data import data_path, data_root_origin
 from ragtrial.config.settings import MarkedValue, Settings, marked_values
+from ragtrial.data.answer_files import method_answers
 from ragtrial.data.registry import LOADERS
 from ragtrial.data.synthetic import PRESETS
 from ragtrial.evaluation.measures import MEASURES
 from ragtrial.methods.registry import METHODS
+from ragtrial.records import DataError
 from ragtrial.retrieval.registry import RETRIEVERS
 
 # The names each `Names` kind accepts.
@@ -50,6 +52,7 @@ def check_settings(settings: Settings, source: str, root: Path) -> None:
     """
     problems = [p for marked in marked_values(settings) if (p := _problem(marked, root, settings))]
     problems += _loader_option_problems(settings)
+    problems += _answer_file_problems(settings)
     if problems:
         raise ParamsError(f"{source}: " + "; ".join(problems))
 
@@ -58,7 +61,8 @@ def _problem(marked: MarkedValue, root: Path, settings: Settings) -> str:
     key, marker, value = marked
     if isinstance(marker, Names):
         known = KNOWN[marker.kind]
-        if value in known or value in marker.also:
+        imported = settings.methods.answer_files if marker.kind == "method" else {}
+        if value in known or value in marker.also or value in imported:
             return ""
         return f"key '{key}': unknown {marker.kind} {value!r}; known: {', '.join([*known, *marker.also])}"
     if marker.under == "data":
@@ -81,6 +85,22 @@ def _path_problem(key: str, marker: ExistingPath, path: Path, missing_hint: str 
     if (marker.kind == "file" and not path.is_file()) or (marker.kind == "folder" and not path.is_dir()):
         return f"key '{key}': {path} is not a {marker.kind}"
     return ""
+
+
+def _answer_file_problems(settings: Settings) -> list[str]:
+    """Each answers file of `methods.answer_files` read and validated now, not hours into a batch."""
+    problems = []
+    for name, spec in settings.methods.answer_files.items():
+        if name in METHODS:
+            problems.append(
+                f"key 'methods.answer_files.{name}': {name!r} is a method of the kit; name it otherwise"
+            )
+            continue
+        try:
+            method_answers(name, spec)
+        except DataError as err:
+            problems.append(f"key 'methods.answer_files.{name}': {err}")
+    return problems
 
 
 def _loader_option_problems(settings: Settings) -> list[str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ragtrial.evaluation.judge.pairs import METHOD_KEY, pair_label
+from ragtrial.evaluation.judge.pairs import METHOD_KEY, NOT_ALIGNABLE, pair_label
 from ragtrial.evaluation.judge.protocols import CLASSIC_OUTCOME, Judgments
 from ragtrial.stats import (
     OUTCOME_CODES,
@@ -31,6 +31,7 @@ ALIGNMENT_OUTCOMES = (
     "aligned by regeneration",
     "aligned by forced append",
     "discarded",
+    NOT_ALIGNABLE,
     "failed",
 )
 

@@ -37,6 +37,15 @@ Regenerate = Callable[[str, str, int, int], str]
 # (question, answer, n_words, method) -> words to append to the answer
 Append = Callable[[str, str, int, str], str]
 
+# A pair left apart because the answer that had to change was imported (bring your own answers):
+# an outside system cannot be asked again, so its answer stays as it is.
+NOT_ALIGNABLE = "not alignable (imported answer)"
+
+
+class CannotRegenerate(Exception):
+    """`Regenerate` of an answer that cannot be written again (an imported one): alignment leaves it."""
+
+
 # Bounds the forced append's generation near the missing word count (BPE prose: ~1.3 tokens/word).
 TOKENS_PER_WORD = 1.4
 
@@ -139,22 +148,39 @@ def _align_pair(
         "error": "",
     }
     requested: dict[str, int] = {}
+    fixed: set[str] = set()  # sides whose answer cannot be regenerated (imported answers)
     try:
         while _gap(text) > tolerance and log["regenerations"] < max_attempts:
             short, long = _shorter_first(text)
-            # Ask past the target by as much as the last request for this side fell short.
-            missed = requested[short] - word_count(text[short]) if short in requested else 0
-            requested[short] = max(1, word_count(text[long]) + missed)
-            text[short] = regenerate(pair.question_id, *method[short], requested[short])
+            # The shorter answer is regenerated; when it is fixed, the other one is, to its length.
+            side, other = (short, long) if short not in fixed else (long, short)
+            if side in fixed:
+                break
+            # Ask past the target by as much as the last request for this side missed it.
+            missed = requested[side] - word_count(text[side]) if side in requested else 0
+            requested[side] = max(1, word_count(text[other]) + missed)
+            try:
+                text[side] = regenerate(pair.question_id, *method[side], requested[side])
+            except CannotRegenerate:
+                fixed.add(side)
+                continue
             log["regenerations"] += 1
-        if _gap(text) > tolerance:
-            short, _ = _shorter_first(text)
+        short, _ = _shorter_first(text)
+        if _gap(text) > tolerance and short not in fixed:
             log["forced"] = True
             added = append(pair.question, text[short], _gap(text), method[short][0])
             text[short] = f"{text[short].rstrip()} {added.strip()}".strip()
     except LLMError as err:
         log["error"] = f"{err.kind}: {err}"
-    status = "failed" if log["error"] else "aligned" if _gap(text) <= tolerance else "discarded"
+    status = (
+        "failed"
+        if log["error"]
+        else "aligned"
+        if _gap(text) <= tolerance
+        else NOT_ALIGNABLE
+        if fixed
+        else "discarded"
+    )
     return text, log | {"gap_after": _gap(text), "status": status}
 
 
