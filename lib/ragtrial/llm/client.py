@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ class Completion:
     cached: bool
     latency_s: float
     attempts: int
+    served_model: str = ""  # the model the endpoint reported ("" when it named none)
 
 
 @functools.cache
@@ -122,33 +124,29 @@ class LLM:
             work, items, concurrency=self.settings.in_flight, label=label, ledger=self.ledger, key=key
         )
 
-    def _response_format(self, schema: type[BaseModel] | None) -> dict[str, Any] | None:
-        if schema is None or self.settings.json_mode == "prompt_only":
-            return None
+    def _response_format(self, schema: dict[str, Any] | None, name: str) -> dict[str, Any]:
+        """The response format that asks for a JSON reply (matching `schema` when there is one) as the
+        configured `json_mode` spells it (not prompt_only, which asks in the prompt instead).
+        """
+        if schema is None:
+            return {"type": "json_object"}
         if self.settings.json_mode == "json_schema":
-            return {
-                "type": "json_schema",
-                "json_schema": {"name": schema.__name__, "schema": json_schema_of(schema)},
-            }
-        return {"type": "json_object", "schema": json_schema_of(schema)}
+            return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+        return {"type": "json_object", "schema": schema}
 
     def _request(
         self, messages: Messages, schema: type[BaseModel] | None, replicate: int, overrides: dict[str, Any]
     ) -> dict[str, Any]:
         s = self.settings
-        plain_text = schema is None and s.completions_api  # /completions: the turns as one prompt
+        reply_schema, schema_name, json_reply = _json_reply(schema, overrides)
+        plain_text = not json_reply and s.completions_api  # /completions: the turns as one prompt
         if s.fold_system or plain_text:
             messages = fold_system_messages(messages)
-        if schema is not None and s.json_mode == "prompt_only":
-            messages = [
-                *messages[:-1],
-                {
-                    "role": "user",
-                    "content": messages[-1]["content"]
-                    + "\n\nReply with one JSON object only, matching this JSON schema:\n"
-                    + json.dumps(json_schema_of(schema)),
-                },
-            ]
+        if json_reply and s.json_mode == "prompt_only":
+            ask = "Reply with one JSON object only" + (
+                "." if reply_schema is None else ", matching this JSON schema:\n" + json.dumps(reply_schema)
+            )
+            messages = [*messages[:-1], {"role": "user", "content": messages[-1]["content"] + "\n\n" + ask}]
         # the cache key of a plain-text request differs from the chat request's
         text = (
             {"prompt": "\n\n".join(m["content"] for m in messages)} if plain_text else {"messages": messages}
@@ -164,9 +162,8 @@ class LLM:
         }
         if overrides.get("stop"):
             request["stop"] = list(overrides["stop"])
-        response_format = self._response_format(schema)
-        if response_format is not None:
-            request["response_format"] = response_format
+        if json_reply and s.json_mode != "prompt_only":
+            request["response_format"] = self._response_format(reply_schema, schema_name)
         return request
 
     def complete(
@@ -179,7 +176,10 @@ class LLM:
         replicate: int = 0,
         **overrides: Any,
     ) -> Completion:
-        """Free text (see `text_api`); `overrides` may set temperature, top_p, seed, max_tokens, stop."""
+        """Free text (see `text_api`); `overrides` may set temperature, top_p, seed, max_tokens, stop,
+        and ask for a JSON reply the caller parses itself (no repair round): `json_schema` (a raw JSON
+        schema the reply must match) or `json_object=True` (any JSON object), sent as `json_mode` says.
+        """
         reply = self.handle(
             self._call("completion", messages, None, stage, method, prompt, replicate, overrides)
         )
@@ -190,6 +190,7 @@ class LLM:
             reply.cached,
             reply.latency_s,
             reply.attempts,
+            reply.served_model,
         )
 
     def structured(
@@ -265,6 +266,28 @@ class LLM:
         request = self._request(messages, schema, replicate, overrides)
         key = cache_key({**request, "prompt_version": tag, "replicate": replicate})
         return Call(kind, request, key, schema, stage, method, tag, replicate)
+
+
+def _json_reply(
+    schema: type[BaseModel] | None, overrides: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str, bool]:
+    """The JSON schema a reply must match (None: any JSON, or not JSON), its name, and whether the
+    reply is JSON at all: a structured call's schema, or a free-text call's `json_schema` /
+    `json_object` override.
+    """
+    raw_schema = overrides.get("json_schema")
+    if schema is not None:
+        if raw_schema is not None or overrides.get("json_object"):
+            raise ValueError(
+                "json_schema and json_object are for free-text calls; a structured call has its schema"
+            )
+        return json_schema_of(schema), schema.__name__, True
+    if raw_schema is not None:
+        title = raw_schema.get("title")
+        # OpenAI's structured outputs take a name of letters, digits, _ and - only
+        valid_name = isinstance(title, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", title)
+        return raw_schema, title if valid_name else "reply", True
+    return None, "", bool(overrides.get("json_object"))
 
 
 def _kind(schema: type[BaseModel] | None) -> str:
