@@ -71,6 +71,8 @@ class ProxyError(Exception):
 
 @dataclass
 class Response:
+    """One HTTP response: its status, content type and body."""
+
     status: int
     content_type: str
     body: bytes
@@ -136,6 +138,7 @@ class ModelProxy:
 
     @property
     def port(self) -> int:
+        """The port the proxy listens on (chosen free at start)."""
         if self._server is None:
             raise RuntimeError("the model proxy is not started: use `with ModelProxy(...)` or start()")
         return int(self._server.server_address[1])
@@ -273,6 +276,8 @@ class ProxyServer(ThreadingHTTPServer):
 
 
 class ProxyHandler(BaseHTTPRequestHandler):
+    """Reads one request (its body by Content-Length) and writes what the proxy responds."""
+
     protocol_version = "HTTP/1.1"  # keep-alive: clients pool their connections
     disable_nagle_algorithm = True  # headers and body go in two writes: no delayed-ACK stall between
     server: ProxyServer
@@ -492,6 +497,7 @@ def encode_vector(vector: np.ndarray, encoding: str) -> list[float] | str:
 
 
 def json_response(status: int, payload: dict[str, Any]) -> Response:
+    """A JSON response with this status."""
     return Response(status, "application/json", json.dumps(payload).encode())
 
 
