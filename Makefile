@@ -3,6 +3,10 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The upstream systems whose pins clash with the kit's get environments of their own, built once and
+# cached outside the project (`ragtrial systems install`; $RAGTRIAL_SYSTEMS_HOME, default
+# ~/.cache/ragtrial/systems), so a fresh clone reuses them.
+SYSTEMS_STAMP := $(VENV)/.systems
 
 # Never reach a model hub at run time; the embedded models come from PyPI packages.
 export HF_HUB_OFFLINE := 1
@@ -11,7 +15,7 @@ export TRANSFORMERS_OFFLINE := 1
 # the native build enables AMX kernels that crash on CPUs whose kernel does not grant AMX state.
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: run test lint bench clean-outputs
+.PHONY: run test lint bench systems clean-outputs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,13 +23,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-run: $(STAMP)
+$(SYSTEMS_STAMP): $(STAMP) lib/ragtrial/methods/upstream/environments.py
+	$(BIN)/ragtrial systems install graphrag fast_graphrag
+	touch $(SYSTEMS_STAMP)
+
+systems: $(SYSTEMS_STAMP)
+
+run: $(SYSTEMS_STAMP)
 	$(BIN)/ragtrial run params/default.yaml
 
 lint: $(STAMP)
 	$(BIN)/ruff check lib tests bench
 
-test: lint
+test: lint $(SYSTEMS_STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -158,8 +158,14 @@ def test_linking_and_method_building_keys_live_in_one_section():
 
 # Names that mean another thing in each section they appear in: another endpoint, another model
 # call, another sample, a caller's count beside retrieval's default, or another use of the index's
-# graphs (questions are sampled from one graph; retrievers walk one or every graph).
+# graphs (questions are sampled from one graph; retrievers walk one or every graph), or an upstream
+# system's own parameter of that name (systems.*: GraphRAG's chunk size, fast-graphrag's entity types).
 PER_SECTION_NAMES = {
+    "chunk_size",
+    "community_level",
+    "entity_types",
+    "response_type",
+    "timeout_s",
     "api_key_env",
     "backend",
     "base_url",

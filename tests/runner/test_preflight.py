@@ -50,10 +50,11 @@ FREE = {
     # each answers file is read by the preflight (tests/runner/test_preflight_answer_files.py)
     "methods.answer_files": "a mapping of files, each read and validated by the preflight",
     "questions.corpus_description": "optional free text put before the excerpts; empty means none",
+    "systems.fast_graphrag.example_queries": "free-text queries steering fast-graphrag's extraction",
     # question types are data (any loader's), not a registry: an unknown type only exempts nothing
     **{
         f"{section}.whole_answer_types": "types answered in full; a type no question has changes nothing"
-        for section in ("qa", "summarization", "judge", "claims", "diagnostics")
+        for section in ("qa", "summarization", "judge", "claims", "diagnostics", "upstream")
     },
     "diagnostics.question_types": "question types are data: a type no question has selects nothing, and "
     "diagnosis_questions names the types the data set has when none is left",

@@ -10,20 +10,14 @@ from ragtrial.config.base import conflict
 from ragtrial.config.methods import AnswerSettings, MethodName, MethodNames, QuestionsPerType
 
 
-class JudgeSettings(AnswerSettings):
-    """LLM-as-judge protocols (ragtrial.evaluation.judge; notebooks 06 and 07): 06 compares
-    `self_method` with itself, 07 judges every pair of `methods` (or the listed `pairs`). Judged
-    answers are long-form, as in both papers. Defaults fit the embedded model's budget (06 about
-    4 minutes, 07 about 5); the papers' sizes (M=25 trials, N=2 repeats, 150 questions, five
-    methods) are in params/paper_judge.yaml.
+class UnbiasedJudgeSettings(AnswerSettings):
+    """What seed 000's unbiased protocol needs (notebooks 07 and 11): the methods and pairs judged,
+    the questions, length alignment, M trials x N repeats, the aspects and the judge's sampling.
     """
 
     methods: MethodNames = ["naive_rag", "local_search"]
     pairs: list[tuple[MethodName, MethodName]] = Field(
         [], description="07: the (a, b) method pairs judged, two different `methods` each; empty: every pair"
-    )
-    self_method: MethodName = Field(
-        "naive_rag", description="06: the method compared with itself (two sampled runs)"
     )
     question_source: Literal["dataset", "graph"] = Field(
         "dataset",
@@ -62,6 +56,30 @@ class JudgeSettings(AnswerSettings):
         gt=0,
         description='reply token cap of the unbiased judge: {"answer_1": [scores], "answer_2": [...]}',
     )
+
+    @model_validator(mode="after")
+    def _pairs_of_methods(self) -> UnbiasedJudgeSettings:
+        for a, b in self.pairs:
+            if a == b:
+                raise conflict("pairs", f"({a}, {b}) pairs a method with itself (06 does that: self_method)")
+            if not {a, b} <= set(self.methods):
+                raise conflict(
+                    "pairs", f"({a}, {b}) names a method not among the methods ({', '.join(self.methods)})"
+                )
+        return self
+
+
+class JudgeSettings(UnbiasedJudgeSettings):
+    """LLM-as-judge protocols (ragtrial.evaluation.judge; notebooks 06 and 07): 06 compares
+    `self_method` with itself, 07 judges every pair of `methods` (or the listed `pairs`). Judged
+    answers are long-form, as in both papers. Defaults fit the embedded model's budget (06 about
+    4 minutes, 07 about 5); the papers' sizes (M=25 trials, N=2 repeats, 150 questions, five
+    methods) are in params/paper_judge.yaml.
+    """
+
+    self_method: MethodName = Field(
+        "naive_rag", description="06: the method compared with itself (two sampled runs)"
+    )
     classic_max_tokens: int = Field(
         48, gt=0, description="reply token cap of the classic judge: a winner per criterion and overall"
     )
@@ -89,14 +107,3 @@ class JudgeSettings(AnswerSettings):
         description="07: run length alignment and the unbiased protocol beside the classic one; False: the "
         "classic protocol alone (the GraphRAG paper's Experiment 1)",
     )
-
-    @model_validator(mode="after")
-    def _pairs_of_methods(self) -> JudgeSettings:
-        for a, b in self.pairs:
-            if a == b:
-                raise conflict("pairs", f"({a}, {b}) pairs a method with itself (06 does that: self_method)")
-            if not {a, b} <= set(self.methods):
-                raise conflict(
-                    "pairs", f"({a}, {b}) names a method not among the methods ({', '.join(self.methods)})"
-                )
-        return self

@@ -22,6 +22,7 @@ from ragtrial.config.llm import BackendCheckSettings, EmbeddingSettings, LLMSett
 from ragtrial.config.methods import MethodSettings, QASettings, SummarizationSettings
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.config.systems import SystemsSettings, UpstreamComparisonSettings
 from ragtrial.config.verdict import VerdictSettings
 
 
@@ -60,6 +61,15 @@ class Settings(Section):
         VerdictSettings(),
         description="the verdict per question type: quality against the baseline, cost with indexing, "
         "break-even and power (notebook 10)",
+    )
+    systems: SystemsSettings = Field(
+        SystemsSettings(),
+        description="the upstream systems on trial (GraphRAG, LightRAG, fast-graphrag): their environments, "
+        "indexes and searches",
+    )
+    upstream: UpstreamComparisonSettings = Field(
+        UpstreamComparisonSettings(),
+        description="each upstream system beside the kit's reimplementation of it (notebook 11)",
     )
     cache_path: str = Field(
         "outputs/cache/ragtrial.sqlite",

@@ -12,6 +12,7 @@ document its rows, plus the whole-graph stages (Leiden and relation dating rerun
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -169,6 +170,35 @@ def stage_costs(index: GraphIndex) -> pd.DataFrame:
 def _ordered(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     rank = {"part": PART_ORDER.index, "origin": ORIGIN_ORDER.index}
     return frame.sort_values(keys, key=lambda c: c.map(rank[c.name]) if c.name in rank else c, kind="stable")
+
+
+def upstream_part(system: str) -> str:
+    """The index part an upstream system's own index is (its build is not the kit's)."""
+    return f"upstream:{system}"
+
+
+def upstream_part_costs(builds: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """Per upstream system, what its own index build cost (methods/upstream: the manifest of its
+    build, measured by the kit's ledger through the model proxy), as `part_costs` rows.
+    """
+    rows = []
+    for system, build in builds.items():
+        ledger = build.get("ledger", {})
+        rows.append(
+            {
+                "part": upstream_part(system),
+                "origin": "",
+                "calls": ledger.get("calls", 0),
+                "live_calls": ledger.get("calls", 0) - ledger.get("cached_calls", 0),
+                "prompt_tokens": ledger.get("prompt_tokens", 0),
+                "completion_tokens": ledger.get("completion_tokens", 0),
+                "embedding_tokens": build.get("embedding_tokens", 0),
+                "model_s": build.get("model_s", float("nan")),
+                "wall_s": build.get("wall_s", float("nan")),
+                "basis": "measured (the system's own build)",
+            }
+        )
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def part_costs(index: GraphIndex) -> pd.DataFrame:

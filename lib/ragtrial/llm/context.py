@@ -6,6 +6,7 @@ import the runner; `ragtrial.runner.context.RunContext` is the implementation no
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol
 
 from ragtrial.config import Settings
@@ -17,6 +18,7 @@ from ragtrial.llm.ledger import Ledger
 class ModelContext(Protocol):
     settings: Settings
     run_id: str
+    run_dir: Path  # where a stage keeps its logs and records beside the run's tables
     ledger: Ledger
     llm: LLM
     embedder: Embedder

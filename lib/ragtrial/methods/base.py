@@ -40,6 +40,16 @@ class NoContextForQuestion(ValueError):
     """
 
 
+class SystemFailure(RuntimeError):
+    """An upstream system failed to answer one question (its worker's error, death or timeout, or an
+    empty answer): a counted failure of kind `kind`, never scored.
+    """
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(detail)
+        self.kind = kind
+
+
 @dataclass
 class Answer:
     """What every method returns for one question (the contract in docs/design.md), plus
@@ -131,6 +141,10 @@ class Method(ABC):
     """
 
     graph_origin = ""
+    # Length alignment regenerates an answer with the shared generator over the method's context;
+    # an answer the kit did not write (imported, an upstream system's) cannot be regenerated so.
+    regenerable = True
+    not_regenerable = ""
 
     def __init__(self, name: str, generator: Generator, ledger: Ledger, doc_of_chunk: dict[str, str]):
         self.name = name
@@ -159,6 +173,10 @@ class Method(ABC):
             except NoContextForQuestion as err:  # e.g. the oracle on a question without gold
                 failure = "no_context"
                 draft.failures.append({"stage": "context", "kind": failure, "detail": str(err)})
+            except SystemFailure as err:  # an upstream system; a model failure under it names its kind
+                failed = [r.failure for r in tally.rows if r.failure]
+                failure = failed[-1] if failed else err.kind
+                draft.failures.append({"stage": "system", "kind": failure, "detail": str(err)})
         doc_ids = [
             self.doc_of_chunk[c]
             for item in draft.context

@@ -25,6 +25,9 @@ class ImportedMethod(Method):
     not answer fails as `not_answered`, and a row with a failure fails with it, never scored.
     """
 
+    regenerable = False
+    not_regenerable = "an imported answer cannot be regenerated"
+
     def __init__(
         self,
         name: str,

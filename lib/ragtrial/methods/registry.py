@@ -10,7 +10,7 @@ import pandas as pd
 from ragtrial.config.methods import AnswerSettings
 from ragtrial.data.answer_files import answer_file_path, check_question_ids, method_answers
 from ragtrial.data.experiment_dataset import load_experiment_dataset
-from ragtrial.index.costs import PART_ORDER
+from ragtrial.index.costs import PART_ORDER, upstream_part
 from ragtrial.index.tables import GraphIndex
 from ragtrial.methods.base import Generator, Method, MethodUnavailable
 from ragtrial.methods.imported import ImportedMethod
@@ -19,6 +19,7 @@ from ragtrial.methods.map_reduce import MapReduceMethod, chunk_units, report_uni
 from ragtrial.methods.oracle import OracleMethod
 from ragtrial.methods.retrieval_method import RetrievalMethod
 from ragtrial.methods.selection import SelectionMethod
+from ragtrial.methods.upstream.method import UpstreamMethod, UpstreamMode, UpstreamSession
 from ragtrial.prompts import load_prompt
 from ragtrial.registry import Registry
 from ragtrial.retrieval.base import ContextItem, Retriever
@@ -49,6 +50,13 @@ class Toolkit:
         )
         self.doc_of_chunk = dict(zip(index.chunks["chunk_id"], index.chunks["doc_id"], strict=True))
         self._retrievers: dict[tuple[str, str], Retriever] = {}
+        self._upstream: UpstreamSession | None = None
+
+    def upstream(self) -> UpstreamSession:
+        """The proxy, workers and indexes the upstream methods share, started on first use."""
+        if self._upstream is None:
+            self._upstream = UpstreamSession(self.ctx, self.index)
+        return self._upstream
 
     def retriever(self, name: str, **overrides: Any) -> Retriever:
         """The run's retriever `name` (settings.retrieval, with `overrides`), built once."""
@@ -230,6 +238,53 @@ METHODS.add(
     index_parts=("chunks",),
 )
 
+# The upstream systems as shipped (`methods/upstream/`): each search mode, its family and the kit
+# method that reimplements it (its twin in notebook 11).
+UPSTREAM_MODES: dict[str, tuple[UpstreamMode, str, str]] = {
+    "graphrag_local": (UpstreamMode("graphrag", "local", "local_search"), "graph", "GraphRAG's local search"),
+    "graphrag_global": (
+        UpstreamMode("graphrag", "global", "global_search"),
+        "community_reports",
+        "GraphRAG's global search (map-reduce over community reports)",
+    ),
+    "graphrag_drift": (UpstreamMode("graphrag", "drift", "local_search"), "graph", "GraphRAG's DRIFT search"),
+    "graphrag_basic": (
+        UpstreamMode("graphrag", "basic", "naive_rag"),
+        "passages",
+        "GraphRAG's basic search (vector search over text units)",
+    ),
+    **{
+        f"lightrag_hku_{mode}": (
+            UpstreamMode("lightrag", mode, "naive_rag" if mode == "naive" else "lightrag"),
+            "passages" if mode == "naive" else "graph",
+            f"LightRAG's {mode} query mode",
+        )
+        for mode in ("naive", "local", "global", "hybrid", "mix")
+    },
+    "fast_graphrag": (
+        UpstreamMode("fast_graphrag", "query", "fastgraphrag"),
+        "graph",
+        "fast-graphrag's query (personalized PageRank over its own graph)",
+    ),
+}
+
+
+def _upstream(name: str, kit: Toolkit) -> Method:
+    mode = UPSTREAM_MODES[name][0]
+    return UpstreamMethod(name, kit.generator, kit.ctx, kit.doc_of_chunk, kit.upstream(), mode)
+
+
+for _name, (_mode, _family, _description) in UPSTREAM_MODES.items():
+    METHODS.add(
+        _name,
+        _upstream,
+        f"{_description}, the real package ({_mode.system})",
+        family=_family,
+        index_parts=(upstream_part(_mode.system),),  # its own index, costed from its build's manifest
+        system=_mode.system,
+        twin=_mode.twin,
+    )
+
 
 def _imported(name: str, kit: Toolkit) -> ImportedMethod:
     """Imported method `name`, its question ids checked against the run's whole data set."""
@@ -259,6 +314,8 @@ def index_parts(method: str, settings: Settings) -> list[tuple[str, str]]:
         names = ["naive_rag", settings.methods.graph_method]
         return list(dict.fromkeys(p for name in names for p in index_parts(name, settings)))
     wanted = list(entry.metadata["index_parts"])
+    if "system" in entry.metadata:  # an upstream system reads its own index only
+        return [(part, "") for part in wanted]
     if "graph" in wanted and settings.retrieval.graph_fallback == "vector":
         wanted.append("chunk_embeddings")
     for part in wanted:  # grows while it is read: a part's sources are appended after it

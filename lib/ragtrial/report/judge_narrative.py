@@ -187,6 +187,17 @@ def audit_findings(
     return "\n\n".join(line for line in lines if line)
 
 
+def unbiased_pair_sentences(summary: pd.DataFrame) -> list[str]:
+    """Per judged pair, the unbiased protocol's overall score difference with its interval and test."""
+    return [
+        f"{r.pair}: per-question overall score difference {r.score_diff:+.2f} "
+        f"[{r.score_diff_ci_low:+.2f}, {r.score_diff_ci_high:+.2f}] ({r.test}, p={r.p_value:.3g}, "
+        f"Holm-adjusted over {len(summary)} pair(s) {r.p_holm:.3g}); mean tie rate over trials "
+        f"{_pct(r.tie_rate)}."
+        for r in summary.itertuples(index=False)
+    ]
+
+
 def comparison_findings(
     sanity: pd.DataFrame,
     classic: pd.DataFrame,
@@ -213,13 +224,7 @@ def comparison_findings(
         if {"classic", "unbiased"} <= said.keys() and said["classic"] != said["unbiased"]:
             line += " The two protocols support different conclusions on the same answers."
         lines.append(line)
-    for r in summary.itertuples(index=False):
-        lines.append(
-            f"{r.pair}: per-question overall score difference {r.score_diff:+.2f} "
-            f"[{r.score_diff_ci_low:+.2f}, {r.score_diff_ci_high:+.2f}] ({r.test}, p={r.p_value:.3g}, "
-            f"Holm-adjusted over {len(summary)} pair(s) {r.p_holm:.3g}); mean tie rate over trials "
-            f"{_pct(r.tie_rate)}."
-        )
+    lines += unbiased_pair_sentences(summary)
     if not aspects.empty:
         ties = aspects.groupby("aspect", sort=False)["tie_rate"].mean()
         lines.append(

@@ -31,6 +31,7 @@ from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec, load_batch, notebook_file
 from ragtrial.llm.ledger import read_ledger, summarize
 from ragtrial.locks import FolderLock, LockHeld
+from ragtrial.methods.upstream.environments import SYSTEMS_RECORD
 from ragtrial.redact import redact
 from ragtrial.report.files import write_json, write_table
 from ragtrial.report.html import render_index, render_report
@@ -222,9 +223,16 @@ def _finished(
         **totals,
         "prompts": sorted(p for p in ledger["prompt"].unique() if p) if not ledger.empty else [],
         "models": sorted(ledger["model"].unique()) if not ledger.empty else [],
+        # the upstream systems the run used: version, Python, index build (methods/upstream)
+        "systems": _systems_used(run_dir),
         # what the endpoint said answered (the requested name above need not be it)
         "served_models": sorted(m for m in ledger["served_model"].unique() if m) if not ledger.empty else [],
     }
+
+
+def _systems_used(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / SYSTEMS_RECORD
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _selected(specs: list[RunSpec], only: list[str] | None, batch_path: str | Path) -> list[RunSpec]:

@@ -116,6 +116,17 @@ class CombinedRuns:
         """The folder of the notebook's combined run."""
         return self._run(notebook).run_dir
 
+    def upstream_builds(self) -> dict[str, dict[str, Any]]:
+        """Per upstream system, the index build a combined run recorded (run.json `systems`); the
+        same build recorded by several runs is one build.
+        """
+        builds: dict[str, dict[str, Any]] = {}
+        for run in self.chosen.values():
+            for system, used in (run.record.get("systems") or {}).items():
+                if used.get("index"):
+                    builds.setdefault(system, used["index"])
+        return builds
+
 
 def _ended(run: RunRecord) -> dt.datetime | None:
     """When the run ended (a time without a zone is UTC, as the runner writes them); None if unreadable."""

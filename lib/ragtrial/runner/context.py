@@ -40,6 +40,7 @@ TRACKED_PACKAGES = [
     "torch",
     "sentence-transformers",
     "graspologic-native",
+    "lightrag-hku",
     "scikit-learn",
     "rouge-score",
     "bert-score",

@@ -206,6 +206,35 @@ def _judge_notebook(self_check: bool) -> Callable[[RunPlanner], list[StagePlan]]
     return plan
 
 
+def _upstream_notebook(p: RunPlanner) -> list[StagePlan]:
+    """Notebook 11: the kit's twins as in 07 (their answers, length alignment, the unbiased judge);
+    an upstream system's own calls (its prompts, its map batches, its index build) are its to decide.
+    """
+    from ragtrial.methods.registry import METHODS
+
+    cfg = p.settings.upstream
+    generated, n = p.sourced_questions(
+        "graph" if cfg.question_source == "graph" else None, cfg.questions_per_type, cfg.seed
+    )
+    plans = p.index() + generated
+    if n is None:
+        return plans + [UNKNOWN_QUESTIONS]
+    systems = [m for m in cfg.methods if "system" in METHODS.entry(m).metadata]
+    kit = [m for m in cfg.methods if m not in systems]
+    decided = [
+        unknown("upstream", f"{m}: the system decides its own calls, index build included") for m in systems
+    ]
+    retrieval = [r for r in planned_answers(kit, n, cfg, p.settings) if r.stage != "answer"]
+    sizes = {
+        "n_answers": n * len(kit),
+        "question_tokens": QUESTION_TOKENS,
+        "answer_tokens": cfg.answer_max_tokens,
+        "answer_prompt_tokens": cfg.context_budget + 100,
+        "classic_positions": 0,
+    }
+    return plans + decided + retrieval + planned_judging(cfg, n, len(cfg.pairs), **sizes)
+
+
 def _claims_notebook(p: RunPlanner) -> list[StagePlan]:
     cfg = p.settings.claims
     generated, n = p.sourced_questions(
@@ -253,6 +282,7 @@ NOTEBOOKS: dict[str, Callable[[RunPlanner], list[StagePlan]]] = {
     "08_claims_comprehensiveness_diversity": _claims_notebook,
     "09_retrieval_diagnostics": _diagnostics_notebook,
     "10_verdict": lambda p: [],  # reads saved tables and the saved index: no model call
+    "11_upstream_systems": _upstream_notebook,
 }
 
 

@@ -12,7 +12,6 @@ import pandas as pd
 
 from ragtrial.evaluation.judge.pairs import CannotRegenerate, Regenerate, length_hint_prompt
 from ragtrial.llm.client import LLM
-from ragtrial.methods.imported import ImportedMethod
 
 if TYPE_CHECKING:
     from ragtrial.methods.base import Method
@@ -69,8 +68,8 @@ def answer_questions(methods: dict[tuple[str, int], Method], questions: Sequence
 
     def regenerate(question_id: str, method: str, replicate: int, target_words: int) -> str:
         runner = methods[(method, replicate)]
-        if isinstance(runner, ImportedMethod):
-            raise CannotRegenerate(f"{method}: an imported answer cannot be regenerated")
+        if not runner.regenerable:
+            raise CannotRegenerate(f"{method}: {runner.not_regenerable}")
         prompt = getattr(runner, "reduce_prompt", None) or runner.generator.prompt
         return runner.generator.generate(
             question_text[question_id],

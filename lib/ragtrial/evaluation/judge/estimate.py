@@ -14,7 +14,7 @@ from ragtrial.llm.plan import StagePlan, projected
 from ragtrial.llm.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from ragtrial.config.judge import JudgeSettings
+    from ragtrial.config.judge import UnbiasedJudgeSettings
 
 
 # ---------------------------------------------------------------- cost before paying
@@ -37,7 +37,7 @@ EMBEDDED_THROUGHPUT = {"prompt": 400.0, "text": 40.0, "json": 10.0}
 
 
 def estimate_cost(
-    settings: JudgeSettings,
+    settings: UnbiasedJudgeSettings,
     n_questions: int,
     n_pairs: int,
     *,
@@ -69,12 +69,19 @@ def estimate_cost(
             answer_prompt_tokens,
             s.answer_max_tokens,
         ),
-        (
-            "classic judge",
-            "json",
-            pairs * classic_positions * s.classic_repeats,
-            judge_prompt_tokens(None, question_tokens, answer_tokens, s.classic_ties),
-            s.classic_max_tokens,
+        # notebook 11 runs the unbiased protocol alone: no classic order, so no classic keys
+        *(
+            [
+                (
+                    "classic judge",
+                    "json",
+                    pairs * classic_positions * s.classic_repeats,
+                    judge_prompt_tokens(None, question_tokens, answer_tokens, s.classic_ties),
+                    s.classic_max_tokens,
+                )
+            ]
+            if classic_positions
+            else []
         ),
         (
             "unbiased judge",
@@ -115,7 +122,9 @@ STEP_BASIS = {
 }
 
 
-def planned_calls(settings: JudgeSettings, n_questions: int, n_pairs: int, **sizes) -> list[StagePlan]:
+def planned_calls(
+    settings: UnbiasedJudgeSettings, n_questions: int, n_pairs: int, **sizes
+) -> list[StagePlan]:
     """`estimate_cost` as stage plans for `ragtrial estimate` (the same counts, no second copy): the
     prompts need answers not yet written, so their tokens are projected.
     """

@@ -37,13 +37,15 @@ Regenerate = Callable[[str, str, int, int], str]
 # (question, answer, n_words, method) -> words to append to the answer
 Append = Callable[[str, str, int, str], str]
 
-# A pair left apart because the answer that had to change was imported (bring your own answers):
-# an outside system cannot be asked again, so its answer stays as it is.
-NOT_ALIGNABLE = "not alignable (imported answer)"
+# A pair left apart because the answer that had to change is one the kit cannot write again (an
+# imported answer, an upstream system's answer): it stays as it is.
+NOT_ALIGNABLE = "not alignable (imported or upstream answer)"
 
 
 class CannotRegenerate(Exception):
-    """`Regenerate` of an answer that cannot be written again (an imported one): alignment leaves it."""
+    """`Regenerate` of an answer that cannot be written again (imported, or an upstream system's):
+    alignment leaves it.
+    """
 
 
 # Bounds the forced append's generation near the missing word count (BPE prose: ~1.3 tokens/word).

@@ -22,6 +22,7 @@ from ragtrial.registry import Registry
 
 WORKERS = Path(__file__).parent / "workers"
 READY = "ragtrial-ready.json"  # written last: a folder without it is an unfinished install
+SYSTEMS_RECORD = "systems.json"  # in a run folder: the systems a run used; the runner puts it in run.json
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,70 @@
+"""Notebook 11's words: which upstream systems answered (name, version, index), and per pair how far
+the kit's reimplementation stands in for the original: context overlap, answer agreement, cost, and
+the judge's verdict. Generated from the tables; a measure no question defines is said to be
+undefined, never 0.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ragtrial.evaluation.upstream import ID_KINDS
+from ragtrial.report.judge_narrative import unbiased_pair_sentences
+from ragtrial.report.markdown import escape_markdown
+from ragtrial.report.narrative import embedded_disclaimer
+
+
+def systems_note(systems: pd.DataFrame, unavailable: pd.DataFrame) -> str:
+    """The systems as shipped that answered, their versions and index builds; the ones that could not run."""
+    if systems.empty:
+        lines = ["No upstream system ran."]
+    else:
+        lines = [
+            f"**{escape_markdown(r.system)} {escape_markdown(str(r.version))}** (Python {r.python}): index "
+            f"{escape_markdown(r.counts)}, built for {int(r.build_calls)} model call(s) "
+            f"({int(r.build_cached_calls)} from the cache), "
+            f"{int(r.build_prompt_tokens + r.build_completion_tokens)} tokens and "
+            f"{int(r.build_embedding_tokens)} embedding tokens."
+            for r in systems.itertuples(index=False)
+        ]
+    lines += [
+        f"**{escape_markdown(r.method)}** did not run: {escape_markdown(r.reason)}"
+        for r in unavailable.itertuples(index=False)
+    ]
+    return "\n\n".join(lines)
+
+
+def _measure(row: pd.Series, measure: str, label: str) -> str:
+    if pd.isna(row[measure]):
+        return f"{label} undefined (no question showed it on both sides)"
+    return (
+        f"{label} {row[measure]:.2f} [{row[f'{measure}_low']:.2f}, {row[f'{measure}_high']:.2f}] "
+        f"over {int(row[f'{measure}_n'])} question(s)"
+    )
+
+
+def side_by_side_sentences(summary: pd.DataFrame, judged: pd.DataFrame, embedded: bool) -> str:
+    """Per (upstream, twin) pair: overlap per id kind, answer agreement, cost per answer; then the
+    unbiased judge's verdict per pair, and the embedded model's disclaimer.
+    """
+    lines = []
+    for _, r in summary.iterrows():
+        overlaps = "; ".join(_measure(r, f"overlap_{kind}", kind) for kind in ID_KINDS)
+        failed = f" {int(r.failed)} question(s) had a failed side and are not compared." if r.failed else ""
+        lines.append(
+            f"**{r.upstream} vs {r.twin}** ({int(r.questions)} question(s) both answered).{failed} "
+            f"Context overlap (Jaccard of the index ids shown): {overlaps}. Answer agreement: "
+            f"{_measure(r, 'answer_f1', 'token F1')}; {_measure(r, 'answer_rouge_l', 'ROUGE-L F')}. "
+            f"Cost per answer: {r.upstream_calls:.1f} vs {r.twin_calls:.1f} calls, "
+            f"{r.upstream_prompt_tokens + r.upstream_completion_tokens:.0f} vs "
+            f"{r.twin_prompt_tokens + r.twin_completion_tokens:.0f} tokens, "
+            f"{r.upstream_latency_s:.1f} vs {r.twin_latency_s:.1f} s."
+        )
+    if not judged.empty:
+        lines += [
+            "**Judged** (unbiased protocol, the upstream system as A):",
+            *unbiased_pair_sentences(judged),
+        ]
+    if embedded:
+        lines.append(embedded_disclaimer("These overlaps, agreements and verdicts"))
+    return "\n\n".join(lines)
