@@ -17,6 +17,7 @@ import json
 import shutil
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,8 @@ class UpstreamSession:
         self.versions: dict[str, dict[str, Any]] = {}
         self.builds: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        # a session nobody closed still stops its workers when it is collected (or at exit)
+        weakref.finalize(self, _stop_workers, self.workers)
 
     # ------------------------------------------------------------ shared parts
 
@@ -136,10 +139,13 @@ class UpstreamSession:
         for vectors in (self.index.chunk_embeddings, self.index.entity_embeddings):
             if vectors is not None and len(vectors):
                 return int(vectors.shape[1])
-        return int(self.ctx.embedder.embed(["dimension"], stage="upstream_index").shape[1])
+        return int(self.ctx.embedder.embed(["dimension"], stage="embedding_dimension").shape[1])
 
     def prepared(self, system: str) -> Path:
         """The folder of system `system`'s index, built now if no earlier run built it."""
+        with self._lock:
+            if system in self.builds:
+                return Path(self.builds[system]["folder"])
         worker = self.worker(system)
         request = self.build_request(system)
         s = self.ctx.settings
@@ -151,9 +157,6 @@ class UpstreamSession:
             "request": config_hash(request),
         }
         folder = self.store() / f"{system}-{config_hash(identity)}"
-        with self._lock:
-            if system in self.builds:
-                return folder
         folder.parent.mkdir(parents=True, exist_ok=True)
         with FolderLock(folder.parent / f"{folder.name}.lock", wait=True):
             if not (folder / MANIFEST).is_file():
@@ -197,12 +200,16 @@ class UpstreamSession:
         (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
 
     def close(self) -> None:
-        for worker in self.workers.values():
-            worker.close()
-        self.workers.clear()
+        _stop_workers(self.workers)
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None
+
+
+def _stop_workers(workers: dict[str, Worker]) -> None:
+    for worker in workers.values():
+        worker.close()
+    workers.clear()
 
 
 def graphrag_output_folder(path: Path) -> Path:
@@ -322,13 +329,15 @@ class UpstreamMethod(Method):
         self.ctx, self.session, self.mode = ctx, session, mode
         self.kit_ids = KitIds(session.index)
         self._answering = threading.Lock()
+        # built (or found) now, so a system that cannot install, start or index is an unavailable
+        # method with its reason (make_methods), never a crash in the middle of the answers
+        self.folder = session.prepared(mode.system)
         self.options = getattr(ctx.settings.systems, mode.system).query_options()
         if self.options.get("community_level", 0) is None:  # GraphRAG reads the kit's global level
             self.options["community_level"] = ctx.settings.methods.global_level
 
     def fill(self, question: Question, draft: Draft) -> None:
         system = self.mode.system
-        folder = self.session.prepared(system)
         proxy = self.session.model_proxy()
         # one question at a time per method: the proxy tells a method's calls apart by its binding
         with self._answering, proxy.bound(self.name):
@@ -338,7 +347,7 @@ class UpstreamMethod(Method):
                     base_url=proxy.base_url(self.name, "answer"),
                     model=self.ctx.settings.llm.model,
                     embedding_model=self.ctx.settings.embeddings.model,
-                    workdir=str(folder),
+                    workdir=str(self.folder),
                     question_id=question.question_id,
                     question=question.question,
                     mode=self.mode.mode,
