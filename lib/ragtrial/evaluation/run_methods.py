@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ragtrial.llm.plan import QUESTION_TOKENS, StagePlan, frame_tokens, projected
+from ragtrial.llm.plan import QUESTION_TOKENS, StagePlan, frame_tokens, projected, unknown
 from ragtrial.prompts import load_prompt
 from ragtrial.records import Question, ordered_union
 from ragtrial.retrieval.packing import format_context
@@ -117,6 +117,18 @@ def fallback_table(answers: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- before the calls (ragtrial estimate)
 
 
+def answered_by_the_kit(method_names: Sequence[str], settings: Settings) -> list[str]:
+    """The methods whose answers the kit's generator writes: not imported, not an upstream system's."""
+    from ragtrial.methods.registry import METHODS
+
+    return [
+        name
+        for name in method_names
+        if name not in settings.methods.answer_files
+        and not (name in METHODS and "system" in METHODS.entry(name).metadata)
+    ]
+
+
 def planned_answers(
     method_names: Sequence[str],
     n_questions: int,
@@ -137,6 +149,15 @@ def planned_answers(
     answer = load_prompt(cfg.answer_prompt)
     plans = []
     for name in method_names:
+        if name in settings.methods.answer_files:
+            continue  # imported answers: no model call
+        if name in METHODS and "system" in METHODS.entry(name).metadata:
+            plans.append(
+                unknown(
+                    "upstream", f"{name}: the system decides its own calls (its prompts, its index build)"
+                )
+            )
+            continue
         family = METHODS.entry(name).metadata.get("family", "") if name in METHODS else ""
         map_reduce = family == "community_reports" or name == "ts"
         answer_calls = n_questions * (2 if cfg.first_line_only else 1)

@@ -33,7 +33,7 @@ from ragtrial.evaluation.judge.estimate import EMBEDDED_THROUGHPUT
 from ragtrial.evaluation.judge.estimate import planned_calls as planned_judging
 from ragtrial.evaluation.judge.pairs import all_pairs
 from ragtrial.evaluation.key_facts import planned_key_fact_checks
-from ragtrial.evaluation.run_methods import planned_answers
+from ragtrial.evaluation.run_methods import answered_by_the_kit, planned_answers
 from ragtrial.index.build import planned_build
 from ragtrial.llm.backend_check import planned_calls as planned_probes
 from ragtrial.llm.cache import ResponseCache
@@ -95,6 +95,8 @@ class RunPlanner:
         dataset = dataset or self.dataset
         if dataset is None or "index.import_path" in self.absent:
             return [unknown("index", "data absent: the index and so its calls are unknown")]
+        if not dataset.documents:  # no corpus: load_or_build_index builds nothing
+            return []
         path, plans = planned_build(self.ctx, dataset)
         if path in self.built:
             return []
@@ -193,7 +195,7 @@ def _judge_notebook(self_check: bool) -> Callable[[RunPlanner], list[StagePlan]]
         n_pairs = 1 if self_check else len(cfg.pairs or all_pairs(methods))
         retrieval = [r for r in planned_answers(methods, n, cfg, p.settings) if r.stage != "answer"]
         sizes = {
-            "n_answers": n * (2 if self_check else len(methods)),
+            "n_answers": n * (2 if self_check else len(answered_by_the_kit(methods, p.settings))),
             "question_tokens": QUESTION_TOKENS,
             "answer_tokens": cfg.answer_max_tokens,
             "answer_prompt_tokens": cfg.context_budget + 100,  # as notebooks 06 and 07 state it
@@ -210,8 +212,6 @@ def _upstream_notebook(p: RunPlanner) -> list[StagePlan]:
     """Notebook 11: the kit's twins as in 07 (their answers, length alignment, the unbiased judge);
     an upstream system's own calls (its prompts, its map batches, its index build) are its to decide.
     """
-    from ragtrial.methods.registry import METHODS
-
     cfg = p.settings.upstream
     generated, n = p.sourced_questions(
         "graph" if cfg.question_source == "graph" else None, cfg.questions_per_type, cfg.seed
@@ -219,20 +219,15 @@ def _upstream_notebook(p: RunPlanner) -> list[StagePlan]:
     plans = p.index() + generated
     if n is None:
         return plans + [UNKNOWN_QUESTIONS]
-    systems = [m for m in cfg.methods if "system" in METHODS.entry(m).metadata]
-    kit = [m for m in cfg.methods if m not in systems]
-    decided = [
-        unknown("upstream", f"{m}: the system decides its own calls, index build included") for m in systems
-    ]
-    retrieval = [r for r in planned_answers(kit, n, cfg, p.settings) if r.stage != "answer"]
+    retrieval = [r for r in planned_answers(cfg.methods, n, cfg, p.settings) if r.stage != "answer"]
     sizes = {
-        "n_answers": n * len(kit),
+        "n_answers": n * len(answered_by_the_kit(cfg.methods, p.settings)),
         "question_tokens": QUESTION_TOKENS,
         "answer_tokens": cfg.answer_max_tokens,
         "answer_prompt_tokens": cfg.context_budget + 100,
         "classic_positions": 0,
     }
-    return plans + decided + retrieval + planned_judging(cfg, n, len(cfg.pairs), **sizes)
+    return plans + retrieval + planned_judging(cfg, n, len(cfg.pairs), **sizes)
 
 
 def _claims_notebook(p: RunPlanner) -> list[StagePlan]:
