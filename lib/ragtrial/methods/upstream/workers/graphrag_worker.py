@@ -28,12 +28,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-import protocol  # noqa: E402
-
 # litellm points tiktoken at the encodings it ships (cl100k_base, o200k_base): imported before
 # graphrag's chunker asks tiktoken for one, no encoding is ever downloaded.
 import litellm  # noqa: E402, F401
 import pandas as pd  # noqa: E402
+import protocol  # noqa: E402
 from graphrag.api.index import build_index  # noqa: E402
 from graphrag.config.embeddings import (  # noqa: E402
     community_full_content_embedding,
@@ -60,8 +59,10 @@ from graphrag.utils.api import get_embedding_store, load_search_prompt  # noqa: 
 from graphrag_llm.config import MetricsConfig  # noqa: E402
 from graphrag_llm.metrics import create_metrics_store  # noqa: E402
 
-# The tables a GraphRAG output folder holds; the searches need all but documents and covariates.
-TABLES = ("documents", "text_units", "entities", "relationships", "communities", "community_reports")
+# The tables a GraphRAG output folder holds: the searches read all but documents; covariates (claims)
+# only if the index extracted them.
+SEARCH_TABLES = ("text_units", "entities", "relationships", "communities", "community_reports")
+TABLES = ("documents", *SEARCH_TABLES)
 OPTIONAL_TABLES = ("covariates",)
 CHAT_MODEL_ID = "default_completion_model"
 EMBEDDING_MODEL_ID = "default_embedding_model"
@@ -102,6 +103,10 @@ def graphrag_config(payload: dict[str, Any]) -> GraphRagConfig:
             "api_base": payload["base_url"],
             "api_key": API_KEY,
             "metrics": METRICS,
+            # the kit's proxy retries by its settings and counts every attempt; the OpenAI client's
+            # own retries (2 on a 5xx) would hide failures from it and multiply its attempts (litellm
+            # 1.100's embedding call still makes them: it reads 0 as unset)
+            "call_args": {"max_retries": 0},
         }
 
     settings: dict[str, Any] = {
@@ -226,10 +231,11 @@ def _read_table(output: Path, name: str) -> pd.DataFrame | None:
 
 def search_engine(config: GraphRagConfig, mode: str, output: Path, options: dict[str, Any]) -> Any:
     """GraphRAG's search engine for `mode`, over the tables and stores in `output` (as api.query
-    builds them)."""
+    builds them).
+    """
     level = int(options.get("community_level", 2))
     response_type = str(options.get("response_type", "Multiple Paragraphs"))
-    tables = {name: _read_table(output, name) for name in TABLES + OPTIONAL_TABLES}
+    tables = {name: _read_table(output, name) for name in SEARCH_TABLES + OPTIONAL_TABLES}
     communities, community_reports = tables["communities"], tables["community_reports"]
     if mode == "global":
         dynamic = bool(options.get("dynamic_community_selection", False))
@@ -248,13 +254,15 @@ def search_engine(config: GraphRagConfig, mode: str, output: Path, options: dict
         )
     text_units = read_indexer_text_units(tables["text_units"])
     if mode == "basic":
-        return get_basic_search_engine(
+        engine = get_basic_search_engine(
             text_units=text_units,
             text_unit_embeddings=get_embedding_store(config.vector_store, text_unit_text_embedding),
             config=config,
             response_type=response_type,
             system_prompt=load_search_prompt(config.basic_search.prompt),
         )
+        engine.model = _StreamingModel(engine.model)
+        return engine
     entities = read_indexer_entities(tables["entities"], communities, level)
     relationships = read_indexer_relationships(tables["relationships"])
     reports = read_indexer_reports(community_reports, communities, level)
@@ -292,7 +300,8 @@ def search_engine(config: GraphRagConfig, mode: str, output: Path, options: dict
 
 def context_items(context_data: Any) -> list[dict[str, Any]]:
     """The SearchResult's context tables as protocol items, once each (DRIFT nests one set of
-    tables per follow-up query)."""
+    tables per follow-up query).
+    """
     items: dict[tuple[str, str], dict[str, Any]] = {}
 
     def walk(data: Any) -> None:
@@ -306,7 +315,10 @@ def context_items(context_data: Any) -> list[dict[str, Any]]:
                     if kind == "entity":
                         item["name"] = str(row.get("entity", ""))
                     elif kind == "relation":
-                        item["source"], item["target"] = str(row.get("source", "")), str(row.get("target", ""))
+                        item["source"], item["target"] = (
+                            str(row.get("source", "")),
+                            str(row.get("target", "")),
+                        )
                     elif kind == "community_report":
                         item["name"] = str(row.get("title", ""))
                     items.setdefault((kind, item["id"]), item)
@@ -317,9 +329,42 @@ def context_items(context_data: Any) -> list[dict[str, Any]]:
     return list(items.values())
 
 
+class _AwaitedStream:
+    """A streamed completion that can be iterated without being awaited first."""
+
+    def __init__(self, pending: Any) -> None:
+        self.pending = pending
+
+    def __await__(self) -> Any:
+        return self.pending.__await__()
+
+    async def _chunks(self) -> Any:
+        async for chunk in await self.pending:
+            yield chunk
+
+    def __aiter__(self) -> Any:
+        return self._chunks()
+
+
+class _StreamingModel:
+    """GraphRAG 3.3.0's BasicSearch.search iterates its model's stream without awaiting it (a
+    TypeError every time; its stream_search awaits): the engine's model behind this answers both.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def completion_async(self, **kwargs: Any) -> _AwaitedStream:
+        return _AwaitedStream(self.model.completion_async(**kwargs))
+
+
 class _FailureLog(logging.Handler):
     """Keeps the errors GraphRAG's searches log: they catch a failed model call, log it and carry
-    on with an empty answer, which must reach the kit as a failure, not as an answer."""
+    on with an empty answer, which must reach the kit as a failure, not as an answer.
+    """
 
     def __init__(self) -> None:
         super().__init__(logging.ERROR)
@@ -327,7 +372,9 @@ class _FailureLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         cause = record.exc_info[1] if record.exc_info else None
-        self.failures.append(f"{record.getMessage()}: {type(cause).__name__}: {cause}" if cause else record.getMessage())
+        self.failures.append(
+            f"{record.getMessage()}: {type(cause).__name__}: {cause}" if cause else record.getMessage()
+        )
 
 
 def query(payload: dict[str, Any]) -> dict[str, Any]:
