@@ -33,23 +33,37 @@ ID_COLUMNS = {
     "community_report": ("community_reports", "community"),
     "claim": ("covariates", "human_readable_id"),
 }
-SAMPLES = {
-    "string": "Scrooge repents.",
-    "integer": 80,
-    "number": 0.8,
-    "boolean": True,
-    "array": ["Who is Marley?"],
-}
+SAMPLES = {"string": "Scrooge repents.", "integer": 80, "number": 0.8, "boolean": True}
+# GraphRAG's extraction output format (its extract_graph prompt): records of tuples.
+EXTRACTION = (
+    '("entity"<|>SCROOGE<|>PERSON<|>Scrooge is a miser who keeps a counting-house)##'
+    '("entity"<|>MARLEY<|>PERSON<|>Marley was Scrooge\'s partner, dead seven years)##'
+    '("relationship"<|>SCROOGE<|>MARLEY<|>Marley was Scrooge\'s business partner<|>8)<|COMPLETE|>'
+)
+
+
+def sample(schema: dict, definitions: dict) -> object:
+    """A value of JSON schema `schema` (pydantic's: $ref into $defs, objects, arrays, scalars)."""
+    if "$ref" in schema:
+        return sample(definitions[schema["$ref"].rsplit("/", 1)[-1]], definitions)
+    if schema.get("type") == "object":
+        return {name: sample(prop, definitions) for name, prop in schema["properties"].items()}
+    if schema.get("type") == "array":
+        return [sample(schema["items"], definitions)]
+    return SAMPLES[schema["type"]]
 
 
 def graphrag_reply(body: dict) -> str:
-    """A reply every search step parses: the structured output a JSON schema asks for, else JSON
-    with the global map's points and a DRIFT action's response, score and follow-ups.
+    """A reply every indexing and search step parses: the structured output a JSON schema asks for,
+    graph tuples to the extraction prompt, else JSON with the global map's points and a DRIFT
+    action's response, score and follow-ups.
     """
     response_format = body.get("response_format") or {}
     schema = (response_format.get("json_schema") or {}).get("schema") or response_format.get("schema")
     if schema:
-        return json.dumps({name: SAMPLES[prop["type"]] for name, prop in schema["properties"].items()})
+        return json.dumps(sample(schema, schema.get("$defs", {})))
+    if any("relationship_strength" in str(message.get("content")) for message in body["messages"]):
+        return EXTRACTION
     return json.dumps(
         {
             "points": [{"description": "Scrooge repents [Data: Reports (1)]", "score": 80}],
@@ -161,6 +175,33 @@ def test_a_failing_embedding_call_is_an_error_naming_the_op(endpoint, worker, in
         ask(endpoint, worker, "basic")
     assert raised.value.op == "query"
     assert ask(endpoint, worker, "basic")["answer"].strip()
+
+
+def test_documents_are_indexed_by_graphrags_standard_pipeline(endpoint, worker, tmp_path):
+    documents = [
+        {"id": "stave-1", "title": "Stave One", "text": "Marley was dead. Scrooge was his partner. " * 20},
+        {"id": "stave-2", "title": "Stave Two", "text": "Scrooge kept a counting-house in the city. " * 20},
+    ]
+    base = {**request_base(endpoint, worker), "workdir": str(tmp_path / "docs")}
+    options = {**OPTIONS, "chunk_size": 200, "chunk_overlap": 20}
+    options["graphrag"] = {**OPTIONS["graphrag"], "extract_graph": {"max_gleanings": 0}}
+    chats = len(endpoint.chat_requests())
+    built = worker.request("index", output=None, documents=documents, graph=None, options=options, **base)
+    counts = built["counts"]
+    assert counts["documents"] == 2 and counts["text_units"] >= 2
+    assert counts["entities"] == 2 and counts["relationships"] == 1 and counts["community_reports"] >= 1
+    assert counts["embeddings.entity_description"] == 2
+    # every chat call GraphRAG made (extractions, summaries, reports) is in its usage, with the embeddings
+    assert built["usage"]["calls"] > len(endpoint.chat_requests()) - chats > 0
+    answered = worker.request(
+        "query", question_id="q1", question="Who was Marley?", mode="local", options=options, **base
+    )
+    entities = set(
+        pd.read_parquet(tmp_path / "docs/output/entities.parquet")["human_readable_id"].astype(str)
+    )
+    named = {item["name"] for item in answered["context"] if item["kind"] == "entity"}
+    assert named == {"SCROOGE", "MARLEY"}
+    assert {item["id"] for item in answered["context"] if item["kind"] == "entity"} <= entities
 
 
 def test_a_workdir_never_indexed_names_the_missing_table(endpoint, worker, tmp_path):
