@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import SHARED_DATASETS
-from scripted_server import ScriptedServer
+from scripted_server import InFlight, ScriptedServer
 
 from ragtrial.methods.upstream.boundary import UpstreamError, Worker
 from ragtrial.methods.upstream.environments import SystemNotInstalled, python_for
@@ -152,6 +152,18 @@ def test_each_mode_answers_with_graphrags_context_and_usage(endpoint, worker, in
         assert item["text"].strip()
     usage = result["usage"]
     assert usage["calls"] > 0 and usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_global_search_makes_as_many_calls_at_once_as_the_options_say(endpoint, worker, indexed, concurrency):
+    held = InFlight(graphrag_reply, hold_s=0.05, kind_of=lambda body: "chat")
+    endpoint.default_reply = held
+    try:
+        options = {"concurrency": concurrency} if concurrency > 1 else {}  # 1 is the default
+        ask(endpoint, worker, "global", **options)
+    finally:
+        endpoint.default_reply = graphrag_reply
+    assert held.most["chat"] == concurrency
 
 
 @pytest.mark.fault
