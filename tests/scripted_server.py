@@ -10,6 +10,8 @@ last user message. Steps:
   ("body", status, payload)   reply with this JSON payload as it is (malformed 200s, odd bodies)
   ("raw", status, bytes)      reply with these bytes as the body (truncated or non-JSON bodies)
   ("vectors", vectors)        an embeddings reply carrying exactly these vectors (ragged, NaN, ...)
+A chat request with "stream": true gets its completion as server-sent events (one content chunk,
+then the finishing chunk with the usage, then [DONE]), as OpenAI streams it.
 Every request's path, JSON body and Authorization header are kept in `requests`.
 `rate_limit = (n, window_s, retry_after)` makes it an endpoint that allows n requests per window:
 one above that gets a 429 with that Retry-After (counted in `refused`).
@@ -122,15 +124,35 @@ class ScriptedServer:
                     return
                 content = step[1] if step[0] == "text" else server.default_reply(body)
                 prompt_tokens = sum(len(text.split()) for text in _prompt_text(body))
-                self._send(
-                    200,
-                    _completion(
-                        content,
-                        prompt_tokens,
-                        body.get("model", "scripted"),
-                        chat=self.path.endswith("/chat/completions"),
-                    ),
+                completion = _completion(
+                    content,
+                    prompt_tokens,
+                    body.get("model", "scripted"),
+                    chat=self.path.endswith("/chat/completions"),
                 )
+                if body.get("stream") and self.path.endswith("/chat/completions"):
+                    self._stream(completion)
+                    return
+                self._send(200, completion)
+
+            def _stream(self, completion: dict[str, Any]) -> None:
+                chunk = {key: completion[key] for key in ("id", "created", "model")}
+                chunk["object"] = "chat.completion.chunk"
+                message = completion["choices"][0]["message"]
+                events = [
+                    {**chunk, "choices": [{"index": 0, "delta": message, "finish_reason": None}]},
+                    {
+                        **chunk,
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                        "usage": completion["usage"],
+                    },
+                ]
+                data = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def _send(self, status: int, payload: Any) -> None:
                 self._send_bytes(status, json.dumps(payload).encode())
