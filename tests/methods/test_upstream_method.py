@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from conftest import endpoint_settings, make_llm
+from conftest import SHARED_DATASETS, endpoint_settings, make_llm
 from test_lightrag_worker import GRAPH, KEYWORDS, KIT_CHUNK
 
 from ragtrial.config import Settings
@@ -142,3 +142,47 @@ def test_kit_ids_map_a_systems_items_by_id_name_ends_and_text_and_count_the_rest
     assert relation.relation_ids == ["r1"] and missing == 0
     _, missing = ids.item({"kind": "entity", "name": "Nobody", "entity_ids": ["zz"]}, 3, "s")
     assert missing == 2
+
+
+DULCE = SHARED_DATASETS / "graphrag_examples" / "operation_dulce"
+
+
+def test_graphrag_searches_its_own_output_folder_and_answers_in_the_kits_ids(scripted, tmp_path):
+    """GraphRAG (its own environment) over the Operation Dulce output the kit imported: one graph."""
+    from test_graphrag_worker import graphrag_reply
+
+    from ragtrial.index.import_graphs import import_graphrag_output
+
+    scripted.default_reply = graphrag_reply
+    ctx = context(scripted, tmp_path, "run1")
+    ctx.settings = ctx.settings.model_copy(
+        update={
+            "index": ctx.settings.index.model_copy(
+                update={"graph_source": "import", "import_path": str(DULCE)}
+            ),
+            "methods": ctx.settings.methods.model_copy(update={"global_level": 0}),
+        }
+    )
+    index = import_graphrag_output(DULCE / "output")
+    methods, unavailable = make_methods(
+        ["graphrag_local", "graphrag_global"], index, ctx, ctx.settings.upstream
+    )
+    assert unavailable.empty, unavailable
+    try:
+        answers = run_methods(methods, QUESTIONS[:1]).set_index("method")
+    finally:
+        methods[0].session.close()
+    assert set(answers["failure"]) == {""} and answers["text"].str.len().gt(0).all()
+    local = answers.loc["graphrag_local"]
+    assert local["context_entity_ids"] and set(local["context_entity_ids"]) <= set(
+        index.entities["entity_id"]
+    )
+    assert set(local["context_ids"]) <= set(index.chunks["chunk_id"])
+    assert set(answers.loc["graphrag_global", "context_community_ids"]) <= set(
+        index.communities["community_id"]
+    )
+    assert answers.loc["graphrag_global", "context_community_ids"]
+    for method, row in answers.iterrows():  # GraphRAG's own count (its SearchResult) agrees with the kit's
+        assert row["calls"] > 0 and json.loads(row["notes"])["system_usage"]["calls"] == row["calls"], method
+    built = json.loads((ctx.run_dir / "systems.json").read_text())["graphrag"]
+    assert built["version"] == "3.3.0" and built["index"]["embedding_tokens"] > 0

@@ -6,7 +6,7 @@ budgets to the embedded model's 8k-token window.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -36,13 +36,30 @@ class GraphRAGSystemSettings(Section):
     dynamic_community_selection: bool = Field(
         False, description="global search: let the model prune communities top-down (GraphRAG's option)"
     )
-    local_max_context_tokens: int = Field(
-        12000, gt=0, description="local, DRIFT and basic search: the context budget (GraphRAG's default)"
-    )
-    global_max_context_tokens: int = Field(
-        12000, gt=0, description="global search: the budget of each map batch (GraphRAG's default)"
+    max_context_tokens: int = Field(
+        12000,
+        gt=0,
+        description="the context budget of every search: local, each global map batch and its reduce, "
+        "DRIFT, basic (GraphRAG's default)",
     )
     chunk_size: int = Field(1200, gt=0, description="GraphRAG's own index build: text unit size in tokens")
+    graphrag_settings: dict[str, Any] = Field(
+        {},
+        description="GraphRAG settings merged in last, as GraphRAG names them (e.g. "
+        "{global_search: {map_max_length: 100}}, {drift_search: {n_depth: 1}})",
+    )
+
+    def index_options(self) -> dict[str, object]:
+        return {"chunk_size": self.chunk_size, "graphrag": self.graphrag_settings}
+
+    def query_options(self) -> dict[str, object]:
+        return {
+            "community_level": self.community_level,
+            "response_type": self.response_type,
+            "dynamic_community_selection": self.dynamic_community_selection,
+            "max_context_tokens": self.max_context_tokens,
+            "graphrag": self.graphrag_settings,
+        }
 
 
 class LightRAGSystemSettings(Section):

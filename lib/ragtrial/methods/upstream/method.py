@@ -117,8 +117,11 @@ class UpstreamSession:
         settings = self.ctx.settings
         section = getattr(settings.systems, system)
         options = section.index_options()
-        if system in ("lightrag", "fast_graphrag"):  # they size their vector stores before embedding
+        # they size their vector stores before embedding; GraphRAG calls the model concurrently
+        if system in ("lightrag", "fast_graphrag"):
             options["embedding_dim"] = self.embedding_dimension()
+        else:
+            options |= {"vector_size": self.embedding_dimension(), "concurrency": settings.llm.in_flight}
         request: dict[str, Any] = {"documents": None, "graph": None, "output": None, "options": options}
         if system == "graphrag":
             output = section.output or (
@@ -333,8 +336,10 @@ class UpstreamMethod(Method):
         # method with its reason (make_methods), never a crash in the middle of the answers
         self.folder = session.prepared(mode.system)
         self.options = getattr(ctx.settings.systems, mode.system).query_options()
-        if self.options.get("community_level", 0) is None:  # GraphRAG reads the kit's global level
-            self.options["community_level"] = ctx.settings.methods.global_level
+        if mode.system == "graphrag":  # the kit's global level, and the run's concurrency
+            level = self.options["community_level"]
+            self.options["community_level"] = ctx.settings.methods.global_level if level is None else level
+            self.options |= {"concurrency": ctx.settings.llm.in_flight}
 
     def fill(self, question: Question, draft: Draft) -> None:
         system = self.mode.system
