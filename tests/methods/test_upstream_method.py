@@ -106,6 +106,18 @@ def test_a_repeated_run_pays_nothing_and_reuses_the_systems_index(served, tmp_pa
     assert ledger["cached"].all() and "upstream_index" not in set(ledger["stage"])  # index not rebuilt
 
 
+def test_a_relative_index_store_holds_the_systems_index_where_the_kit_reads_it(served, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ctx = context(served, tmp_path, "run1")
+    ctx.settings = ctx.settings.model_copy(
+        update={"index": ctx.settings.index.model_copy(update={"store_path": "indexes"})}
+    )
+    answer(ctx, names=("lightrag_hku_naive",))
+    folder = Path(json.loads((ctx.run_dir / "systems.json").read_text())["lightrag"]["index"]["folder"])
+    assert folder.is_absolute() and folder.parent == tmp_path / "indexes" / "upstream"
+    assert (folder / "manifest.json").is_file() and (folder / "kit_ids.json").is_file()
+
+
 @pytest.mark.fault
 def test_a_failed_system_call_is_a_recorded_failure_not_a_scored_answer(served, tmp_path):
     ctx = context(served, tmp_path, "run1")

@@ -25,6 +25,16 @@ ID_KINDS = {
     "communities": "context_community_ids",
 }
 COST_COLUMNS = ["calls", "cached_calls", "prompt_tokens", "completion_tokens", "latency_s"]
+SIDE_BY_SIDE_COLUMNS = [
+    "upstream",
+    "twin",
+    "question_id",
+    "status",
+    *[f"overlap_{kind}" for kind in ID_KINDS],
+    "answer_f1",
+    "answer_rouge_l",
+    *[f"{side}_{column}" for column in COST_COLUMNS for side in ("upstream", "twin")],
+]
 
 
 def jaccard(a: Sequence[str], b: Sequence[str]) -> float:
@@ -37,8 +47,10 @@ def side_by_side(answers: pd.DataFrame, pairs: Sequence[tuple[str, str]]) -> pd.
     """One row per (upstream, twin, question): both answered (`status` ok), or which side failed;
     the overlap per id kind, the answer agreement and both sides' cost.
     """
+    rows: list[dict] = []
+    if answers.empty:  # no question was asked (their generation failed): nothing to compare
+        return pd.DataFrame(rows, columns=SIDE_BY_SIDE_COLUMNS)
     by_key = answers.set_index(["question_id", "method"])
-    rows = []
     for upstream, twin in pairs:
         for question_id in dict.fromkeys(answers.loc[answers["method"] == upstream, "question_id"]):
             if (question_id, twin) not in by_key.index:
@@ -59,7 +71,7 @@ def side_by_side(answers: pd.DataFrame, pairs: Sequence[tuple[str, str]]) -> pd.
             for column in COST_COLUMNS:
                 row[f"upstream_{column}"], row[f"twin_{column}"] = a[column], b[column]
             rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=SIDE_BY_SIDE_COLUMNS)
 
 
 def side_by_side_summary(table: pd.DataFrame, resamples: int, seed: int) -> pd.DataFrame:

@@ -99,7 +99,8 @@ class UpstreamSession:
             return self.workers[system]
 
     def store(self) -> Path:
-        return Path(self.ctx.settings.index.store_path) / "upstream"
+        # absolute: a worker runs in a folder of its own, where a relative path means another place
+        return (Path(self.ctx.settings.index.store_path) / "upstream").resolve()
 
     def _write_record(self) -> None:
         record = {
