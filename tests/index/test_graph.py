@@ -15,6 +15,8 @@ from ragtrial.index.merge_extractions import entity_key, merge_extractions, norm
 from ragtrial.index.phrases import noun_phrases
 from ragtrial.index.tables import GraphIndex
 from ragtrial.records import DataError, Dataset, Document
+from ragtrial.retrieval.base import ChunkTable
+from ragtrial.retrieval.entity_graph import EntityGraph
 
 DATASETS = SHARED_DATASETS
 CAROL = DATASETS / "graphrag_examples" / "a_christmas_carol_index" / "output"
@@ -313,7 +315,7 @@ def test_christmas_carol_graphrag_index_imports_with_its_counts(tmp_path):
     assert counts == {
         "documents": 1,
         "chunks": 42,
-        "entities": 529,
+        "entities": 529 + 99,  # GraphRAG's 529 and the 99 titles its relations and claims name without a row
         "relations": 978,
         "claims": 406,
         "communities": 122,
@@ -331,16 +333,20 @@ def test_christmas_carol_graphrag_index_imports_with_its_counts(tmp_path):
     for table in ("entities", "relations", "communities", "community_reports", "claims"):
         assert {c for ids in getattr(index, table)["chunk_ids"] for c in ids} <= chunk_ids, table
     entity_ids = set(index.entities["entity_id"])
-    unknown = [e for col in ("source_id", "target_id") for e in index.relations[col] if e not in entity_ids]
-    failures = index.extraction_failures
+    assert all(e in entity_ids for col in ("source_id", "target_id") for e in index.relations[col])
+    added = index.entities[index.entities["type"] == ""]
+    assert len(added) == 99 and (added["description"] == "").all() and added["chunk_ids"].map(len).gt(0).all()
+    graph = EntityGraph(index, ChunkTable(index))  # the graph retrievers read: every relation in it
+    assert len(graph.ids) == len(index.entities)
+    failures = index.extraction_failures  # each relation end that named no entity row is still counted
     assert set(failures["kind"]) == {"unknown_entity"}
-    assert failures["detail"].str.startswith("relationships.parquet").sum() == len(unknown) == 84
+    assert failures["detail"].str.startswith("relationships.parquet").sum() == 84
     # GraphRAG 1.x named the same tables create_final_<name>.parquet
     old = tmp_path / "old"
     old.mkdir()
     for file in CAROL.glob("*.parquet"):
         shutil.copy(file, old / f"create_final_{file.name}")
-    assert len(import_graphrag_output(old).entities) == 529
+    assert len(import_graphrag_output(old).entities) == 529 + 99
 
 
 def musique_corpus() -> Dataset:

@@ -64,6 +64,8 @@ class _GraphRAGIds:
     chunk_of: dict[str, str]
     entity_of: dict[str, str]
     failures: list[tuple[str, str, str, str]] = field(default_factory=list)
+    # titles a relation or claim names that the entities table lacks -> the chunks naming them
+    unknown: dict[str, list[str]] = field(default_factory=dict)
 
     def chunks(self, table: _Parquet, column: str) -> list[list[str]]:
         rows = []
@@ -81,6 +83,7 @@ class _GraphRAGIds:
             if name is not None and name not in self.entity_of:
                 detail = f"{table.path.name} record {record} {column}: {name!r} is not in the entities table"
                 self.failures.append(_failure(chunk_ids, "unknown_entity", detail))
+                self.unknown.setdefault(name, []).extend(c for c in chunk_ids if c not in self.unknown[name])
             ids.append(None if name is None else self.entity_of.get(name) or entity_key(normalize_name(name)))
         return ids
 
@@ -92,7 +95,9 @@ def import_graphrag_output(folder: str | Path) -> GraphIndex:
     units become chunks with ids `make_chunk_id(document id, position, "graphrag")`. Relationship
     endpoints and claim subjects/objects are entity titles in GraphRAG; a title missing from the
     entities table gets the name-derived id `entity_key(normalize_name(title))` (what an extraction
-    of that name would produce) and an `extraction_failures` row of kind "unknown_entity".
+    of that name would produce), an entity row of that name (no type, no description, the chunks
+    naming it) so every relation's ends are in the graph, and an `extraction_failures` row of kind
+    "unknown_entity".
     GraphRAG's "NONE" placeholders in claims become nulls; covariates (claims) are optional.
     """
     folder = Path(folder)
@@ -211,6 +216,24 @@ def import_graphrag_output(folder: str | Path) -> GraphIndex:
                 "chunk_ids": claim_chunks,
             }
         )
+    if ids.unknown:  # an entity row for each, so every relation's ends are in the graph (and counted)
+        tables_out["entities"] = pd.concat(
+            [
+                tables_out["entities"],
+                pd.DataFrame(
+                    {
+                        "entity_id": [entity_key(normalize_name(name)) for name in ids.unknown],
+                        "name": list(ids.unknown),
+                        "type": "",
+                        "description": "",
+                        "chunk_ids": list(ids.unknown.values()),
+                        "degree": 0,
+                        "origin": "import",
+                    }
+                ),
+            ],
+            ignore_index=True,
+        ).drop_duplicates("entity_id")
     failures = pd.DataFrame(ids.failures, columns=list(SCHEMAS["extraction_failures"]))
     return GraphIndex(
         **tables_out,
