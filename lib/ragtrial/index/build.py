@@ -41,7 +41,7 @@ from ragtrial.index.extract_llm_graph import PROMPTS as EXTRACTION_PROMPTS
 from ragtrial.index.extract_llm_graph import extract_llm_graph
 from ragtrial.index.extract_llm_graph import planned_calls as extraction_plan
 from ragtrial.index.extract_nlp_graph import extract_nlp_graph
-from ragtrial.index.import_graphs import import_graphrag_output, import_openie
+from ragtrial.index.import_graphs import IMPORTER_VERSION, import_graphrag_output, import_openie
 from ragtrial.index.tables import GraphIndex, config_hash, empty_tables, fingerprint_documents
 from ragtrial.llm.context import ModelContext
 from ragtrial.llm.ledger import Ledger, Tally, by_stage
@@ -88,7 +88,8 @@ def index_identity(ctx: ModelContext, dataset: Dataset, settings: IndexSettings)
         "index": settings.model_dump(mode="json", exclude={"store_path"}),
         "dataset": dataset.name,
         "documents": fingerprint_documents(dataset.documents_frame()),
-        "imported_files": _files_fingerprint(location) if location else None,
+        # the importer's version too: an import saved by an older importer is read again
+        "imported_files": f"{IMPORTER_VERSION}:{_files_fingerprint(location)}" if location else None,
         "llm": {
             "model": llm.model,
             "temperature": llm.temperature,

@@ -57,6 +57,11 @@ def _nulls(values: Iterable[str]) -> list[str | None]:
     return [None if pd.isna(v) or v in ("", "NONE") else v for v in values]  # GraphRAG writes "NONE"
 
 
+# What the importer makes of the same files; a new version re-imports a saved index (2: an entity row
+# for each title a relation or claim names without one).
+IMPORTER_VERSION = 2
+
+
 @dataclass
 class _GraphRAGIds:
     """GraphRAG text unit ids -> chunk ids and entity titles -> entity ids, collecting failures."""
