@@ -252,7 +252,8 @@ def test_graphrag_import_reproduces_the_christmas_carol_counts(scripted, tmp_pat
         pytest.skip("shared GraphRAG example output not present")
     ctx = context(scripted, tmp_path, graph_source="import", import_path=str(CAROL_INDEX))
     index = build_index(ctx, load_dataset("text_folder", CAROL_TEXT))
-    assert (len(index.entities), len(index.relations), len(index.communities)) == (529 + 99, 978, 122)  # 99 titles named without an entity row
+    # GraphRAG's 529 entities and the 99 titles its relations and claims name without an entity row
+    assert (len(index.entities), len(index.relations), len(index.communities)) == (529 + 99, 978, 122)
     assert len(index.community_reports) == 122 and set(index.entities["origin"]) == {"import"}
     assert index.entity_embeddings.shape[0] == 529 + 99 and index.report_embeddings.shape[0] == 122
     assert scripted.chat_requests() == []  # an import needs no LLM call
