@@ -209,3 +209,33 @@ def test_the_index_page_links_each_batch_to_its_verdict(tmp_path):
     assert "<th>batch</th>" in runs and "<td>04-ours</td><td></td><td>params/default.yaml</td>" in runs
     assert '<td>00_backend_check-broken</td><td class="failed">unreadable</td>' in runs
     assert f"{tmp_path / '00_backend_check-broken' / 'run.json'}: not valid JSON" in runs
+
+
+def test_an_upstream_systems_index_build_recorded_by_a_combined_run_becomes_its_own_part(tmp_path):
+    from ragtrial.index.costs import COLUMNS, upstream_part_costs
+    from ragtrial.methods.registry import index_parts
+
+    build = {
+        "folder": "/x/graphrag-1",
+        "ledger": {"calls": 10, "cached_calls": 4, "prompt_tokens": 900, "completion_tokens": 100},
+        "embedding_tokens": 5000,
+        "model_s": 3.5,
+        "wall_s": 7.0,
+    }
+    run_dir = write_run(tmp_path, "04-a", QA)
+    record = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**record, "systems": {"graphrag": {"index": build}}}))
+    builds = combine(tmp_path).upstream_builds()
+    assert builds == {"graphrag": build}
+    parts = upstream_part_costs(builds)
+    assert list(parts.columns) == COLUMNS
+    row = parts.iloc[0]
+    assert (row["part"], row["calls"], row["live_calls"], row["embedding_tokens"]) == (
+        "upstream:graphrag",
+        10,
+        6,
+        5000,
+    )
+    # the methods of that system read that part and nothing of the kit's index
+    assert index_parts("graphrag_local", OURS) == [("upstream:graphrag", "")]
+    assert index_parts("lightrag_hku_mix", OURS) == [("upstream:lightrag", "")]
