@@ -64,3 +64,14 @@ def test_the_summary_counts_questions_and_failures_and_says_undefined_not_zero()
     assert row["overlap_relations_n"] == 0 and math.isnan(row["overlap_relations"])
     assert row["answer_f1_n"] == 2 and row["answer_f1_low"] <= row["answer_f1"] <= row["answer_f1_high"]
     assert row["upstream_calls"] == pytest.approx(4 / 3)
+
+
+def test_an_answers_table_without_answers_still_has_every_column():
+    from ragtrial.evaluation.run_methods import ANSWER_COLUMNS, answers_frame
+    from ragtrial.methods.base import Answer
+
+    one = Answer("q1", "m", "text", [], {"chunk": 3}, 1, 10, 2, 0.1)
+    assert [c for c in answers_frame([one]).columns if not c.startswith("tokens_")] == ANSWER_COLUMNS
+    empty = answers_frame([])
+    assert list(empty.columns) == ANSWER_COLUMNS and empty.empty
+    assert side_by_side(empty, [("graphrag_local", "local_search")]).empty

@@ -40,6 +40,35 @@ def answer_all(units: Sequence[tuple[Method, Question]]) -> list[Answer]:
     return llm.fan_out(lambda unit: unit[0].answer(unit[1]), units, label="answers")
 
 
+# The columns of an answers table (`tokens_<kind>` come with the kinds the answers showed).
+ANSWER_COLUMNS = [
+    "question_id",
+    "method",
+    "text",
+    "failure",
+    "fallback",
+    "route",
+    "context_ready",
+    "doc_ids",
+    "context_ids",
+    "context_entity_ids",
+    "context_relation_ids",
+    "context_community_ids",
+    "context_kinds",
+    "passage_ids",
+    "context_text",
+    "context_items",
+    "context_tokens",
+    "calls",
+    "cached_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+    "notes",
+    "failures",
+]
+
+
 def answers_frame(answers: Iterable[Answer]) -> pd.DataFrame:
     """Answers as rows; `tokens_<kind>` columns hold context tokens per kind (0 where absent)."""
     rows = []
@@ -75,7 +104,7 @@ def answers_frame(answers: Iterable[Answer]) -> pd.DataFrame:
                 "failures": a.failures,
             }
         )
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows, columns=None if rows else ANSWER_COLUMNS)  # no answer: still the columns
     kinds = [c for c in frame.columns if c.startswith("tokens_")]
     return frame.fillna({c: 0 for c in kinds}).astype({c: int for c in kinds})
 
