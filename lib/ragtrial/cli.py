@@ -129,10 +129,13 @@ def export_questions(args: argparse.Namespace) -> int:
         args.batch, parse_set_overrides(args.overrides), notebooks_dir=Path.cwd() / "notebooks"
     )
     specs = [s for s in select_runs(specs, args.only, args.batch) if s.notebook in _ASKING]
+    if args.run:
+        specs = [s for s in specs if s.run_id == args.run]
     if len(specs) != 1:
-        asking = ", ".join(s.notebook for s in specs) or "none"
+        asking = ", ".join(s.run_id for s in specs) or "none"
         raise ParamsError(
-            f"{args.batch}: {len(specs)} runs ask questions ({asking}); choose one with --only NOTEBOOK"
+            f"{args.batch}: {len(specs)} runs ask questions ({asking}); choose one with --only NOTEBOOK "
+            "or --run RUN_ID"
         )
     frame = notebook_questions(specs[0], Path(args.from_run) if args.from_run else None)
     Path(args.to).write_text(frame.to_json(orient="records", lines=True, force_ascii=False))
@@ -378,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="as for run"
     )
     export.add_argument("--only", action="append", metavar="NOTEBOOK", help="the notebook whose questions")
+    export.add_argument("--run", metavar="RUN_ID", help="the run whose questions, when a notebook runs twice")
     export.add_argument(
         "--from-run", metavar="RUN_DIR", help="a finished run whose saved questions table to export"
     )

@@ -51,6 +51,7 @@ FREE = {
     "methods.answer_files": "a mapping of files, each read and validated by the preflight",
     "questions.corpus_description": "optional free text put before the excerpts; empty means none",
     "systems.fast_graphrag.example_queries": "free-text queries steering fast-graphrag's extraction",
+    "systems.graphrag.graphrag_settings": "GraphRAG's own settings, validated by GraphRAG (GraphRagConfig)",
     # question types are data (any loader's), not a registry: an unknown type only exempts nothing
     **{
         f"{section}.whole_answer_types": "types answered in full; a type no question has changes nothing"

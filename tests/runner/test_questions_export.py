@@ -15,6 +15,17 @@ from ragtrial.questions.sampling import select_questions, task_questions
 DEFAULT = str(PROJECT_ROOT / "params" / "default.yaml")
 
 
+def run_ids(overrides: dict | None = None) -> dict[str, str]:
+    """The default batch's run of each notebook on the generated corpus (07 also runs on UltraDomain)."""
+    from ragtrial.config.batch import load_batch
+
+    specs, _ = load_batch(DEFAULT, overrides or {}, notebooks_dir=PROJECT_ROOT / "notebooks")
+    return {s.notebook: s.run_id for s in specs if s.settings.data.dataset == "generated"}
+
+
+RUNS = run_ids()
+
+
 def exported(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -33,7 +44,12 @@ def test_the_export_holds_the_questions_the_notebooks_select(tmp_path, monkeypat
     }
     for notebook, questions in expected.items():
         to = tmp_path / f"{notebook}.jsonl"
-        assert main(["questions", "export", DEFAULT, "--only", notebook, "--to", str(to)]) == 0
+        assert (
+            main(
+                ["questions", "export", DEFAULT, "--only", notebook, "--run", RUNS[notebook], "--to", str(to)]
+            )
+            == 0
+        )
         assert exported(to) == [
             {
                 "question_id": q.question_id,
@@ -48,7 +64,9 @@ def test_the_export_holds_the_questions_the_notebooks_select(tmp_path, monkeypat
 def test_generated_questions_need_a_finished_run(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(PROJECT_ROOT)
     to = tmp_path / "q.jsonl"
-    args = ["questions", "export", DEFAULT, "--only", "07_pairwise_method_comparison", "--to", str(to)]
+    notebook = "07_pairwise_method_comparison"
+    run_id = run_ids({"judge": {"question_source": "graph"}})[notebook]  # the setting is in the run id
+    args = ["questions", "export", DEFAULT, "--only", notebook, "--run", run_id, "--to", str(to)]
     assert main([*args, "--set", "judge.question_source=graph"]) == 2
     assert "need a run first; pass --from-run" in capsys.readouterr().err and not to.exists()
     run = tmp_path / "run"
@@ -64,4 +82,16 @@ def test_generated_questions_need_a_finished_run(tmp_path, monkeypatch, capsys):
 def test_a_batch_with_several_asking_runs_needs_only(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(PROJECT_ROOT)
     assert main(["questions", "export", DEFAULT, "--to", str(tmp_path / "q.jsonl")]) == 2
-    assert "choose one with --only NOTEBOOK" in capsys.readouterr().err
+    assert "choose one with --only NOTEBOOK or --run RUN_ID" in capsys.readouterr().err
+    # the default batch runs 07 twice (the generated corpus, the imported answers): --only is not enough
+    args = [
+        "questions",
+        "export",
+        DEFAULT,
+        "--only",
+        "07_pairwise_method_comparison",
+        "--to",
+        str(tmp_path / "q"),
+    ]
+    assert main(args) == 2
+    assert RUNS["07_pairwise_method_comparison"] in capsys.readouterr().err
