@@ -5,12 +5,12 @@ an empty corpus, and length alignment leaving an imported answer as it is.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from conftest import SHARED_DATASETS, make_llm
+from test_methods import Run
 
 from ragtrial.config import Settings
 from ragtrial.data import load_dataset
@@ -18,8 +18,6 @@ from ragtrial.data.answer_files import read_answers
 from ragtrial.evaluation.judge.pairs import NOT_ALIGNABLE, CannotRegenerate, align_lengths
 from ragtrial.index.build import load_or_build_index
 from ragtrial.index.tables import GraphIndex
-from ragtrial.llm.client import LLM
-from ragtrial.llm.hashing_embedder import HashingEmbedder
 from ragtrial.methods.imported import NOT_ANSWERED
 from ragtrial.methods.registry import index_parts, make_methods
 from ragtrial.records import DataError, Dataset, Question
@@ -157,20 +155,6 @@ def test_the_kag_lightrag_answers_read_through_the_column_mapping_and_match_the_
     assert [a.question_id for a in answers] == [q.question_id for q in questions]
     assert [a.question for a in answers] == [q.question for q in questions]
     assert all(a.contexts == () for a in answers)  # lightrag_context is always empty upstream
-
-
-@dataclass
-class Run:
-    """A ModelContext: what building methods needs of a run."""
-
-    settings: Settings
-    llm: LLM
-    embedder: HashingEmbedder = field(default_factory=HashingEmbedder)
-    run_id: str = "test-run"
-
-    @property
-    def ledger(self):
-        return self.llm.ledger
 
 
 def chunk_index() -> GraphIndex:
