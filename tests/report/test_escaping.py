@@ -11,7 +11,8 @@ import pytest
 from hostile import INJECTION, INJECTIONS, live_elements
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-from ragtrial.report.html import CONTENT_SECURITY_POLICY, VERDICT_NOTEBOOK, render_index, render_report
+from ragtrial.report.html import CONTENT_SECURITY_POLICY, render_report
+from ragtrial.report.index_page import VERDICT_NOTEBOOK, render_index
 from ragtrial.report.markdown import escape_markdown, model_markdown, table_cell
 
 pytestmark = pytest.mark.fault

@@ -17,7 +17,7 @@ import yaml
 from conftest import PROJECT_ROOT
 
 from ragtrial.config.batch import load_batch
-from ragtrial.report.html import render_index
+from ragtrial.report.index_page import render_index
 from ragtrial.runner.batch import batch_record, run_batch
 
 

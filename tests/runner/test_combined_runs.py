@@ -12,7 +12,7 @@ import pytest
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import deep_merge
 from ragtrial.config.settings import Settings
-from ragtrial.report.html import VERDICT_NOTEBOOK, render_index
+from ragtrial.report.index_page import VERDICT_NOTEBOOK, render_index
 from ragtrial.runner.combined_runs import combine_runs
 
 QA, INDEX, CLAIMS = "04_rag_vs_graphrag_qa", "01_build_index", "08_claims_comprehensiveness_diversity"

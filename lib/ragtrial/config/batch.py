@@ -66,6 +66,11 @@ def parse_set_overrides(items: list[str]) -> dict[str, Any]:
     return merged
 
 
+def split_overrides(text: str) -> list[str]:
+    """`"llm.model=x; qa.k=5"` (a notebook's `overrides` parameter) as `--set` items."""
+    return [item.strip() for item in text.split(";") if item.strip()]
+
+
 def settings_hash(settings: Settings) -> str:
     # hashed with URL credentials masked: they are not part of a run's identity, and the run id is
     # published, so it must not be a hash an offline guess of the password could be checked against

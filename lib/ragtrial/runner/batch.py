@@ -34,7 +34,8 @@ from ragtrial.locks import FolderLock, LockHeld
 from ragtrial.methods.upstream.environments import SYSTEMS_RECORD
 from ragtrial.redact import redact
 from ragtrial.report.files import write_json, write_table
-from ragtrial.report.html import render_index, render_report
+from ragtrial.report.html import render_report
+from ragtrial.report.index_page import render_index
 from ragtrial.runner.context import git_commit, package_versions, secret_variables
 from ragtrial.runner.credentials import kernel_options, mask_credentials
 from ragtrial.runner.preflight import preflight

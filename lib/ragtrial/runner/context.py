@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from ragtrial.config.base import ParamsError
-from ragtrial.config.batch import RunSpec
+from ragtrial.config.batch import RunSpec, deep_merge, parse_set_overrides, split_overrides
 from ragtrial.config.llm import LLMSettings
 from ragtrial.config.settings import Settings, validate_settings
 from ragtrial.data.experiment_dataset import load_experiment_dataset
@@ -26,7 +26,7 @@ from ragtrial.llm.embedder import Embedder
 from ragtrial.llm.ledger import Ledger, answered_by, by_stage
 from ragtrial.records import Dataset
 from ragtrial.redact import redact_url
-from ragtrial.report.files import write_table
+from ragtrial.report.files import write_table, write_text
 from ragtrial.report.markdown import table_cell
 from ragtrial.report.narrative import data_warnings_note, embedded_disclaimer
 from ragtrial.runner.credentials import restore_credentials
@@ -48,6 +48,9 @@ TRACKED_PACKAGES = [
     "numpy",
     "papermill",
 ]
+# One sentence of the run's finding, written by the notebook's last cell (`RunContext.headline`); the
+# runner copies it into run.json and the index page shows it.
+HEADLINE_FILE = "headline.txt"
 EMBEDDED_WARNING = embedded_disclaimer("This report's answers, judgments and extractions") + (
     " Point `llm.base_url` at a capable OpenAI-compatible model for research-grade runs."
 )
@@ -156,6 +159,14 @@ class RunContext:
         if shell is not None and handle is not None:
             shell.events.register("post_run_cell", lambda result: handle.update(text()))
 
+    def headline(self, sentence: str) -> str:
+        """Record the run's headline result (one line of its narrative, Markdown marks removed) for
+        run.json and the index page; returns it.
+        """
+        line = " ".join(re.sub(r"[*_`>#]+", "", sentence).split())
+        write_text(self.run_dir / HEADLINE_FILE, line + "\n")
+        return line
+
     def prompt_versions(self) -> list[str]:
         ledger = self.ledger.frame()
         return sorted(p for p in ledger["prompt"].unique() if p)
@@ -180,16 +191,22 @@ def open_run(
     run_dir: str | Path | None = None,
     notebook: str = "interactive",
     outputs: str | Path = "outputs",
+    overrides: str = "",
 ) -> RunContext:
     """Open a run from a notebook. papermill injects `settings` and `run_dir`; interactively both
-    may be omitted (code defaults, folder `outputs/interactive/<notebook>`).
+    may be omitted (code defaults, folder `outputs/interactive/<notebook>`). `overrides` (papermill's
+    `-p overrides "llm.model=gpt-4o-mini; qa.questions_per_type=5"`) sets single dotted settings
+    over `settings`, with `--set`'s syntax.
     """
     # Progress bars of model loading are noise in a rendered report.
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if overrides and isinstance(settings, Settings):
+        raise ParamsError(f"notebook {notebook}: overrides {overrides!r} need settings as a dict, not resolved")
     if not isinstance(settings, Settings):
         where = f"settings of notebook {notebook}"
-        settings = validate_settings(restore_credentials(settings or {}, where), where)
+        given = deep_merge(settings or {}, parse_set_overrides(split_overrides(overrides)))
+        settings = validate_settings(restore_credentials(given, where), where)
     check_settings(settings, f"settings of notebook {notebook}", Path.cwd())  # papermill's cwd: the root
     run_id = RunSpec(notebook=notebook, settings=settings).run_id
     run_dir = Path(run_dir) if run_dir else Path(outputs) / "interactive" / run_id

@@ -1,0 +1,49 @@
+"""The `ragtrial` command line (also `python -m ragtrial`): one module per command, each adding its
+parser and handler; the commands are listed once, in `COMMANDS`, in the order `--help` shows them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+from ragtrial.cli import estimate, questions, run, settings, systems
+from ragtrial.config.base import ParamsError
+from ragtrial.redact import redact_url
+
+COMMANDS = (run, estimate, settings, questions, systems)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="ragtrial", description=__doc__)
+    sub = top.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit 0 on success, 1 when the command's work failed, 2 on a params error (named), 130 when
+    interrupted.
+    """
+    args = parser().parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop is handled like Ctrl-C
+    try:
+        return args.handler(args)
+    except ParamsError as err:
+        print(f"error: {redact_url(str(err))}", file=sys.stderr)  # a bad value may quote a URL's user-info
+        return 2
+    except KeyboardInterrupt:
+        print(
+            "interrupted: the run is recorded as interrupted; run the same command again to resume "
+            "from the cache",
+            file=sys.stderr,
+        )
+        return 130

@@ -1,0 +1,44 @@
+"""`ragtrial estimate params/<batch>.yaml [--set k=v] [--only NB] [--csv F] [--json F]`: the dry run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ragtrial.cli.arguments import add_batch_arguments
+from ragtrial.config.batch import parse_set_overrides
+
+
+def add_parser(sub) -> None:
+    estimate = sub.add_parser(
+        "estimate",
+        help="dry run of a batch: calls, tokens, cache hits, time and cost per notebook; no model call",
+    )
+    add_batch_arguments(estimate, "estimate only these notebooks")
+    estimate.add_argument(
+        "--outputs", help="outputs folder whose ledgers give measured latencies (default: ./outputs)"
+    )
+    estimate.add_argument("--csv", help="also write the per-stage table to this CSV file")
+    estimate.add_argument("--json", help="also write the per-stage table to this JSON file (records)")
+    estimate.set_defaults(handler=print_estimate)
+
+
+def print_estimate(args: argparse.Namespace) -> int:
+    """`ragtrial estimate`: the readable table on stdout, optionally CSV / JSON files."""
+    from ragtrial.runner.estimate import estimate_batch, render
+
+    table, notes = estimate_batch(
+        args.batch,
+        parse_set_overrides(args.overrides),
+        root=Path.cwd(),
+        outputs=args.outputs,
+        only=args.only,
+    )
+    print(render(table, notes))
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    if args.json:
+        table.to_json(args.json, orient="records", indent=1)
+    return 0
+
+

@@ -1,0 +1,127 @@
+"""`ragtrial questions export params/<batch>.yaml [--only NB] [--run RUN_ID] [--from-run RUN_DIR] --to FILE`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from ragtrial.cli.arguments import add_batch_arguments
+from ragtrial.config.base import ParamsError
+from ragtrial.config.batch import RunSpec, parse_set_overrides
+from ragtrial.redact import redact_url
+
+
+def add_parser(sub) -> None:
+    questions = sub.add_parser("questions", help="the questions a batch's notebook asks")
+    export = questions.add_subparsers(dest="action", required=True).add_parser(
+        "export",
+        help="write the questions a notebook would ask as JSON Lines (question_id, question, question_type, "
+        "answers), for an outside system to answer (methods.answer_files)",
+    )
+    add_batch_arguments(export, "the notebook whose questions")
+    export.add_argument("--run", metavar="RUN_ID", help="the run whose questions, when a notebook runs twice")
+    export.add_argument(
+        "--from-run", metavar="RUN_DIR", help="a finished run whose saved questions table to export"
+    )
+    export.add_argument("--to", required=True, metavar="FILE", help="the JSON Lines file written")
+    export.set_defaults(handler=questions_command)
+
+
+# The notebooks that ask a data set's questions, and the section whose question source decides it.
+_GENERATED_SOURCE = {
+    "06_judge_bias_audit": ("judge", "dataset"),
+    "07_pairwise_method_comparison": ("judge", "dataset"),
+    "08_claims_comprehensiveness_diversity": ("claims", "dataset"),
+}
+_ASKING = (
+    "04_rag_vs_graphrag_qa",
+    "05_rag_vs_graphrag_summarization",
+    *_GENERATED_SOURCE,
+    "09_retrieval_diagnostics",
+)
+
+
+def notebook_questions(spec: RunSpec, from_run: Path | None) -> pd.DataFrame:
+    """The questions notebook run `spec` asks (question_id, question, question_type, answers), chosen
+    by the same function the notebook calls; model-generated questions are read from a finished
+    run's saved `questions` table (`from_run`), since only a run generates them.
+    """
+    from ragtrial.data.experiment_dataset import load_experiment_dataset
+    from ragtrial.questions import sampling
+
+    if spec.notebook not in _ASKING:
+        raise ParamsError(f"{spec.notebook} asks no questions; notebooks that do: {', '.join(_ASKING)}")
+    section, dataset_source = _GENERATED_SOURCE.get(spec.notebook, ("", ""))
+    generated = bool(section) and getattr(spec.settings, section).question_source != dataset_source
+    if generated or from_run:
+        table = (from_run or Path()) / "tables" / "questions.parquet"
+        if not from_run or not table.is_file():
+            raise ParamsError(
+                f"{spec.notebook}: {section}.question_source is "
+                f"{getattr(spec.settings, section).question_source!r}: the model generates these questions, "
+                f"so they need a run first; pass --from-run outputs/<run_id> of a finished run"
+                if generated and not from_run
+                else f"--from-run: no saved questions table {table}"
+            )
+        return pd.read_parquet(table)
+    s, dataset = spec.settings, load_experiment_dataset(spec.settings.data)
+    # The notebooks' own calls; with a data-set source none of them touches a model or an index.
+    questions = {
+        "04_rag_vs_graphrag_qa": lambda: sampling.task_questions(
+            dataset, "qa", s.qa.questions_per_type, s.qa.seed
+        ),
+        "05_rag_vs_graphrag_summarization": lambda: sampling.task_questions(
+            dataset, "summarization", s.summarization.questions_per_type, s.summarization.seed
+        ),
+        "06_judge_bias_audit": lambda: sampling.judge_questions(None, dataset, None, s.judge, s.questions)[0],
+        "07_pairwise_method_comparison": lambda: sampling.judge_questions(
+            None, dataset, None, s.judge, s.questions
+        )[0],
+        "08_claims_comprehensiveness_diversity": lambda: sampling.claims_questions(
+            None, dataset, s.claims, s.questions
+        )[0],
+        "09_retrieval_diagnostics": lambda: sampling.diagnosis_questions(
+            dataset, s.diagnostics.questions_per_type, s.diagnostics.seed, s.diagnostics.question_types
+        ),
+    }[spec.notebook]()
+    return pd.DataFrame(
+        [(q.question_id, q.question, q.question_type, q.answers) for q in questions],
+        columns=["question_id", "question", "question_type", "answers"],
+    )
+
+
+def questions_command(args: argparse.Namespace) -> int:
+    """`ragtrial questions export`; a questions table that cannot be read is a named error (exit 2)."""
+    try:
+        return export_questions(args)
+    except ValueError as err:
+        print(f"error: {redact_url(str(err))}", file=sys.stderr)
+        return 2
+
+
+def export_questions(args: argparse.Namespace) -> int:
+    """`ragtrial questions export`: the questions of the batch's (selected) run as JSON Lines."""
+    from ragtrial.config.batch import load_batch
+    from ragtrial.runner.batch import select_runs
+
+    specs, _ = load_batch(
+        args.batch, parse_set_overrides(args.overrides), notebooks_dir=Path.cwd() / "notebooks"
+    )
+    specs = [s for s in select_runs(specs, args.only, args.batch) if s.notebook in _ASKING]
+    if args.run:
+        specs = [s for s in specs if s.run_id == args.run]
+    if len(specs) != 1:
+        asking = ", ".join(s.run_id for s in specs) or "none"
+        raise ParamsError(
+            f"{args.batch}: {len(specs)} runs ask questions ({asking}); choose one with --only NOTEBOOK "
+            "or --run RUN_ID"
+        )
+    frame = notebook_questions(specs[0], Path(args.from_run) if args.from_run else None)
+    Path(args.to).write_text(frame.to_json(orient="records", lines=True, force_ascii=False))
+    print(f"{len(frame)} questions of {specs[0].notebook} written to {args.to}")
+    return 0
+
+
