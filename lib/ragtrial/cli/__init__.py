@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as err:
         print(f"error: {redact_url(str(err))}", file=sys.stderr)  # a bad value may quote a URL's user-info
         return 2
+    except BrokenPipeError:  # the reader went away (`ragtrial settings | head`): nothing left to say
+        sys.stdout = None
+        return 0
     except KeyboardInterrupt:
         print(
             "interrupted: the run is recorded as interrupted; run the same command again to resume "

@@ -40,5 +40,3 @@ def print_estimate(args: argparse.Namespace) -> int:
     if args.json:
         table.to_json(args.json, orient="records", indent=1)
     return 0
-
-

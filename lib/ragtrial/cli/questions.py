@@ -1,4 +1,6 @@
-"""`ragtrial questions export params/<batch>.yaml [--only NB] [--run RUN_ID] [--from-run RUN_DIR] --to FILE`."""
+"""`ragtrial questions export params/<batch>.yaml [--only NB] [--run RUN_ID] [--from-run RUN_DIR]
+--to FILE`.
+"""
 
 from __future__ import annotations
 
@@ -123,5 +125,3 @@ def export_questions(args: argparse.Namespace) -> int:
     Path(args.to).write_text(frame.to_json(orient="records", lines=True, force_ascii=False))
     print(f"{len(frame)} questions of {specs[0].notebook} written to {args.to}")
     return 0
-
-

@@ -179,5 +179,3 @@ def diagnose_command(args: argparse.Namespace) -> int:
                 continue
             print(f"baseline saved: {args.save_baseline}")
     return 1 if failed else 0
-
-

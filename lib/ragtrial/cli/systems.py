@@ -45,5 +45,3 @@ def systems_command(args: argparse.Namespace) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 1
     return 0
-
-

@@ -202,7 +202,9 @@ def open_run(
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if overrides and isinstance(settings, Settings):
-        raise ParamsError(f"notebook {notebook}: overrides {overrides!r} need settings as a dict, not resolved")
+        raise ParamsError(
+            f"notebook {notebook}: overrides {overrides!r} need settings as a dict, not resolved"
+        )
     if not isinstance(settings, Settings):
         where = f"settings of notebook {notebook}"
         given = deep_merge(settings or {}, parse_set_overrides(split_overrides(overrides)))
