@@ -74,7 +74,7 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
         ),
         NotebookSpec(
             "09_retrieval_diagnostics",
-            "Where does retrieval fail, on which question category, and is it the retriever's fault or the model's?",
+            "Where does retrieval fail, on which question category: the retriever's fault or the model's?",
             needs=("answers", "gold passages", "gold entities"),
             why_not="its recalls are measured against a data set's gold passages and entities",
         ),
