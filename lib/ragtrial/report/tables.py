@@ -39,7 +39,7 @@ def format_table(frame: pd.DataFrame | pd.Series) -> str:
     frame = _as_frame(frame)
     show_index = _meaningful_index(frame.index)
     index_columns = _index_formatters(frame.index) if show_index else []
-    columns = [_column_formatter(_label(name), frame.iloc[:, i]) for i, name in enumerate(frame.columns)]
+    columns = _data_formatters(frame)
     head = _header_rows(frame, show_index)
     body = _body_rows(frame, index_columns, columns, show_index)
     tall = " rt-tall" if len(frame) > TALL_ROWS else ""
@@ -206,9 +206,25 @@ def _row_span(labels: Sequence[tuple], i: int, level: int) -> int:
 
 def _index_formatters(index: pd.Index) -> list[Callable[[Any], Cell]]:
     return [
-        _column_formatter(str(index.names[level] or ""), pd.Series(index.get_level_values(level)))
+        _column_formatter(str(index.names[level] or ""), list(index.get_level_values(level)))
         for level in range(index.nlevels)
     ]
+
+
+def _data_formatters(frame: pd.DataFrame) -> list[Callable[[Any], Cell]]:
+    """A formatter per column; a pivot's columns (named: the values of one variable) share one per
+    measure, so one measure is written with one number of decimals across them.
+    """
+    if frame.columns.names[-1] is None:
+        return [
+            _column_formatter(_label(name), list(frame.iloc[:, i])) for i, name in enumerate(frame.columns)
+        ]
+    groups = [name[:-1] if isinstance(name, tuple) else () for name in frame.columns]
+    shared = {}
+    for group in dict.fromkeys(groups):
+        values = [v for i, g in enumerate(groups) if g == group for v in frame.iloc[:, i]]
+        shared[group] = _column_formatter(_label(group) if group else str(frame.columns.names[-1]), values)
+    return [shared[group] for group in groups]
 
 
 def _is_missing(value: Any) -> bool:
@@ -224,9 +240,9 @@ def _is_numeric(column: pd.Series) -> bool:
     return bool(present) and all(_is_number(v) for v in present)
 
 
-def _column_formatter(name: str, column: pd.Series) -> Callable[[Any], Cell]:
-    """The cell formatter of one column: its numbers share decimals, its text wraps if long."""
-    present = [v for v in column if not _is_missing(v)]
+def _column_formatter(name: str, values: Sequence[Any]) -> Callable[[Any], Cell]:
+    """The cell formatter of a column of `values`: its numbers share decimals, its text wraps if long."""
+    present = [v for v in values if not _is_missing(v)]
     numbers_in = np.array([float(v.real) for v in present if _is_number(v)], dtype=float)
     format_number = _number_formatter(name, numbers_in)
     texts = [v for v in present if isinstance(v, str)]
