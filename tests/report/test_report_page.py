@@ -8,9 +8,12 @@ and wraps its wide tables in a scroll box.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import nbformat
 import pytest
+from conftest import PROJECT_ROOT
 from nbclient import NotebookClient
 
 from ragtrial.report.html import render_report
@@ -44,7 +47,8 @@ CELLS = [
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     """The run folder of the executed notebook, its report rendered."""
-    folder = tmp_path_factory.mktemp("run")
+    folder = tmp_path_factory.mktemp("outputs") / "notebook-0123456789"
+    folder.mkdir()
     notebook = nbformat.v4.new_notebook()
     setup = SETUP.format(cache=str(folder / "cache.sqlite"), run_dir=str(folder))
     notebook.cells = [nbformat.v4.new_code_cell(source) for source in [setup, *CELLS]]
@@ -78,10 +82,26 @@ def test_a_reports_tables_hide_nothing_and_its_page_needs_nothing_but_itself(rep
 
 
 @pytest.mark.skipif(chromium() is None, reason="no Chromium on this machine (apt-get install chromium)")
-def test_chromium_draws_the_report(report):
-    png = screenshot(report / "report.html", report / "report.png")
+def test_chromium_draws_the_report_and_the_script_draws_every_report(report, tmp_path):
+    png = screenshot(report / "report.html", tmp_path / "report.png")
     data = png.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1400, 2000)
     assert len(data) > 40_000  # a page of tables, not a blank one (a blank 1400x2000 PNG is ~10 kB)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(PROJECT_ROOT / "bench" / "report_screenshots.py"),
+            str(report.parent),
+            "--to",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / f"{report.name}.png").stat().st_size > 40_000
+    assert done.stdout.strip().endswith(f"1 of 1 pages in {tmp_path}")
