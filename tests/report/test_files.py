@@ -5,12 +5,14 @@ is private to its writer while the rest of the run folder is readable.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
 import nbformat
 import pandas as pd
 import pytest
+from conftest import PROJECT_ROOT
 
 from ragtrial.report.files import write_json, write_table, write_text
 from ragtrial.report.html import render_report
@@ -53,3 +55,31 @@ def test_a_rewrite_keeps_the_umask_and_replaces_the_content(tmp_path, umask):
     os.chmod(path, 0o600)
     write_json(path, {"status": "running"})
     assert mode(path) == 0o666 & ~umask and '"running"' in path.read_text()
+
+
+def test_a_runs_files_all_have_the_same_permissions(scripted, tmp_path):
+    """A whole run through papermill: report.html, run.json, the tables and index.html are as readable
+    as the ledger and the notebook (they were 0600 beside 0644 ones).
+    """
+    from ragtrial.runner.batch import run_batch
+
+    scripted.default_reply = lambda body: (
+        '{"city": "Tokyo", "continent": "Asia"}' if body.get("response_format") else "Paris."
+    )
+    batch = tmp_path / "batch.yaml"
+    llm = {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"}
+    batch.write_text(json.dumps({"settings": {"llm": llm, "cache_path": str(tmp_path / "cache.sqlite")},
+                                 "runs": [{"notebook": "00_backend_check"}]}))  # fmt: skip
+    previous = os.umask(0o022)
+    try:
+        [result] = run_batch(batch, root=PROJECT_ROOT, outputs=tmp_path / "out", log=lambda line: None)
+    finally:
+        os.umask(previous)
+    assert result.status == "completed", result.error
+    files = [p for p in (tmp_path / "out").rglob("*") if p.is_file() and p.suffix != ".lock"]
+    names = {p.name for p in files}
+    assert {"report.html", "run.json", "index.html", "notebook.ipynb", "ledger.csv"} <= names
+    assert any(p.parent.name == "tables" for p in files)
+    assert {p.relative_to(tmp_path).as_posix(): mode(p) for p in files} == {
+        p.relative_to(tmp_path).as_posix(): 0o644 for p in files
+    }
