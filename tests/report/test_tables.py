@@ -65,6 +65,8 @@ def test_each_column_gets_the_decimals_its_values_need():
             "rounded": [0.12, 0.5, 0.25],  # a column the notebook rounded to 2 decimals
             "seed": [2024, 1, 7],
             "tokens": [1_234_567, 12, 0],
+            "p_holm": [1.0, 1.0, 0.0],  # a fraction whose values happen to be whole
+            "em_n": [8.0, 8.0, 7.0],  # ... and a count named after the measure it counts
         }
     )
     assert column(frame, "calls") == ["575", "1,234", "3"]
@@ -77,6 +79,7 @@ def test_each_column_gets_the_decimals_its_values_need():
     assert column(frame, "rounded") == ["0.12", "0.50", "0.25"]  # no precision the values do not have
     assert column(frame, "seed") == ["2024", "1", "7"]  # identifiers and years without separators
     assert column(frame, "tokens") == ["1,234,567", "12", "0"]
+    assert column(frame, "p_holm") == ["1.00", "1.00", "0.00"] and column(frame, "em_n") == ["8", "8", "7"]
 
 
 def test_missing_values_booleans_lists_and_infinities_read_as_words_not_python():

@@ -30,6 +30,17 @@ MAX_DECIMALS = 6
 _SECONDS = re.compile(r"(^|_)(s|sec|secs|seconds|latency|duration|elapsed|wall|time)(_|$)", re.I)
 # identifiers and years read as written, without thousands separators
 _IDENTIFIER = re.compile(r"(^|_)(id|ids|seed|year|index|rank|level|trial|attempt|version)(_|$)", re.I)
+# a column of fractions by its name (rates, shares, p-values, means and their intervals, scores): even
+# when every value is whole (0 or 1 on a small run) it reads 0.00, as a paper writes it; unless the
+# name says it counts (em_n, wins, tokens_per_question)
+_FRACTION = re.compile(
+    r"(^|_)(rate|share|ratio|p|pvalue|holm|mean|diff|low|high|ci|accuracy|recall|precision|f1|em|"
+    r"rouge\w*|score|kappa|alpha)(_|$)",
+    re.I,
+)
+_COUNT = re.compile(
+    r"(^|_)(n|count|calls|questions|tokens|wins|losses|ties|failures|fallbacks|size)(_|$)", re.I
+)
 
 Cell = tuple[str, str]  # (inner HTML, CSS class)
 
@@ -244,7 +255,8 @@ def _column_formatter(name: str, values: Sequence[Any]) -> Callable[[Any], Cell]
     """The cell formatter of a column of `values`: its numbers share decimals, its text wraps if long."""
     present = [v for v in values if not _is_missing(v)]
     numbers_in = np.array([float(v.real) for v in present if _is_number(v)], dtype=float)
-    format_number = _number_formatter(name, numbers_in)
+    fractions = any(isinstance(v, float | np.floating) for v in present) and _is_fraction(name)
+    format_number = _number_formatter(name, numbers_in, fractions)
     texts = [v for v in present if isinstance(v, str)]
     long_text = any(len(t) > LONG_TEXT for t in texts)
 
@@ -279,16 +291,23 @@ def _text(text: str) -> str:
     return "<br>".join(lines)
 
 
-def _number_formatter(name: str, values: np.ndarray) -> Callable[[float], str]:
+def _is_fraction(name: str) -> bool:
+    return bool(_FRACTION.search(name)) and not _COUNT.search(name)
+
+
+def _number_formatter(name: str, values: np.ndarray, fractions: bool = False) -> Callable[[float], str]:
     """Decimals for a column of numbers: integers when every value is one (a count stored as a
-    float included), seconds with two decimals, values within ±1 (rates, shares, differences) with
-    three, larger ones with the decimals that keep three significant digits; never more decimals
-    than the values have (a column rounded to 2 decimals shows 2). A non-zero value those decimals
-    would show as 0 gets three significant digits of its own.
+    float included; `fractions` of whole values, a rate of 0 or 1, get two decimals), seconds with
+    two decimals, values within ±1 (rates, shares, differences) with three, larger ones with the
+    decimals that keep three significant digits; never more decimals than the values have (a column
+    rounded to 2 decimals shows 2). A non-zero value those decimals would show as 0 gets three
+    significant digits of its own.
     """
     separator = "" if _IDENTIFIER.search(name) else ","
     finite = values[np.isfinite(values)]
     largest = float(np.abs(finite).max()) if finite.size else 0.0
+    if fractions and (largest == 0 or _decimals_of(finite) == 0):
+        return lambda value: _fixed(value, 2, separator)  # whole fractions: 0.00 and 1.00
     if largest == 0 or _decimals_of(finite) == 0:
         decimals = 0
     elif _SECONDS.search(name):
