@@ -204,7 +204,9 @@ def open_run(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     install_table_formatter()  # every DataFrame the notebook shows, in the kit's table style
     if overrides and isinstance(settings, Settings):
-        raise ParamsError(f"notebook {notebook}: overrides {overrides!r} need settings as a dict, not resolved")
+        raise ParamsError(
+            f"notebook {notebook}: overrides {overrides!r} need settings as a dict, not resolved"
+        )
     if not isinstance(settings, Settings):
         where = f"settings of notebook {notebook}"
         given = deep_merge(settings or {}, parse_set_overrides(split_overrides(overrides)))
