@@ -1,12 +1,13 @@
 """Atomic writes: a temp file in the same folder, then rename, so an interrupted run never
-leaves a half-written result that looks complete.
+leaves a half-written result that looks complete. Every file the kit writes gets the permissions
+the user's umask gives a new file (0666 & ~umask), like the ledger and the executed notebook.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,15 +18,27 @@ import pandas as pd
 def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = _new_file(path)
     try:
-        write(Path(tmp))
+        write(tmp)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def _new_file(path: Path) -> Path:
+    """An empty, uniquely named sibling of `path`, created with mode 0666 so the umask decides its
+    permissions (`tempfile.mkstemp` would make it 0600 whatever the umask); the writer fills it in place.
+    """
+    while True:
+        tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
 
 
 def write_text(path: Path, text: str) -> Path:

@@ -1,9 +1,15 @@
-"""The reports' plots: each returns a closed figure, shown once by the notebook displaying it."""
+"""The reports' plots: each returns a closed figure, shown once by the notebook displaying it. Every
+figure lays itself out (constrained or tight layout: no label cut at the edge), point labels never sit
+on one another (`label_points`), and an axis of counts or trials has whole-number ticks.
+"""
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ragtrial.index.inspect import with_origin
@@ -14,7 +20,7 @@ def pareto_plot(front: pd.DataFrame, quality: str, label: str) -> Any:
     """Quality (with its interval) against tokens per question; the Pareto front joined by a line."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
     if front.empty:  # every answer failed: the plot says so instead of drawing nothing
         ax.text(0.5, 0.5, f"no method has a {label} value (see the failures table)", ha="center")
         ax.set_axis_off()
@@ -24,27 +30,117 @@ def pareto_plot(front: pd.DataFrame, quality: str, label: str) -> Any:
     ax.errorbar(front["tokens_per_question"], front[quality], yerr=err, fmt="o", color="grey", alpha=0.6)
     line = front[front["pareto"].astype(bool)].sort_values("tokens_per_question")
     ax.plot(line["tokens_per_question"], line[quality], "-o", color="tab:blue", label="Pareto front")
-    for r in front.itertuples(index=False):
-        ax.annotate(
-            r.method,
-            (r.tokens_per_question, getattr(r, quality)),
-            textcoords="offset points",
-            xytext=(4, 4),
-            fontsize=8,
-        )
     ax.set(
         xlabel="tokens per question (prompt + completion, all calls)",
         ylabel=f"{label} (95% bootstrap interval)",
         title="Quality against cost",
     )
-    ax.legend()
+    ax.margins(0.15)  # room for the labels inside the axes
+    ax.set_xlim(left=max(0, ax.get_xlim()[0]))  # no negative token counts
+    ax.legend(loc="best", fontsize=8)
+    label_points(ax, front["tokens_per_question"], front[quality], front["method"])
     plt.close(fig)  # shown once, by the notebook displaying the returned figure
     return fig
+
+
+# Where a label may sit around its point, nearest first: offsets in points (right, left, above,
+# below and the diagonals, on rings further out); beyond the first ring a thin line leads back.
+_RINGS = (6, 14, 24, 36, 50)
+_DIRECTIONS = ((1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, -1))
+_WRAP = 32  # characters per line of a label naming several coincident points
+
+
+def label_points(
+    ax: Any, xs: Sequence[float], ys: Sequence[float], labels: Sequence[str], fontsize: float = 8
+):
+    """Label each point of `ax` so that no label covers another label, a point or the axes' edge:
+    points at the same spot share one label (their names joined); each label takes the nearest free
+    place around its point, with a leader line when it sits further out, or the least crowded place
+    when none is free. Returns the labels (matplotlib annotations).
+    """
+    renderer = settled_renderer(ax.figure)
+    fig = ax.figure
+    points = np.column_stack([np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)])
+    keep = np.isfinite(points).all(axis=1)
+    points, names = points[keep], [str(n) for n, k in zip(labels, keep, strict=True) if k]
+    pixels = ax.transData.transform(points) if len(points) else np.empty((0, 2))
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, (px, py) in enumerate(pixels):
+        groups.setdefault((round(px / 3), round(py / 3)), []).append(i)  # within ~3 px: one spot
+    marker = fig.dpi / 72 * 4  # a marker's half width in pixels
+    gap = fig.dpi / 72 * 2  # between two labels, so that they do not touch
+    taken = [(px - marker, py - marker, px + marker, py + marker) for px, py in pixels]
+    frame = ax.get_window_extent(renderer)
+    placed = []
+    for members in groups.values():
+        text = textwrap.fill(", ".join(dict.fromkeys(names[i] for i in members)), _WRAP)
+        xy = tuple(points[members[0]])
+        best: tuple[float, tuple[float, float]] | None = None
+        for radius in _RINGS:
+            for dx, dy in _DIRECTIONS:
+                offset = (dx * radius, dy * radius)
+                note = _annotate(ax, text, xy, offset, fontsize, leader=False)
+                box = note.get_window_extent(renderer)
+                note.remove()
+                padded = box.padded(gap).extents
+                crowding = sum(_overlap(padded, other) for other in taken) + _outside(box, frame)
+                if best is None or crowding < best[0]:
+                    best = (crowding, offset)
+                if crowding == 0:
+                    break
+            if best is not None and best[0] == 0:
+                break
+        offset = best[1] if best else (_RINGS[0], _RINGS[0])
+        note = _annotate(ax, text, xy, offset, fontsize, leader=max(map(abs, offset)) > _RINGS[0])
+        taken.append(tuple(note.get_window_extent(renderer).extents))
+        placed.append(note)
+    return placed
+
+
+def settled_renderer(fig: Any) -> Any:
+    """`fig` drawn once (its layout settled, so what is measured is what is shown) and the renderer
+    that drew it; a figure whose canvas has none (a closed one, another backend's) is given Agg's.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if hasattr(fig.canvas, "get_renderer") else FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def _annotate(ax: Any, text: str, xy: tuple, offset: tuple[float, float], fontsize: float, leader: bool):
+    dx, dy = offset
+    return ax.annotate(
+        text,
+        xy,
+        xytext=offset,
+        textcoords="offset points",
+        ha="left" if dx > 0 else "right" if dx < 0 else "center",
+        va="bottom" if dy > 0 else "top" if dy < 0 else "center",
+        fontsize=fontsize,
+        arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.6, "shrinkA": 0, "shrinkB": 3}
+        if leader
+        else None,
+    )
+
+
+def _overlap(a: Sequence[float], b: Sequence[float]) -> float:
+    """The area two boxes (x0, y0, x1, y1) share."""
+    width = min(a[2], b[2]) - max(a[0], b[0])
+    height = min(a[3], b[3]) - max(a[1], b[1])
+    return max(0.0, width) * max(0.0, height)
+
+
+def _outside(box: Any, frame: Any) -> float:
+    """The area of `box` outside the axes (weighted up: a label there sits on the ticks)."""
+    inside = _overlap(box.extents, frame.extents)
+    return 4 * (box.width * box.height - inside)
 
 
 def degree_histograms(index: GraphIndex) -> Any:
     """Per graph origin, entities by degree (distinct neighbours), on a log scale: the hubs show."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     origins = list(dict.fromkeys(index.entities["origin"]))
     fig, axes = plt.subplots(1, len(origins), figsize=(5 * len(origins), 3.2), squeeze=False)
@@ -55,6 +151,7 @@ def degree_histograms(index: GraphIndex) -> Any:
         ax.set_title(f"{origin} graph: {len(degrees)} entities")
         ax.set_xlabel("degree (distinct neighbours)")
         ax.set_ylabel("entities")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     plt.close(fig)
     return fig
@@ -124,7 +221,7 @@ def diversity_plot(diversity: pd.DataFrame) -> Any:
     """Mean claim clusters per answer against the distance threshold, per condition, with intervals."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
     for method, rows in diversity.groupby("method", sort=False):
         (line,) = ax.plot(rows["threshold"], rows["mean"], marker="o", label=method)
         ax.fill_between(
@@ -225,14 +322,6 @@ def recall_plane(summary: pd.DataFrame, thresholds: dict[str, float], relationsh
             ax.scatter(
                 points.get("entity_recall", []), points.get("relationship_recall", []), color="tab:blue"
             )
-            for method, row in points.iterrows():
-                ax.annotate(
-                    method,
-                    (row["entity_recall"], row["relationship_recall"]),
-                    fontsize=7,
-                    xytext=(3, 3),
-                    textcoords="offset points",
-                )
             if points.empty:
                 ax.text(0.5, 0.5, "no question with\nboth recalls", ha="center", fontsize=8)
         if category in thresholds:
@@ -241,6 +330,13 @@ def recall_plane(summary: pd.DataFrame, thresholds: dict[str, float], relationsh
     axes[0][0].set_ylabel("relationship recall")
     fig.suptitle("Entity vs relationship recall per method (dashed: the seed's thresholds)", fontsize=10)
     fig.tight_layout()
+    for ax, category in zip(axes[0], categories, strict=False):  # labelled once the layout is settled
+        if category in wide.index.get_level_values(0):
+            points = wide.loc[category].dropna(how="any")
+            if not points.empty:
+                label_points(
+                    ax, points["entity_recall"], points["relationship_recall"], points.index, fontsize=7
+                )
     plt.close(fig)
     return fig
 
@@ -281,7 +377,7 @@ def amortized_cost_plot(costs: pd.DataFrame, unit: str, notebook: str) -> Any:
     import matplotlib.pyplot as plt
 
     rows = costs[(costs["unit"] == unit) & (costs["notebook"] == notebook)].sort_values("queries")
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
     for method, line in rows.groupby("method", sort=False):
         ax.plot(line["queries"], line["per_query"], "-o", label=method, ms=3)
     ax.set(
@@ -293,5 +389,136 @@ def amortized_cost_plot(costs: pd.DataFrame, unit: str, notebook: str) -> Any:
     )
     if len(rows):
         ax.legend(fontsize=7)
+    plt.close(fig)
+    return fig
+
+
+def judge_protocols_plot(classic: pd.DataFrame, trials: pd.DataFrame, n_trials: int) -> Any:
+    """Notebook 06: the classic protocol's overall wins (questions, A shown first, no ties) beside
+    the unbiased protocol's win, tie and loss shares over its trials.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
+    overall = classic[(classic["aspect"] == "overall") & (classic["position"] == "AB")]
+    if not overall.empty:
+        left.bar(
+            ["run A wins", "run B wins"],
+            [overall["wins_a"].iloc[0], overall["wins_b"].iloc[0]],
+            color=["tab:blue", "tab:orange"],
+        )
+    left.set(title="classic (A shown first, no ties)", ylabel="questions")
+    left.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if not trials.empty:
+        right.boxplot(
+            [trials[c] for c in ("win_rate", "tie_rate", "loss_rate")],
+            tick_labels=["A wins", "tie", "B wins"],
+        )
+    right.set(title=f"unbiased ({n_trials} trials)", ylabel="share of questions", ylim=(-0.05, 1.05))
+    plt.close(fig)
+    return fig
+
+
+def position_bias_plot(positions: pd.DataFrame) -> Any:
+    """Notebook 06: per order shown and protocol, how often the answer shown first wins."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.8), layout="constrained")
+    wide = positions.pivot(index="order", columns="protocol", values="first_shown_win_rate")
+    wide.plot.bar(ax=ax, rot=0, ylim=(0, 1.05))
+    ax.axhline(0.5, color="grey", ls=":", lw=1)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize=8)
+    ax.set(ylabel="answer shown first wins (share)", title="position bias")
+    plt.close(fig)
+    return fig
+
+
+def length_bias_plot(length_bins: pd.DataFrame) -> Any:
+    """Notebook 06: per bin of the word gap between two answers, how often the longer one wins, each
+    point labelled with its number of verdicts.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
+    ax.plot(length_bins["mean_gap"], length_bins["longer_win_rate"], "-o")
+    ax.axhline(0.5, color="grey", ls=":", lw=1)
+    ax.set(
+        xlabel="word gap between the answers",
+        ylabel="longer answer wins (share)",
+        ylim=(-0.05, 1.05),
+        title="length bias (classic, both orders)",
+    )
+    ax.margins(x=0.1)
+    label_points(
+        ax,
+        length_bins["mean_gap"],
+        length_bins["longer_win_rate"],
+        [f"n={n}" for n in length_bins["verdicts"]],
+    )
+    plt.close(fig)
+    return fig
+
+
+def trial_bias_plot(trials: pd.DataFrame) -> Any:
+    """Notebook 06: run A's relative win rate per trial of the unbiased protocol, the trials on
+    whole-number ticks.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(6, 3.2), layout="constrained")
+    ax.plot(trials["trial"], trials["relative_win_rate"], "o-")
+    ax.axhline(0, color="grey", ls=":", lw=1)
+    ax.set(xlabel="trial", ylabel="relative win rate of run A", ylim=(-1.05, 1.05), title="trial bias")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    plt.close(fig)
+    return fig
+
+
+def pair_trials_plot(trials: pd.DataFrame, sanity: pd.DataFrame) -> Any:
+    """Notebook 07: per pair (`trials["pair"]`), the unbiased protocol's win, tie and loss shares over
+    its trials, the classic protocol's shares as red diamonds.
+    """
+    import matplotlib.pyplot as plt
+
+    pairs = list(dict.fromkeys(trials["pair"]))
+    fig, axes = plt.subplots(
+        1, max(len(pairs), 1), figsize=(4.2 * max(len(pairs), 1), 3.8), squeeze=False, layout="constrained"
+    )
+    if not pairs:
+        axes[0][0].text(0.5, 0.5, "no pair was judged", ha="center")
+        axes[0][0].set_axis_off()
+    for ax, pair in zip(axes[0], pairs, strict=False):
+        shares = trials[trials["pair"] == pair]
+        ax.boxplot(
+            [shares[c] for c in ("win_rate", "tie_rate", "loss_rate")],
+            tick_labels=["A wins", "tie", "B wins"],
+        )
+        shown = sanity[(sanity["pair"] == pair) & (sanity["protocol"] == "classic")]
+        if not shown.empty:
+            rates = shown[["win_rate", "tie_rate", "loss_rate"]].iloc[0]
+            ax.plot([1, 2, 3], rates, "D", color="tab:red", label="classic")
+            ax.legend(fontsize=8)
+        ax.set(title=textwrap.fill(pair, 40), ylim=(-0.05, 1.05), ylabel="share of questions")
+    plt.close(fig)
+    return fig
+
+
+def win_rate_matrix_plot(matrix: pd.DataFrame) -> Any:
+    """Notebook 07: every pair's relative win rate (row method minus column method), each cell written."""
+    import matplotlib.pyplot as plt
+
+    names = list(matrix.index)
+    fig, ax = plt.subplots(figsize=(1.3 * len(names) + 2, 1.1 * len(names) + 1.5), layout="constrained")
+    image = ax.imshow(matrix.to_numpy(dtype=float), cmap="RdBu", vmin=-1, vmax=1)
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    ax.set_yticks(range(len(names)), names)
+    for i, row in enumerate(names):
+        for j, col in enumerate(matrix.columns):
+            value = matrix.loc[row, col]
+            text = "—" if pd.isna(value) else "0.00" if round(value, 2) == 0 else f"{value:+.2f}"  # no -0.00
+            ax.text(j, i, text, ha="center", va="center", fontsize=9)
+    fig.colorbar(image, ax=ax, label="relative win rate (row − column)")
     plt.close(fig)
     return fig

@@ -29,6 +29,7 @@ from ragtrial.redact import redact_url
 from ragtrial.report.files import write_table, write_text
 from ragtrial.report.markdown import table_cell
 from ragtrial.report.narrative import data_warnings_note, embedded_disclaimer
+from ragtrial.report.tables import install_table_formatter
 from ragtrial.runner.credentials import restore_credentials
 from ragtrial.runner.preflight import check_settings
 
@@ -201,6 +202,7 @@ def open_run(
     # Progress bars of model loading are noise in a rendered report.
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    install_table_formatter()  # every DataFrame the notebook shows, in the kit's table style
     if overrides and isinstance(settings, Settings):
         raise ParamsError(
             f"notebook {notebook}: overrides {overrides!r} need settings as a dict, not resolved"

@@ -1,0 +1,85 @@
+"""Every file the kit writes gets the permissions the umask gives a new file (0666 & ~umask), the same
+as the ledger and the executed notebook, which are opened the ordinary way: no report, record or table
+is private to its writer while the rest of the run folder is readable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import nbformat
+import pandas as pd
+import pytest
+from conftest import PROJECT_ROOT
+
+from ragtrial.report.files import write_json, write_table, write_text
+from ragtrial.report.html import render_report
+from ragtrial.report.index_page import render_index
+
+
+@pytest.fixture(params=[0o022, 0o002, 0o077])
+def umask(request):
+    previous = os.umask(request.param)
+    yield request.param
+    os.umask(previous)
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_written_files_follow_the_umask_like_an_ordinary_open(tmp_path, umask):
+    ordinary = tmp_path / "ledger.csv"
+    ordinary.write_text("what the ledger writes\n")
+    notebook = nbformat.v4.new_notebook()
+    nbformat.write(notebook, tmp_path / "notebook.ipynb")
+    frame = pd.DataFrame({"a": [1]})
+    written = [
+        write_text(tmp_path / "headline.txt", "x\n"),
+        write_json(tmp_path / "run" / "run.json", {"status": "completed"}),
+        write_table(tmp_path / "tables" / "t.csv", frame),
+        write_table(tmp_path / "tables" / "t.parquet", frame),
+        render_report(tmp_path / "notebook.ipynb", tmp_path / "report.html"),
+        render_index(tmp_path),
+    ]
+    assert mode(ordinary) == 0o666 & ~umask
+    assert {path.name: mode(path) for path in written} == {path.name: 0o666 & ~umask for path in written}
+    assert not list(tmp_path.rglob("*.tmp"))  # no temp file left behind
+
+
+def test_a_rewrite_keeps_the_umask_and_replaces_the_content(tmp_path, umask):
+    path = tmp_path / "run.json"
+    path.write_text("old")
+    os.chmod(path, 0o600)
+    write_json(path, {"status": "running"})
+    assert mode(path) == 0o666 & ~umask and '"running"' in path.read_text()
+
+
+def test_a_runs_files_all_have_the_same_permissions(scripted, tmp_path):
+    """A whole run through papermill: report.html, run.json, the tables and index.html are as readable
+    as the ledger and the notebook (they were 0600 beside 0644 ones).
+    """
+    from ragtrial.runner.batch import run_batch
+
+    scripted.default_reply = lambda body: (
+        '{"city": "Tokyo", "continent": "Asia"}' if body.get("response_format") else "Paris."
+    )
+    batch = tmp_path / "batch.yaml"
+    llm = {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"}
+    batch.write_text(json.dumps({"settings": {"llm": llm, "cache_path": str(tmp_path / "cache.sqlite")},
+                                 "runs": [{"notebook": "00_backend_check"}]}))  # fmt: skip
+    previous = os.umask(0o022)
+    try:
+        [result] = run_batch(batch, root=PROJECT_ROOT, outputs=tmp_path / "out", log=lambda line: None)
+    finally:
+        os.umask(previous)
+    assert result.status == "completed", result.error
+    files = [p for p in (tmp_path / "out").rglob("*") if p.is_file() and p.suffix != ".lock"]
+    names = {p.name for p in files}
+    assert {"report.html", "run.json", "index.html", "notebook.ipynb", "ledger.csv"} <= names
+    assert any(p.parent.name == "tables" for p in files)
+    assert {p.relative_to(tmp_path).as_posix(): mode(p) for p in files} == {
+        p.relative_to(tmp_path).as_posix(): 0o644 for p in files
+    }
