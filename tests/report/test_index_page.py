@@ -98,7 +98,7 @@ def test_a_run_shows_its_question_headline_model_and_only_the_files_that_exist(t
     assert "Graph walk beats hybrid on multi-hop questions by 12 points." in row
     assert '<a href="04-ours/run.json">' in row and '<a href="04-ours/notebook.ipynb">' in row
     assert '<a href="04-ours/ledger.csv">' in row and "report.html" not in row
-    assert "<td>gpt-x</td>" in row and 'class="embedded"' not in row
+    assert '<td class="model">gpt-x</td>' in row and 'class="embedded"' not in row
     assert '<span class="embedded"' in row_of(page, "00-ours") and "gemma-3-270m-q4_k_m" in row_of(
         page, "00-ours"
     )

@@ -3,8 +3,8 @@
 `ragtrial run` executes notebooks in kernels of their own, so what a stage has done is written where
 the runner can read it: `<run folder>/progress.json` (the run folder is the ledger's), holding each
 running stage's label, units done of total, its calls (live, cached, failed) and when it started. The
-file is replaced whole (never seen half-written) when a stage starts or ends, and at most every
-`WRITE_EVERY_S` while it advances. It only reports: no call depends on it, and a write that fails
+file is replaced whole (never seen half-written) when the outer stage starts or ends, and at most
+every `WRITE_EVERY_S` otherwise. It only reports: no call depends on it, and a write that fails
 (a folder being cleared) is skipped rather than failing the run.
 
 Under `ragtrial run` (`BATCH_ENV` set for the kernel) the stages print nothing into the notebook,
@@ -51,17 +51,23 @@ class ProgressBoard:
     def open(self, stage: Stage) -> None:
         with self._lock:
             self._stages.append(stage)
-            self._write()
+            self._write_if(len(self._stages) == 1)
 
     def advanced(self) -> None:
         """A unit finished: rewrite the file if it is older than `WRITE_EVERY_S`."""
         with self._lock:
-            if time.monotonic() - self._written_at >= WRITE_EVERY_S:
-                self._write()
+            self._write_if(False)
 
     def close(self, stage: Stage) -> None:
         with self._lock:
             self._stages.remove(stage)
+            self._write_if(not self._stages)
+
+    def _write_if(self, outer_stage_changed: bool) -> None:
+        """Write when the outer stage started or ended, else at most every `WRITE_EVERY_S` (inner stages
+        of a unit may start and end many times a second).
+        """
+        if outer_stage_changed or time.monotonic() - self._written_at >= WRITE_EVERY_S:
             self._write()
 
     def _write(self) -> None:

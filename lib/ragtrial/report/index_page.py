@@ -112,7 +112,7 @@ def _model_cell(settings: dict[str, Any]) -> str:
         if llm.get("backend") == "embedded"
         else ""
     )
-    return f"<td>{marker}{_text(llm.get('model', ''))}</td>"
+    return f'<td class="model">{marker}{_text(llm.get("model", ""))}</td>'
 
 
 ERROR_SHOWN_CHARS = 160
@@ -255,14 +255,15 @@ def render_index(outputs: Path) -> Path:
         sections.append(
             f"<section><h2>Unreadable run records</h2>{_table(['run', 'status', 'problem'], rows)}</section>"
         )
-    summary = f"{len(records)} runs: {_counts(readable)}" + (
+    summary = f"{len(records)} run{'' if len(records) == 1 else 's'}: {_counts(readable)}" + (
         f", {len(unreadable)} unreadable" if unreadable else ""
     )
     page = f"""<!doctype html><html><head>{CONTENT_SECURITY_POLICY}
 <meta charset="utf-8"><title>ragtrial runs</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1400px}}.scroll{{overflow-x:auto}}
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;font-size:90%;
-vertical-align:top}}th{{background:#f4f4f4;text-align:left}}td.text{{min-width:14em;max-width:28em}}td.error{{min-width:14em;
+vertical-align:top}}th{{background:#f4f4f4;text-align:left}}td:first-child,td.model{{white-space:nowrap}}
+td.text{{min-width:14em;max-width:28em}}td.error{{min-width:14em;
 max-width:28em;color:#900}}.failed{{background:#fdd}}.completed{{background:#dfd}}.running{{background:#ffd}}
 .interrupted,.locked{{background:#fed}}.embedded{{background:#fe9;border-radius:3px;padding:0 3px;
 font-size:85%}}</style></head><body>
