@@ -334,8 +334,7 @@ def run_batch(
             log(
                 f"{position} {spec.run_id}: {result.status} (live calls {s.get('llm_calls_live', 0)}, "
                 f"cached {s.get('llm_calls_cached', 0)}, failures {s.get('failures', 0)}; "
-                f"{duration(seconds)})"
-                + (f" -- {result.error.splitlines()[0]}" if result.error else "")
+                f"{duration(seconds)})" + (f" -- {result.error.splitlines()[0]}" if result.error else "")
             )
             index()
             rows[spec.run_id] = {
