@@ -1,5 +1,5 @@
-"""Which runs the verdict combines (`runner.combined_runs`) and the index page's links to verdicts, on
-output folders of hand-written run.json files (no notebook is executed).
+"""Which runs the verdict combines (`runner.combined_runs`), on output folders of hand-written run.json
+files (no notebook is executed).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import deep_merge
 from ragtrial.config.settings import Settings
-from ragtrial.report.index_page import VERDICT_NOTEBOOK, render_index
+from ragtrial.report.index_page import VERDICT_NOTEBOOK
 from ragtrial.runner.combined_runs import combine_runs
 
 QA, INDEX, CLAIMS = "04_rag_vs_graphrag_qa", "01_build_index", "08_claims_comprehensiveness_diversity"
@@ -182,33 +182,6 @@ def test_a_broken_run_json_is_skipped_naming_the_file(tmp_path):
         ],
         [f"{QA}-list", QA, f"{tmp_path / f'{QA}-list' / 'run.json'}: not a JSON object"],
     ]  # the broken run of a notebook the verdict does not read is not its concern
-
-
-def test_the_index_page_links_each_batch_to_its_verdict(tmp_path):
-    default = {"file": "params/default.yaml", "run_ids": []}
-    write_run(tmp_path, "04-ours", QA, batch=default)
-    old = write_run(tmp_path, "10-old", VERDICT_NOTEBOOK, ended_at="2025-01-01T10:00:00+00:00", batch=default)
-    new = write_run(tmp_path, "10-new", VERDICT_NOTEBOOK, ended_at="2025-02-01T10:00:00+00:00", batch=default)
-    other = {"file": "params/paper_<qa>.yaml", "run_ids": []}
-    write_run(tmp_path, "10-paper", VERDICT_NOTEBOOK, settings={"data": {"size": "tiny"}}, batch=other)
-    for run_dir in (old, new):
-        (run_dir / "report.html").write_text("<html></html>")
-    (tmp_path / "00_backend_check-broken").mkdir()
-    (tmp_path / "00_backend_check-broken" / "run.json").write_text("{")
-    page = render_index(tmp_path).read_text()
-    verdicts = page[page.index("<h2>Verdicts</h2>") : page.index("<h2>Runs</h2>")]
-    assert (
-        "<tr><td>params/default.yaml</td><td>generated (small)</td><td>gemma-3-270m-q4_k_m</td>"
-        '<td class="completed">completed</td><td>10-new</td><td><a href="10-new/report.html">report.html</a>'
-        "</td></tr>"
-    ) in verdicts
-    assert "10-old" not in verdicts  # the batch's latest verdict; the runs table lists the older one
-    assert "<td>params/paper_&lt;qa&gt;.yaml</td><td>generated (tiny)</td>" in verdicts
-    assert "<td>10-paper</td><td>no report yet</td>" in verdicts
-    runs = page[page.index("<h2>Runs</h2>") :]
-    assert "<th>batch</th>" in runs and "<td>04-ours</td><td></td><td>params/default.yaml</td>" in runs
-    assert '<td>00_backend_check-broken</td><td class="failed">unreadable</td>' in runs
-    assert f"{tmp_path / '00_backend_check-broken' / 'run.json'}: not valid JSON" in runs
 
 
 def test_an_upstream_systems_index_build_recorded_by_a_combined_run_becomes_its_own_part(tmp_path):

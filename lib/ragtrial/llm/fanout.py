@@ -30,6 +30,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 from ragtrial.llm.ledger import Ledger, Tally
+from ragtrial.llm.progress import ProgressBoard, board_for, in_batch
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -40,18 +41,26 @@ PROGRESS_EVERY_S = 30.0
 
 
 class Progress:
-    """Units done / total, and the stage's calls so far: live, cached, failed. Printed as one bar
-    line at most every `PROGRESS_EVERY_S` once the stage has run `PROGRESS_AFTER_S`, and a closing
-    line when any was printed.
+    """Units done / total, and the stage's calls so far: live, cached, failed. Shown on `board` (the
+    run folder's progress file, which `ragtrial run` reads) and, outside `ragtrial run`, printed as
+    one bar line at most every `PROGRESS_EVERY_S` once the stage has run `PROGRESS_AFTER_S`, and a
+    closing line when any was printed.
     """
 
-    def __init__(self, label: str, total: int, tally: Tally | None, out=None):
+    def __init__(
+        self, label: str, total: int, tally: Tally | None, out=None, board: ProgressBoard | None = None
+    ):
         self.label, self.total, self.tally = label, total, tally
-        self.out = out or sys.stdout
+        # in a kernel of `ragtrial run` the lines would land in the report; the board shows them
+        self.out = out if out is not None else (None if in_batch() else sys.stdout)
+        self.board = board
         self.done = 0
         self.started = time.monotonic()
+        self.started_at = time.time()
         self.printed_at: float | None = None
         self._lock = threading.Lock()
+        if board is not None:
+            board.open(self)
 
     def calls(self) -> dict[str, int]:
         rows = [r for r in (self.tally.rows if self.tally else []) if r.kind != "embedding"]
@@ -59,6 +68,16 @@ class Progress:
             "live": sum(not r.cached for r in rows),
             "cached": sum(r.cached for r in rows),
             "failed": sum(r.failure != "" for r in rows),
+        }
+
+    def state(self) -> dict[str, object]:
+        """What the progress file records of this stage."""
+        return {
+            "label": self.label,
+            "done": self.done,
+            "total": self.total,
+            **self.calls(),
+            "started_at": self.started_at,
         }
 
     def line(self) -> str:
@@ -78,11 +97,15 @@ class Progress:
             due = now - self.started >= PROGRESS_AFTER_S and (
                 self.printed_at is None or now - self.printed_at >= PROGRESS_EVERY_S
             )
-            if due and self.done < self.total:
+            if due and self.done < self.total and self.out is not None:
                 print(self.line(), file=self.out, flush=True)
                 self.printed_at = now
+        if self.board is not None:
+            self.board.advanced()
 
     def close(self) -> None:
+        if self.board is not None:
+            self.board.close(self)
         if self.printed_at is not None:
             print(self.line(), file=self.out, flush=True)
 
@@ -98,7 +121,8 @@ def fan_out(
 ) -> list[R]:
     """`[work(item) for item in items]`, with up to `concurrency` units running at once.
 
-    With `ledger`, the stage's calls are tallied for the progress line (`label` names the stage).
+    With `ledger`, the stage's calls are tallied for its progress (`label` names the stage), which the
+    progress file of the ledger's run folder shows (`ragtrial.llm.progress`).
     With `key`, the units whose key repeats an earlier one's run once all first ones are done.
     At concurrency 1 the units run inline, one after the other, in order.
     """
@@ -106,7 +130,9 @@ def fan_out(
     if ledger is None:
         return _run(work, items, concurrency, Progress(label, len(items), None), key)
     with ledger.tally() as tally:
-        return _run(work, items, concurrency, Progress(label, len(items), tally), key)
+        return _run(
+            work, items, concurrency, Progress(label, len(items), tally, board=board_for(ledger)), key
+        )
 
 
 def _run(

@@ -1,5 +1,7 @@
 """`outputs/index.html`, the page of every run, and the run records it reads (`run.json`), which the
-verdict's run finder shares.
+verdict's run finder shares. The runner renders it when a run starts (after its folder was cleared)
+and when it ends, and the page links only the files that exist, so a re-run's page never points at
+what the re-run removed.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragtrial.config.notebooks import NOTEBOOKS
 from ragtrial.locks import pid_alive
 from ragtrial.report.files import write_text
 from ragtrial.report.html import CONTENT_SECURITY_POLICY
@@ -55,10 +58,6 @@ def batch_file(record: dict[str, Any]) -> str:
     return str((record.get("batch") or {}).get("file", ""))
 
 
-def _cell(value: object) -> str:
-    return f"<td>{html.escape(str(value))}</td>"
-
-
 def shown_status(run: dict) -> str:
     """The status the index shows: a `running` record whose process is gone was killed (kill -9,
     power loss) before it could say so, so it shows as interrupted; the next run resumes it.
@@ -67,6 +66,26 @@ def shown_status(run: dict) -> str:
     if status == "running" and not pid_alive(run.get("pid")):
         return "interrupted"
     return status
+
+
+def _text(value: object) -> str:
+    return html.escape(str(value))
+
+
+def _cell(value: object, css: str = "") -> str:
+    return f'<td class="{css}">{_text(value)}</td>' if css else f"<td>{_text(value)}</td>"
+
+
+def _link(run_dir: Path, name: str, text: str = "") -> str:
+    """A link to a file of the run folder, or "" when the file is not there (a run being re-run)."""
+    if not (run_dir / name).is_file():
+        return ""
+    target = html.escape(f"{run_dir.name}/{name}", quote=True)
+    return f'<a href="{target}">{_text(text or name)}</a>'
+
+
+def _status_cell(status: str) -> str:
+    return f'<td class="{html.escape(status, quote=True)}">{_text(status)}</td>'
 
 
 def _earlier_attempts(run: dict) -> str:
@@ -84,128 +103,178 @@ def _data_set(settings: dict[str, Any]) -> str:
     return f"{data.get('dataset', '')} ({where})" if where else str(data.get("dataset", ""))
 
 
-def _link(run_id: str, name: str) -> str:
-    target = html.escape(f"{run_id}/{name}", quote=True)
-    return f'<a href="{target}">{html.escape(name)}</a>'
+def _model_cell(settings: dict[str, Any]) -> str:
+    """The model asked for, marked when it is the embedded default (a smoke-test model)."""
+    llm = settings.get("llm", {})
+    marker = (
+        '<span class="embedded" title="the embedded default model: fine for checking the kit, not for '
+        'research-grade numbers">embedded</span> '
+        if llm.get("backend") == "embedded"
+        else ""
+    )
+    return f'<td class="model">{marker}{_text(llm.get("model", ""))}</td>'
 
 
-def _verdict_rows(runs: list[RunRecord]) -> list[str]:
-    """One row per batch file with a verdict run: the latest-started one, linked to its report."""
-    latest: dict[str, RunRecord] = {}
-    for run in runs:
-        record = run.record
-        if record is None or record.get("notebook") != VERDICT_NOTEBOOK or not batch_file(record):
-            continue
-        held = latest.get(batch_file(record))
-        if held is None or str(record.get("started_at", "")) > str(held.record.get("started_at", "")):
-            latest[batch_file(record)] = run
-    rows = []
-    for batch, run in sorted(latest.items()):
-        record, run_id = run.record, run.run_dir.name
-        settings, status = record.get("settings", {}), shown_status(record)
-        report = _link(run_id, "report.html") if (run.run_dir / "report.html").exists() else "no report yet"
-        rows.append(
-            "<tr>"
-            + "".join(
-                [
-                    _cell(batch),
-                    _cell(_data_set(settings)),
-                    _cell(settings.get("llm", {}).get("model", "")),
-                    f'<td class="{html.escape(status, quote=True)}">{html.escape(status)}</td>',
-                    _cell(run_id),
-                    f"<td>{report}</td>",
-                ]
-            )
-            + "</tr>"
-        )
-    return rows
+ERROR_SHOWN_CHARS = 160
+
+
+def _error_cell(run: RunRecord, status: str) -> str:
+    """A failed run's reason: its start in the cell, the whole on hover, and the traceback's file."""
+    error = str(run.record.get("error", "")) if status == "failed" else ""
+    if not error:
+        return "<td></td>"
+    shown = error if len(error) <= ERROR_SHOWN_CHARS else error[: ERROR_SHOWN_CHARS - 1] + "…"
+    traceback = _link(run.run_dir, "error.txt")
+    return (
+        f'<td class="error" title="{html.escape(error, quote=True)}">{_text(shown)}'
+        + (f" ({traceback})" if traceback else "")
+        + "</td>"
+    )
+
+
+def _question(notebook: str) -> str:
+    spec = NOTEBOOKS.get(notebook)
+    return spec.question if spec else ""
+
+
+RUN_COLUMNS = [
+    "run",
+    "question it answers",
+    "label",
+    "status",
+    "headline result",
+    "error",
+    "LLM",
+    "data",
+    "started (UTC)",
+    "seconds",
+    "live calls",
+    "cached calls",
+    "prompt tokens",
+    "completion tokens",
+    "failures",
+    "earlier attempts",
+    "files",
+]
 
 
 def _run_row(run: RunRecord) -> str:
-    run_id = run.run_dir.name
-    if run.record is None:
-        problem = f'<td class="failed">unreadable</td><td colspan="13">{html.escape(run.problem)}</td>'
-        return f"<tr>{_cell(run_id)}{problem}</tr>"
-    record = run.record
+    record, run_dir = run.record, run.run_dir
     ledger, settings = record.get("ledger", {}), record.get("settings", {})
-    links = " ".join(
-        _link(run_id, name)
-        for name in ("report.html", "run.json", "notebook.ipynb", "ledger.csv")
-        if (run.run_dir / name).exists()
-    )
     status = shown_status(record)
+    files = " ".join(
+        link
+        for name in ("report.html", "run.json", "notebook.ipynb", "ledger.csv")
+        if (link := _link(run_dir, name))
+    )
+    cells = [
+        _cell(run_dir.name),
+        _cell(_question(str(record.get("notebook", ""))), "text"),
+        _cell(record.get("label", "")),
+        _status_cell(status),
+        _cell(record.get("headline", ""), "text"),
+        _error_cell(run, status),
+        _model_cell(settings),
+        _cell(_data_set(settings)),
+        _cell(record.get("started_at", "")),
+        _cell(record.get("duration_s", "")),
+        _cell(ledger.get("llm_calls_live", "")),
+        _cell(ledger.get("llm_calls_cached", "")),
+        _cell(ledger.get("prompt_tokens", "")),
+        _cell(ledger.get("completion_tokens", "")),
+        _cell(ledger.get("failures", "")),
+        _cell(_earlier_attempts(record)),
+        f"<td>{files}</td>",
+    ]
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _table(columns: list[str], rows: list[str]) -> str:
+    header = "".join(f"<th>{_text(name)}</th>" for name in columns)
+    return f'<div class="scroll"><table><tr>{header}</tr>{"".join(rows)}</table></div>'
+
+
+def _verdict_line(runs: list[RunRecord]) -> str:
+    """The batch's latest-started verdict run, linked to its report when it has one."""
+    verdicts = [r for r in runs if r.record.get("notebook") == VERDICT_NOTEBOOK]
+    if not verdicts:
+        return f"<p>No verdict run in this batch yet (notebook <code>{VERDICT_NOTEBOOK}</code>).</p>"
+    latest = max(verdicts, key=lambda r: str(r.record.get("started_at", "")))
+    status = shown_status(latest.record)
+    report = _link(latest.run_dir, "report.html", "the verdict's report")
+    where = report or "no report yet"
     return (
-        "<tr>"
-        + "".join(
-            [
-                _cell(run_id),
-                _cell(record.get("label", "")),
-                _cell(batch_file(record)),
-                f'<td class="{html.escape(status, quote=True)}">{html.escape(status)}</td>',
-                _cell(record.get("started_at", "")),
-                _cell(record.get("duration_s", "")),
-                _cell(settings.get("llm", {}).get("model", "")),
-                _cell(settings.get("data", {}).get("dataset", "")),
-                _cell(ledger.get("llm_calls_live", "")),
-                _cell(ledger.get("llm_calls_cached", "")),
-                _cell(ledger.get("prompt_tokens", "")),
-                _cell(ledger.get("completion_tokens", "")),
-                _cell(ledger.get("failures", "")),
-                _cell(_earlier_attempts(record)),
-                f"<td>{links}</td>",
-            ]
-        )
-        + "</tr>"
+        f'<p class="verdict">Verdict: {where} (run <code>{_text(latest.run_dir.name)}</code>, '
+        f'<span class="{html.escape(status, quote=True)}">{_text(status)}</span>): is the graph worth its '
+        "indexing bill on this batch's data set and model, per question type.</p>"
     )
 
 
-def _header(names: list[str]) -> str:
-    return "".join(f"<th>{html.escape(name)}</th>" for name in names)
+def _batch_order(runs: list[RunRecord]) -> list[RunRecord]:
+    """The batch's runs in the order of its latest-started run's batch record, then the others by name."""
+    latest = max(runs, key=lambda r: str(r.record.get("started_at", "")))
+    order = {run_id: i for i, run_id in enumerate((latest.record.get("batch") or {}).get("run_ids", []))}
+    return sorted(runs, key=lambda r: (order.get(r.run_dir.name, len(order)), r.run_dir.name))
+
+
+def _batch_section(batch: str, runs: list[RunRecord]) -> str:
+    if batch:
+        title = f"Batch <code>{_text(batch)}</code>"
+        verdict = _verdict_line(runs)
+    else:
+        title, verdict = "Runs without a batch file", ""
+    rows = [_run_row(run) for run in _batch_order(runs)]
+    return f"<section><h2>{title}</h2>{verdict}{_table(RUN_COLUMNS, rows)}</section>"
+
+
+def _counts(runs: list[RunRecord]) -> str:
+    statuses: dict[str, int] = {}
+    for run in runs:
+        status = shown_status(run.record)
+        statuses[status] = statuses.get(status, 0) + 1
+    return ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
 
 
 def render_index(outputs: Path) -> Path:
-    """`outputs/index.html`: each batch's verdict, then every run with its batch, status, key parameters,
-    cost and links. A `run.json` that cannot be read is a row saying so, not a failed page.
+    """`outputs/index.html`: a section per batch file with its verdict and its runs (the question each
+    answers, status, headline result, error, model, cost and links to the files that exist). A
+    `run.json` that cannot be read is a row saying so, not a failed page.
     """
-    runs = run_records(outputs)
-    verdict_header = _header(["batch", "data set", "model", "status", "verdict run", "report"])
-    verdicts = _verdict_rows(runs)
-    verdict_table = (
-        f"<table><tr>{verdict_header}</tr>{''.join(verdicts)}</table>"
-        if verdicts
-        else f"<p>No batch has a verdict run yet (notebook <code>{VERDICT_NOTEBOOK}</code>).</p>"
-    )
-    header = _header(
-        [
-            "run",
-            "label",
-            "batch",
-            "status",
-            "started (UTC)",
-            "seconds",
-            "LLM",
-            "data",
-            "live calls",
-            "cached calls",
-            "prompt tokens",
-            "completion tokens",
-            "failures",
-            "earlier attempts",
-            "files",
+    records = run_records(outputs)
+    readable = [r for r in records if r.record is not None]
+    unreadable = [r for r in records if r.record is None]
+    by_batch: dict[str, list[RunRecord]] = {}
+    for run in readable:
+        by_batch.setdefault(batch_file(run.record), []).append(run)
+    sections = [_batch_section(b, by_batch[b]) for b in sorted(by_batch, key=lambda b: (b == "", b))]
+    if unreadable:
+        rows = [
+            f'<tr>{_cell(r.run_dir.name)}<td class="failed">unreadable</td>{_cell(r.problem)}</tr>'
+            for r in unreadable
         ]
+        sections.append(
+            f"<section><h2>Unreadable run records</h2>{_table(['run', 'status', 'problem'], rows)}</section>"
+        )
+    summary = f"{len(records)} run{'' if len(records) == 1 else 's'}: {_counts(readable)}" + (
+        f", {len(unreadable)} unreadable" if unreadable else ""
     )
     page = f"""<!doctype html><html><head>{CONTENT_SECURITY_POLICY}
 <meta charset="utf-8"><title>ragtrial runs</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:4px 8px;font-size:90%}}.failed{{background:#fdd}}
-.completed{{background:#dfd}}.running{{background:#ffd}}.interrupted{{background:#fed}}</style></head><body>
-<h1>ragtrial runs</h1><h2>Verdicts</h2><p>Per batch file, its latest verdict run: is the graph worth its
-indexing bill on that batch's data set and model, per question type.</p>{verdict_table}
-<h2>Runs</h2><p>Each row is one notebook run; its <code>run.json</code> holds the resolved
-parameters, git commit, package versions and the cost ledger summary. Token totals include calls
-replayed from the cache. Calls and tokens are the last attempt's; "earlier attempts" lists what
-attempts that did not complete paid (their rows are in the run's
-<code>ledger.parquet</code>).</p><table><tr>{header}</tr>{"".join(_run_row(run) for run in runs)}</table>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1400px}}.scroll{{overflow-x:auto}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;font-size:90%;
+vertical-align:top}}th{{background:#f4f4f4;text-align:left}}td:first-child,td.model{{white-space:nowrap}}
+td.text{{min-width:14em;max-width:28em}}td.error{{min-width:14em;
+max-width:28em;color:#900}}.failed{{background:#fdd}}.completed{{background:#dfd}}.running{{background:#ffd}}
+.interrupted,.locked{{background:#fed}}.embedded{{background:#fe9;border-radius:3px;padding:0 3px;
+font-size:85%}}</style></head><body>
+<h1>ragtrial runs</h1><p>{_text(summary) if records else "No run yet."}</p>
+<p>One section per batch file, with its verdict. Each row is one notebook run; its <code>run.json</code>
+holds the resolved parameters, git commit, package versions and the cost ledger summary. Token totals
+include calls replayed from the cache. Calls and tokens are the last attempt's; "earlier attempts" lists
+what attempts that did not complete paid (their rows are in the run's <code>ledger.parquet</code>). A run
+shown as running is being executed now; one that stopped without saying so shows as interrupted (run the
+batch again to resume it from the cache).</p>
+{"".join(sections)}
 </body></html>
 """
     return write_text(outputs / "index.html", page)

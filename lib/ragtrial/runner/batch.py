@@ -18,8 +18,10 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,15 +32,18 @@ import pandas as pd
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec, load_batch, notebook_file
 from ragtrial.llm.ledger import read_ledger, summarize
+from ragtrial.llm.progress import PROGRESS_FILE
 from ragtrial.locks import FolderLock, LockHeld
 from ragtrial.methods.upstream.environments import SYSTEMS_RECORD
 from ragtrial.redact import redact
 from ragtrial.report.files import write_json, write_table
 from ragtrial.report.html import render_report
 from ragtrial.report.index_page import render_index
-from ragtrial.runner.context import git_commit, package_versions, secret_variables
-from ragtrial.runner.credentials import kernel_options, mask_credentials
+from ragtrial.runner.context import HEADLINE_FILE, git_commit, package_versions, secret_variables
+from ragtrial.runner.credentials import mask_credentials
+from ragtrial.runner.kernel import KERNEL_LOG, failure_reason, kernel_options
 from ragtrial.runner.preflight import preflight
+from ragtrial.runner.progress import POLL_EVERY_S, BatchMonitor, duration, summary_table
 
 LOCK_FILE = "run.lock"
 LEDGER_FILE = "ledger.csv"
@@ -66,17 +71,6 @@ def run_folder(outputs: Path, run_id: str) -> Path:
     if run_dir.is_symlink() or run_dir.resolve().parent != outputs:
         raise ParamsError(f"run {run_id!r}: its folder {run_dir} is not inside the outputs folder {outputs}")
     return run_dir
-
-
-def failure_reason(err: BaseException) -> str:
-    """One line saying why a notebook failed: the notebook's own exception, not papermill's wrapper."""
-    ename, evalue = getattr(err, "ename", None), getattr(err, "evalue", None)
-    if ename:  # papermill.PapermillExecutionError: the exception raised inside the notebook
-        where = f" (notebook cell In [{err.exec_count}])" if getattr(err, "exec_count", None) else ""
-        reason = f"{ename}: {evalue}{where}"
-    else:
-        reason = f"{type(err).__name__}: {err}"
-    return " ".join(reason.split())[:4000]
 
 
 def _earlier_attempts(run_dir: Path, previous: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -127,9 +121,11 @@ def execute_run(
     force: bool = False,
     show_code: bool = False,
     batch: dict[str, Any] | None = None,
+    on_start: Callable[[Path], None] | None = None,
 ) -> RunResult:
     """Run one notebook in its run folder, holding the folder's lock (status `locked` if another holds it).
-    `batch` (`batch_record`) is recorded in `run.json`, so the verdict can find its batch's runs.
+    `batch` (`batch_record`) is recorded in `run.json`, so the verdict can find its batch's runs;
+    `on_start(run_dir)` is called once the folder is cleared and its record says `running`.
     """
     run_dir = run_folder(outputs, spec.run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -138,13 +134,19 @@ def execute_run(
     except LockHeld as held:
         return RunResult(spec.run_id, spec.notebook, "locked", run_dir, {}, f"{held}; not run")
     try:
-        return _execute_locked(spec, root, run_dir, force, show_code, batch)
+        return _execute_locked(spec, root, run_dir, force, show_code, batch, on_start)
     finally:
         lock.release()
 
 
 def _execute_locked(
-    spec: RunSpec, root: Path, run_dir: Path, force: bool, show_code: bool, batch: dict[str, Any] | None
+    spec: RunSpec,
+    root: Path,
+    run_dir: Path,
+    force: bool,
+    show_code: bool,
+    batch: dict[str, Any] | None,
+    on_start: Callable[[Path], None] | None,
 ) -> RunResult:
     import papermill
 
@@ -171,6 +173,8 @@ def _execute_locked(
         "batch": batch,
     }
     write_json(run_dir / "run.json", record)
+    if on_start is not None:
+        on_start(run_dir)
     started = time.perf_counter()
     error = ""
     try:
@@ -181,14 +185,14 @@ def _execute_locked(
             cwd=str(root),
             progress_bar=False,
             kernel_name="python3",
-            **kernel_options(credentials),
+            **kernel_options(credentials, run_dir),
         )
     except KeyboardInterrupt:
         # What was paid for is in the cache; the record says so and the next run resumes.
         write_json(run_dir / "run.json", _finished(record, run_dir, "interrupted", "interrupted", started))
         raise
     except Exception as err:  # noqa: BLE001 - recorded in run.json and shown in the index
-        error = redact(failure_reason(err), secrets)
+        error = redact(failure_reason(err, run_dir / KERNEL_LOG), secrets)
         (run_dir / "error.txt").write_text(redact(traceback.format_exc(), secrets))
     record = _finished(record, run_dir, "failed" if error else "completed", error, started)
     if (run_dir / "notebook.ipynb").exists():
@@ -214,12 +218,16 @@ def _finished(
     if not every_attempt.empty:
         write_table(run_dir / "ledger.parquet", every_attempt)
     totals = {"ledger_all_attempts": summarize(every_attempt)} if attempts else {}
+    (run_dir / PROGRESS_FILE).unlink(missing_ok=True)  # what was running; the record now says how it ended
+    headline = run_dir / HEADLINE_FILE
     return {
         **record,
         "status": status,
         "error": error,
         "ended_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - started, 2),
+        # the run's finding in one line, from its notebook's last cell (`RunContext.headline`)
+        "headline": headline.read_text(encoding="utf-8").strip() if headline.is_file() else "",
         "ledger": summarize(ledger),
         **totals,
         "prompts": sorted(p for p in ledger["prompt"].unique() if p) if not ledger.empty else [],
@@ -278,9 +286,11 @@ def run_batch(
     workers: int | None = None,
     show_code: bool = False,
     log=print,
+    progress_every_s: float = POLL_EVERY_S,
 ) -> list[RunResult]:
     """Validate every run of the batch first, names and paths included (no model call before
-    that), then execute them.
+    that), then execute them, logging each running run's progress every `progress_every_s`
+    (`runner.progress`) and, at the end, a table of the runs.
     """
     if workers is not None and workers < 1:
         raise ParamsError(f"--workers {workers}: must be at least 1")
@@ -293,29 +303,59 @@ def run_batch(
         run_folder(outputs, spec.run_id)
     preflight(specs, root)
     outputs.mkdir(parents=True, exist_ok=True)
-    results: list[RunResult] = []
+    index_lock = threading.Lock()  # one page at a time, so a later render never loses to an earlier one
 
-    def one(numbered: tuple[int, RunSpec]) -> RunResult:
-        i, spec = numbered
-        log(f"[{i}/{len(specs)}] {spec.run_id} {spec.label} ...")
-        result = execute_run(spec, root, outputs, force=force, show_code=show_code, batch=batch)
-        s = result.summary
-        log(
-            f"[{i}/{len(specs)}] {spec.run_id}: {result.status} (live calls {s.get('llm_calls_live', 0)}, "
-            f"cached {s.get('llm_calls_cached', 0)}, failures {s.get('failures', 0)})"
-            + (f" -- {result.error.splitlines()[0]}" if result.error else "")
-        )
-        render_index(outputs)
-        return result
+    def index() -> None:
+        with index_lock:
+            render_index(outputs)
 
-    numbered = list(enumerate(specs, start=1))
-    n_workers = workers if workers is not None else batch_workers
-    try:
-        if n_workers == 1:  # in this thread, so an interrupt stops the running notebook at once
-            results = [one(n) for n in numbered]
-        else:
-            with ThreadPoolExecutor(max_workers=n_workers) as pool:
-                results = list(pool.map(one, numbered))
-    finally:
-        render_index(outputs)
+    rows: dict[str, dict[str, Any]] = {}
+    batch_started = time.perf_counter()
+    with BatchMonitor(log, progress_every_s) as monitor:
+
+        def one(numbered: tuple[int, RunSpec]) -> RunResult:
+            i, spec = numbered
+            position = f"[{i}/{len(specs)}]"
+            log(f"{position} {spec.run_id}" + (f" {spec.label}" if spec.label else "") + " ...")
+            started = time.perf_counter()
+
+            def on_start(run_dir: Path) -> None:
+                index()  # the page no longer links what the clearing of the run's folder removed
+                monitor.started(position, spec.run_id, run_dir)
+
+            try:
+                result = execute_run(
+                    spec, root, outputs, force=force, show_code=show_code, batch=batch, on_start=on_start
+                )
+            finally:
+                monitor.finished(spec.run_id)
+            seconds = time.perf_counter() - started
+            s = result.summary
+            log(
+                f"{position} {spec.run_id}: {result.status} (live calls {s.get('llm_calls_live', 0)}, "
+                f"cached {s.get('llm_calls_cached', 0)}, failures {s.get('failures', 0)}; "
+                f"{duration(seconds)})" + (f" -- {result.error.splitlines()[0]}" if result.error else "")
+            )
+            index()
+            rows[spec.run_id] = {
+                "run": spec.run_id,
+                "label": spec.label,
+                "status": result.status,
+                "summary": s,
+                "seconds": seconds,
+            }
+            return result
+
+        numbered = list(enumerate(specs, start=1))
+        n_workers = workers if workers is not None else batch_workers
+        try:
+            if n_workers == 1:  # in this thread, so an interrupt stops the running notebook at once
+                results = [one(n) for n in numbered]
+            else:
+                with ThreadPoolExecutor(max_workers=n_workers) as pool:
+                    results = list(pool.map(one, numbered))
+        finally:
+            index()
+    for line in summary_table([rows[spec.run_id] for spec in specs], time.perf_counter() - batch_started):
+        log(line)
     return results

@@ -3,7 +3,7 @@
 A setting whose value is a URL with user-info (`http://user:pass@host/v1` in `llm.base_url`) is
 handed to papermill masked, so the executed notebook's parameters cell, `run.json` and the report
 show `http://***@host/v1`; the real value travels in the kernel's environment only (one variable per
-settings key), and `open_run` puts it back before the first call.
+settings key, `runner.kernel`), and `open_run` puts it back before the first call.
 """
 
 from __future__ import annotations
@@ -11,10 +11,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
-
-from jupyter_client.manager import AsyncKernelManager
-from traitlets import Dict, Unicode
-from traitlets.config import Config
 
 from ragtrial.config.base import ParamsError
 from ragtrial.redact import MASK, redact_url
@@ -75,25 +71,3 @@ def restore_credentials(settings: Mapping[str, Any], where: str) -> dict[str, An
             )
         real[key] = carried
     return _replaced(settings, real)
-
-
-class KernelWithCredentials(AsyncKernelManager):
-    """The notebook kernel's manager, adding `credentials` to the kernel's environment (its kernel
-    spec's `env`, which nothing writes out).
-    """
-
-    credentials = Dict(
-        key_trait=Unicode(), value_trait=Unicode(), config=True, help="variables for the kernel's environment"
-    )
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.kernel_spec.env.update(self.credentials)
-
-
-def kernel_options(credentials: Mapping[str, str]) -> dict[str, Any]:
-    """The papermill keyword arguments that start the kernel with `credentials` in its environment."""
-    return {
-        "kernel_manager_class": KernelWithCredentials,
-        "config": Config({"KernelWithCredentials": {"credentials": dict(credentials)}}),
-    }
