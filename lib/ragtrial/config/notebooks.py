@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-# What a data set may provide beyond documents (`ragtrial datasets` lists it per loader).
-Gold = Literal["answers", "gold passages", "gold entities", "reference summaries"]
+# What a data set may provide beyond documents (`ragtrial datasets` lists it per loader): "questions" of
+# its own, with gold or not (a query log's carry none), then the gold its questions carry.
+Gold = Literal["questions", "answers", "gold passages", "gold entities", "reference summaries"]
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,11 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
         NotebookSpec(
             "09_retrieval_diagnostics",
             "Where does retrieval fail, on which question category, and is it the retriever's or the model's fault?",
-            needs=("answers", "gold passages", "gold entities"),
-            why_not="its recalls are measured against a data set's gold passages and entities",
+            # a query log's questions carry no gold, and 09 measures what they support; a folder of
+            # text files has no question to diagnose
+            needs=("questions",),
+            why_not="it diagnoses a data set's own questions (a benchmark's, measured against their gold "
+            "passages and entities, or a query log's)",
         ),
         NotebookSpec(
             "10_verdict",
