@@ -295,3 +295,132 @@ def amortized_cost_plot(costs: pd.DataFrame, unit: str, notebook: str) -> Any:
         ax.legend(fontsize=7)
     plt.close(fig)
     return fig
+
+
+# ---------------------------------------------------------------- the judge notebooks (06, 07)
+
+
+def self_vs_self_plot(classic: pd.DataFrame, trials: pd.DataFrame, n_trials: int) -> Any:
+    """Notebook 06's sanity check: the classic protocol's overall verdicts (A shown first) beside the
+    unbiased protocol's win / tie / loss rates of run A over the trials.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    overall = classic[(classic["aspect"] == "overall") & (classic["position"] == "AB")]
+    if not overall.empty:
+        left.bar(
+            ["run A wins", "run B wins"],
+            [overall["wins_a"].iloc[0], overall["wins_b"].iloc[0]],
+            color=["tab:blue", "tab:orange"],
+        )
+    left.set(title="classic (A shown first, no ties)", ylabel="questions")
+    if not trials.empty:
+        right.boxplot(
+            [trials[c] for c in ("win_rate", "tie_rate", "loss_rate")],
+            tick_labels=["A wins", "tie", "B wins"],
+        )
+    right.set(title=f"unbiased ({n_trials} trials)", ylabel="share of questions", ylim=(-0.05, 1.05))
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def position_bias_plot(position_audit: pd.DataFrame) -> Any:
+    """How often the answer shown first won, per order and protocol (`judge.audits.position_table`)."""
+    import matplotlib.pyplot as plt
+
+    ax = position_audit.pivot(index="order", columns="protocol", values="first_shown_win_rate").plot.bar(
+        figsize=(6, 3.5), rot=0, ylim=(0, 1.05)
+    )
+    ax.axhline(0.5, color="grey", ls=":", lw=1)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize=8)
+    ax.set(ylabel="answer shown first wins (share)", title="position bias")
+    plt.close(ax.figure)
+    return ax.figure
+
+
+def length_bias_plot(length_bins: pd.DataFrame) -> Any:
+    """How often the longer answer won, by word gap (`judge.audits.length_bias`), each bin's count marked."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(length_bins["mean_gap"], length_bins["longer_win_rate"], "-o")
+    for r in length_bins.itertuples(index=False):
+        ax.annotate(
+            f"n={r.verdicts}", (r.mean_gap, r.longer_win_rate), textcoords="offset points", xytext=(4, 4)
+        )
+    ax.axhline(0.5, color="grey", ls=":", lw=1)
+    ax.set(
+        xlabel="word gap between the answers",
+        ylabel="longer answer wins (share)",
+        ylim=(-0.05, 1.05),
+        title="length bias (classic, both orders)",
+    )
+    plt.close(fig)
+    return fig
+
+
+def trial_bias_plot(trials: pd.DataFrame) -> Any:
+    """The unbiased protocol's relative win rate of run A in each trial."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.plot(trials["trial"], trials["relative_win_rate"], "o-")
+    ax.axhline(0, color="grey", ls=":", lw=1)
+    ax.set(xlabel="trial", ylabel="relative win rate of run A", ylim=(-1.05, 1.05), title="trial bias")
+    plt.close(fig)
+    return fig
+
+
+def win_tie_loss_boxes(trials: pd.DataFrame, sanity: pd.DataFrame) -> Any:
+    """Notebook 07, per pair: the unbiased protocol's win / tie / loss rates over the trials (boxes)
+    beside the classic protocol's verdict with A shown first (diamonds); None when no pair was judged.
+    """
+    import matplotlib.pyplot as plt
+
+    from ragtrial.evaluation.judge.pairs import pair_label
+
+    labelled = trials.assign(pair=[pair_label(r) for r in trials.itertuples(index=False)])
+    pair_names = list(dict.fromkeys(labelled["pair"]))
+    if not pair_names:
+        return None
+    fig, axes = plt.subplots(1, len(pair_names), figsize=(4.2 * len(pair_names), 3.8), squeeze=False)
+    for ax, pair in zip(axes[0], pair_names, strict=True):
+        judged = labelled[labelled["pair"] == pair]
+        ax.boxplot(
+            [judged[c] for c in ("win_rate", "tie_rate", "loss_rate")],
+            tick_labels=["A wins", "tie", "B wins"],
+        )
+        shown = sanity[(sanity["pair"] == pair) & (sanity["protocol"] == "classic")]
+        if not shown.empty:
+            ax.plot(
+                [1, 2, 3],
+                shown[["win_rate", "tie_rate", "loss_rate"]].iloc[0],
+                "D",
+                color="tab:red",
+                label="classic",
+            )
+            ax.legend(fontsize=8)
+        ax.set(title=pair, ylim=(-0.05, 1.05), ylabel="share of questions")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def win_rate_matrix_plot(matrix: pd.DataFrame, names: list[str]) -> Any:
+    """Notebook 07's relative win rate, row minus column (`judge.aggregate.all_pairs_matrix`)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.3 * len(names) + 2, 1.1 * len(names) + 1.5))
+    image = ax.imshow(matrix.to_numpy(dtype=float), cmap="RdBu", vmin=-1, vmax=1)
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    ax.set_yticks(range(len(names)), names)
+    for i, row in enumerate(names):
+        for j, col in enumerate(names):
+            value = matrix.loc[row, col]
+            ax.text(j, i, "—" if pd.isna(value) else f"{value:+.2f}", ha="center", va="center", fontsize=9)
+    fig.colorbar(image, ax=ax, label="relative win rate (row − column)")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
