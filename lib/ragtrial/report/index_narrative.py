@@ -130,7 +130,8 @@ def index_headline(index: GraphIndex, counts: pd.DataFrame, quality: pd.DataFram
         f"{r['communities']} communities"
         for _, r in counts.iterrows()
     )
-    line = f"{len(index.documents)} documents in {len(index.chunks)} chunks: {graphs or 'no graph'}."
+    documents = f"{len(index.documents)} document{'' if len(index.documents) == 1 else 's'}"
+    line = f"{documents} in {len(index.chunks)} chunks: {graphs or 'no graph'}."
     if quality is not None:
         recall = quality[quality["measure"] == "relation recall"]
         line += (
