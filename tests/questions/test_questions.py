@@ -413,6 +413,11 @@ def test_distribution_metrics_on_a_hand_made_table():
     assert table.loc["h", "entropy_bits"] == 0.0 and table.loc["h", "top_question_share"] == 1.0
     failed = entity_distribution(mentions, questions, {"ngram": {"q4"}}, entities, communities, 0)
     assert failed.set_index("generator").loc["g", "questions"] == 3
+    # no question (every generation call failed): an empty table with the columns the report reads
+    none = entity_distribution(
+        mentions.iloc[:0], questions.iloc[:0], {"ngram": set()}, entities, communities, 0
+    )
+    assert none.empty and list(none.columns) == list(failed.columns)
     top = top_entities(mentions, k=2)
     assert top[top["generator"] == "g"][["entity", "count"]].values.tolist() == [
         ["A", 2],
@@ -545,15 +550,13 @@ def test_a_data_set_question_source_without_questions_names_the_key_to_set(scrip
         claims_questions(None, bare, ClaimsSettings(question_source="dataset"), cfg)
     # the data set's own questions, when it has them, need no model
     assert judge_questions(None, dataset, index, JudgeSettings(), cfg)[0]
-    # a source whose generation yields nothing says so, instead of a NaN mean further on
+    # a generated source whose every call fails yields no question and its failures (the report counts them)
     scripted.default_reply = lambda body: "not json"
     llm = make_llm(scripted.base_url, tmp_path)
-    with pytest.raises(ValueError, match=r"no question to judge: graph question generation.*produced none"):
-        judge_questions(llm, bare, index, JudgeSettings(question_source="graph"), cfg)
-    with pytest.raises(
-        ValueError, match=r"no question to ask: persona generation produced none \(\d+ failed"
-    ):
-        claims_questions(llm, bare, ClaimsSettings(), cfg)
+    none, failures = judge_questions(llm, bare, index, JudgeSettings(question_source="graph"), cfg)
+    assert none == [] and len(failures) and set(failures["kind"]) == {"parse"}
+    persona, failures, fell_back = claims_questions(llm, bare, ClaimsSettings(), cfg)
+    assert persona == [] and fell_back and len(failures)
 
 
 def test_the_plan_of_summary_questions_is_the_requests_they_send(scripted, tmp_path):

@@ -98,11 +98,6 @@ def judge_questions(
             )
         return select_questions(dataset.questions, cfg.questions_per_type, cfg.seed), pd.DataFrame()
     generated = graph_questions(llm, index, questions_cfg)
-    if generated.questions.empty:  # the model's failure: nothing to judge, and no mean to estimate from
-        raise ValueError(
-            f"no question to judge: graph question generation ({section}.question_source: graph) produced "
-            f"none ({len(generated.failures)} failed call(s))"
-        )
     return (
         [
             Question(question_id=r.question_id, question=r.question, question_type=r.level)
@@ -136,12 +131,7 @@ def claims_questions(
             for r in generated.questions.itertuples(index=False)
         ][: cfg.n_questions]
     fell_back = cfg.question_source == "persona" and not questions
-    if not questions and not dataset.questions:
-        if fell_back:  # the model's failure, not the settings'
-            raise ValueError(
-                f"no question to ask: persona generation produced none ({len(failures)} failed call(s)) "
-                f"and data set {dataset.name!r} has no questions of its own to stand in"
-            )
+    if cfg.question_source == "dataset" and not dataset.questions:
         raise ParamsError(
             f"key 'claims.question_source': 'dataset', but data set {dataset.name!r} has no questions of "
             "its own; set claims.question_source: persona to ask questions generated from the corpus"
