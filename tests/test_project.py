@@ -1,5 +1,6 @@
 """Project hygiene: the conda file matches pyproject, notebooks carry no outputs, prompts are versioned."""
 
+import re
 import tomllib
 
 import nbformat
@@ -28,8 +29,35 @@ def test_notebook_is_committed_without_outputs_and_has_one_parameters_cell(path)
     assert all(not c.outputs and c.execution_count is None for c in code), "clear outputs before committing"
     tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1
-    assert "settings = {}" in tagged[0].source and "run_dir = None" in tagged[0].source
-    assert f'notebook="{path.stem}"' in "".join(c.source for c in code)
+    assert "settings: dict = {}" in tagged[0].source and 'run_dir: "Optional[str]" = None' in tagged[0].source
+    assert f'notebook="{path.stem}", overrides=overrides)' in "".join(c.source for c in code)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_parameters_cell_documents_itself_to_papermill_help_notebook(path, tmp_path):
+    """`papermill --help-notebook` lists settings, run_dir and overrides with their types and help, and
+    the `-p overrides` example the cell gives sets valid settings.
+    """
+    import papermill
+
+    from ragtrial.config.batch import parse_set_overrides, split_overrides
+    from ragtrial.config.settings import validate_settings
+
+    inspected = papermill.inspect_notebook(str(path))
+    assert list(inspected) == ["settings", "run_dir", "overrides"]
+    types = {name: p["inferred_type_name"] for name, p in inspected.items()}
+    assert types == {"settings": "dict", "run_dir": "Optional[str]", "overrides": "str"}
+    assert all(len(p["help"]) > 30 for p in inspected.values())
+    assert "--set" in inspected["overrides"]["help"] and inspected["overrides"]["default"] == '""'
+    nb = nbformat.read(path, as_version=4)
+    source = next(c.source for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    example = re.search(
+        rf"# e\.g\. papermill notebooks/{path.stem}\.ipynb \S+ -p overrides \"([^\"]+)\"", source
+    )
+    assert example, source
+    items = split_overrides(example[1])
+    assert len(items) == 2
+    validate_settings(parse_set_overrides(items), f"the example of {path.name}")
 
 
 def test_every_prompt_file_parses_with_a_version():

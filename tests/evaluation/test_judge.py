@@ -363,3 +363,12 @@ def test_embedded_model_replies_in_both_judge_schemas(tmp_path):
     assert unbiased.judgments[["score_a", "score_b"]].isin(range(6)).all().all()
     assert len(classic.judgments) // 5 + len(classic.failures) == 1
     assert len(unbiased.judgments) % len(ASPECTS) == 0 and len(classic.judgments) % 5 == 0
+
+
+def test_the_estimate_s_question_length_is_the_mean_and_zero_without_questions():
+    from ragtrial.evaluation.judge.estimate import mean_question_tokens
+    from ragtrial.llm.tokens import count_tokens
+
+    questions = ["Who is Ada?", "Which city did Kel leave in the spring of 1920?"]
+    assert mean_question_tokens(questions) == int(sum(map(count_tokens, questions)) / 2) > 0
+    assert mean_question_tokens([]) == 0  # every generation call failed: no NaN for the estimate

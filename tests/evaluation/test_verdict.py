@@ -25,7 +25,7 @@ from ragtrial.evaluation.verdict import (
     read_measures,
 )
 from ragtrial.index.costs import COLUMNS
-from ragtrial.report.verdict_narrative import verdict_by_type, verdict_sentence
+from ragtrial.report.verdict_narrative import verdict_by_type, verdict_headline, verdict_sentence
 
 # Per-question noise that sums to zero within each type, so the true mean difference is exact.
 NOISE = np.tile([0.05, -0.05, 0.1, -0.1], 5)
@@ -375,3 +375,16 @@ def test_claims_whose_every_extraction_failed_are_statuses_not_an_error():
     for measure in ("claims_diversity", "claims_comprehensiveness"):
         frame = observations(measure, tables.get)
         assert set(frame["status"]) == {"claim extraction failed"} and frame["value"].isna().all()
+
+
+def test_the_headline_is_the_verdict_on_all_questions_and_counts_the_rest():
+    verdict = run(f1_observations())
+    first = verdict.verdicts[verdict.verdicts["question_type"] == "all"].iloc[0]
+    headline = verdict_headline(verdict.verdicts, embedded=False)
+    assert headline == verdict_sentence(first, embedded=False) + (
+        f" ({len(verdict.verdicts) - 1} more verdict(s) in the report.)"
+    )
+    assert "\n" not in headline and len(verdict.verdicts) > 1
+    assert verdict_headline(verdict.verdicts.iloc[:0], embedded=False).startswith(
+        "No graph method was compared"
+    )

@@ -14,9 +14,12 @@ import pandas as pd
 import pytest
 from conftest import SHARED_DATASETS, make_llm
 
+from ragtrial.config.base import ParamsError
 from ragtrial.config.claims import ClaimsSettings
+from ragtrial.config.judge import JudgeSettings
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.config.systems import UpstreamComparisonSettings
 from ragtrial.data.synthetic import generate_corpus
 from ragtrial.index.chunk_documents import chunk_documents
 from ragtrial.index.create_communities import create_communities
@@ -36,7 +39,7 @@ from ragtrial.questions.quality import (
     rate_relevance,
     top_entities,
 )
-from ragtrial.questions.sampling import claims_questions
+from ragtrial.questions.sampling import claims_questions, judge_questions
 from ragtrial.retrieval.base import RetrieverParts
 
 CAROL_INDEX = SHARED_DATASETS / "graphrag_examples" / "a_christmas_carol_index"
@@ -410,6 +413,11 @@ def test_distribution_metrics_on_a_hand_made_table():
     assert table.loc["h", "entropy_bits"] == 0.0 and table.loc["h", "top_question_share"] == 1.0
     failed = entity_distribution(mentions, questions, {"ngram": {"q4"}}, entities, communities, 0)
     assert failed.set_index("generator").loc["g", "questions"] == 3
+    # no question (every generation call failed): an empty table with the columns the report reads
+    none = entity_distribution(
+        mentions.iloc[:0], questions.iloc[:0], {"ngram": set()}, entities, communities, 0
+    )
+    assert none.empty and list(none.columns) == list(failed.columns)
     top = top_entities(mentions, k=2)
     assert top[top["generator"] == "g"][["entity", "count"]].values.tolist() == [
         ["A", 2],
@@ -524,6 +532,31 @@ def test_claims_questions_are_persona_questions_or_say_the_data_set_stood_in(scr
     assert all(q in dataset.questions for q in questions)
     own, failures, fell_back = claims_questions(llm, dataset, ClaimsSettings(question_source="dataset"), cfg)
     assert not fell_back and failures.empty and all(q in dataset.questions for q in own)
+
+
+def test_a_data_set_question_source_without_questions_names_the_key_to_set(scripted, tmp_path, small_index):
+    index, dataset = small_index
+    bare = dataset.model_copy(update={"questions": []})  # a folder of text files has none
+    cfg = QuestionsSettings(personas=1, tasks_per_persona=1, questions_per_task=1, temperature=None)
+    for settings, section in (
+        (JudgeSettings(), "judge"),
+        (UpstreamComparisonSettings(question_source="dataset"), "upstream"),
+    ):
+        with pytest.raises(
+            ParamsError, match=rf"key '{section}.question_source'.*set {section}.question_source: graph"
+        ):
+            judge_questions(None, bare, index, settings, cfg, section)
+    with pytest.raises(ParamsError, match="set claims.question_source: persona"):
+        claims_questions(None, bare, ClaimsSettings(question_source="dataset"), cfg)
+    # the data set's own questions, when it has them, need no model
+    assert judge_questions(None, dataset, index, JudgeSettings(), cfg)[0]
+    # a generated source whose every call fails yields no question and its failures (the report counts them)
+    scripted.default_reply = lambda body: "not json"
+    llm = make_llm(scripted.base_url, tmp_path)
+    none, failures = judge_questions(llm, bare, index, JudgeSettings(question_source="graph"), cfg)
+    assert none == [] and len(failures) and set(failures["kind"]) == {"parse"}
+    persona, failures, fell_back = claims_questions(llm, bare, ClaimsSettings(), cfg)
+    assert persona == [] and fell_back and len(failures)
 
 
 def test_the_plan_of_summary_questions_is_the_requests_they_send(scripted, tmp_path):

@@ -3,7 +3,8 @@
 import pandas as pd
 import pytest
 
-from ragtrial.runner.context import open_run
+from ragtrial.config.base import ParamsError
+from ragtrial.runner.context import HEADLINE_FILE, open_run
 
 
 @pytest.mark.fault
@@ -35,3 +36,37 @@ def test_flaws_kept_as_published_are_shown_and_saved(tmp_path, monkeypatch, recw
 def test_a_clean_data_set_writes_no_warnings_table(tmp_path):
     ctx = open_run({"cache_path": str(tmp_path / "cache.sqlite")}, tmp_path / "run", notebook="t")
     assert ctx.load_dataset().warnings == [] and not (tmp_path / "run" / "tables").exists()
+
+
+def test_overrides_set_single_dotted_settings_over_the_settings_dict(tmp_path):
+    settings = {"cache_path": str(tmp_path / "cache.sqlite"), "qa": {"questions_per_type": 2, "seed": 3}}
+    ctx = open_run(
+        settings, tmp_path / "run", notebook="t", overrides="qa.questions_per_type=5; llm.model=m-1"
+    )
+    assert ctx.settings.qa.questions_per_type == 5 and ctx.settings.llm.model == "m-1"
+    assert ctx.settings.qa.seed == 3  # the rest of the dict stands
+    with pytest.raises(ParamsError, match="qa.no_such_key"):
+        open_run(settings, tmp_path / "run", notebook="t", overrides="qa.no_such_key=1")
+
+
+def test_the_headline_is_one_line_without_markdown_marks_but_with_method_names(tmp_path):
+    ctx = open_run({"cache_path": str(tmp_path / "cache.sqlite")}, tmp_path / "run", notebook="t")
+    line = ctx.headline("> **graph_hybrid** beat `naive_rag`\non *these* questions.")
+    assert line == "graph_hybrid beat naive_rag on these questions."
+    assert (tmp_path / "run" / HEADLINE_FILE).read_text() == line + "\n"
+
+
+def test_a_notebook_that_needs_gold_stops_at_the_data_set_with_one_line(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Ada met Kel.")
+    settings = {
+        "cache_path": str(tmp_path / "cache.sqlite"),
+        "data": {"dataset": "text_folder", "path": str(folder)},
+    }
+    with pytest.raises(ParamsError) as raised:
+        open_run(settings, tmp_path / "run", notebook="04_rag_vs_graphrag_qa").load_dataset()
+    assert "\n" not in str(raised.value) and "data set 'text_folder'" in str(raised.value)
+    assert "has no answers" in str(raised.value)
+    # a notebook that needs no gold loads the same folder
+    assert open_run(settings, tmp_path / "run2", notebook="01_build_index").load_dataset().documents

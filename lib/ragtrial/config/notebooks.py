@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-# What a data set may provide beyond documents (`ragtrial datasets` lists it per loader).
-Gold = Literal["answers", "gold passages", "gold entities", "reference summaries"]
+# What a data set may provide beyond documents (`ragtrial datasets` lists it per loader): "questions" of
+# its own, with gold or not (a query log's carry none), then the gold its questions carry.
+Gold = Literal["questions", "answers", "gold passages", "gold entities", "reference summaries"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
         ),
         NotebookSpec(
             "01_build_index",
-            "What graph does the kit build from the corpus, at what cost, and how close is it to the truth?",
+            "What graph does the kit build from the corpus, what did it cost, and how close is it to the truth?",
         ),
         NotebookSpec(
             "02_question_entity_distribution",
@@ -47,7 +48,7 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
         ),
         NotebookSpec(
             "04_rag_vs_graphrag_qa",
-            "Which method answers questions best, on which question types, and at what cost?",
+            "Which retrieval-and-answer method answers questions best, on which question types, at what cost?",
             needs=("answers",),
             why_not="it scores answers against a data set's gold answers (EM, F1, accuracy)",
         ),
@@ -75,8 +76,11 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
         NotebookSpec(
             "09_retrieval_diagnostics",
             "Where does retrieval fail, on which question category: the retriever's fault or the model's?",
-            needs=("answers", "gold passages", "gold entities"),
-            why_not="its recalls are measured against a data set's gold passages and entities",
+            # a query log's questions carry no gold, and 09 measures what they support; a folder of
+            # text files has no question to diagnose
+            needs=("questions",),
+            why_not="it diagnoses a data set's own questions (a benchmark's, measured against their gold "
+            "passages and entities, or a query log's)",
         ),
         NotebookSpec(
             "10_verdict",

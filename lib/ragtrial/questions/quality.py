@@ -160,6 +160,26 @@ def top_entities(mentions: pd.DataFrame, k: int = 10) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["linker", "generator", "rank", "entity", "count", "share"])
 
 
+# entity_distribution's columns: without questions (every generation call failed) an empty table of them
+DISTRIBUTION_COLUMNS = [
+    "linker",
+    "generator",
+    "questions",
+    "questions_with_entity",
+    "mentions",
+    "distinct_entities",
+    "top_entity",
+    "top_share",
+    "top_question_share",
+    "entropy_bits",
+    "linked_mentions",
+    "linked_share",
+    "distinct_linked_entities",
+    "entity_coverage",
+    "community_coverage",
+]
+
+
 def entity_distribution(
     mentions: pd.DataFrame,
     questions: pd.DataFrame,
@@ -207,7 +227,7 @@ def entity_distribution(
                     "community_coverage": float(reached.mean()) if len(level) else float("nan"),
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=DISTRIBUTION_COLUMNS)
 
 
 # ---------------------------------------------------------------- retrieval relevance

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from ragtrial.config.base import ParamsError
 from ragtrial.config.claims import ClaimsSettings
-from ragtrial.config.judge import JudgeSettings
+from ragtrial.config.judge import UnbiasedJudgeSettings
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
@@ -76,12 +77,25 @@ def select_questions(questions: Sequence[Question], per_type: int | None, seed: 
 
 
 def judge_questions(
-    llm: LLM, dataset: Dataset, index: GraphIndex, cfg: JudgeSettings, questions_cfg: QuestionsSettings
+    llm: LLM,
+    dataset: Dataset,
+    index: GraphIndex,
+    cfg: UnbiasedJudgeSettings,
+    questions_cfg: QuestionsSettings,
+    section: str = "judge",
 ) -> tuple[list[Question], pd.DataFrame]:
     """The questions to judge and the failures of generating them: the data set's own, a seeded
     few per question_type, or graph-text-grounded node/edge/subgraph questions (level as type).
+    `section` names `cfg` in the settings ("upstream" for notebook 11), for the error a data set
+    without questions of its own gets.
     """
     if cfg.question_source == "dataset":
+        if not dataset.questions:
+            raise ParamsError(
+                f"key '{section}.question_source': 'dataset', but data set {dataset.name!r} has no "
+                f"questions of its own; set {section}.question_source: graph to judge questions generated "
+                "from the index"
+            )
         return select_questions(dataset.questions, cfg.questions_per_type, cfg.seed), pd.DataFrame()
     generated = graph_questions(llm, index, questions_cfg)
     return (
@@ -117,6 +131,11 @@ def claims_questions(
             for r in generated.questions.itertuples(index=False)
         ][: cfg.n_questions]
     fell_back = cfg.question_source == "persona" and not questions
+    if cfg.question_source == "dataset" and not dataset.questions:
+        raise ParamsError(
+            f"key 'claims.question_source': 'dataset', but data set {dataset.name!r} has no questions of "
+            "its own; set claims.question_source: persona to ask questions generated from the corpus"
+        )
     if not questions:
         questions = select_questions(dataset.questions, cfg.questions_per_type, cfg.seed)[: cfg.n_questions]
     return questions, failures, fell_back

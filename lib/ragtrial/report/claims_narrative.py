@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib import colormaps, colors
 
 from ragtrial.report.narrative import embedded_disclaimer
-from ragtrial.stats import claim_text
+from ragtrial.stats import claim_supported, claim_text
 
 # ---------------------------------------------------------------- presentation
 
@@ -163,3 +163,26 @@ def claims_findings(
     if embedded:
         lines.append("- " + embedded_disclaimer("These answers and the claims listed from them"))
     return "\n".join(lines)
+
+
+def claims_headline(summary: pd.DataFrame, tests: pd.DataFrame) -> str:
+    """The one line of notebook 08 for the index page: claims per answer per condition, and which
+    comprehensiveness differences the claim rule supports.
+    """
+    rows = summary[summary["measure"] == "comprehensiveness"]
+    if rows.empty:
+        return "No answer had claims extracted, so comprehensiveness could not be measured."
+    means = ", ".join(
+        f"{r.method} {r.mean:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]" for r in rows.itertuples(index=False)
+    )
+    compared = tests[tests["measure"] == "comprehensiveness"] if not tests.empty else tests
+    supported = [
+        f"{r.method_a} {'more' if r.mean_diff > 0 else 'fewer'} than {r.method_b}"
+        for r in compared.itertuples(index=False)
+        if r.n_shared and claim_supported(r.ci_low, r.ci_high, r.p_holm)
+    ]
+    return f"Claims per answer: {means}; " + (
+        "supported differences: " + ", ".join(supported) + "."
+        if supported
+        else "no difference between conditions is a finding under the claim rule."
+    )

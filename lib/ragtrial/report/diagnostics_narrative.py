@@ -208,3 +208,24 @@ def diagnostics_findings(
         + "\n\n"
         + model_dependence_note(model_retrieval, list(dict.fromkeys(summary["method"])), embedded)
     )
+
+
+def diagnostics_headline(summary: pd.DataFrame, shares: pd.DataFrame) -> str:
+    """The one line of notebook 09 for the index page: how many measured means are under the seed's
+    thresholds, and the most common failure of the attributed answers.
+    """
+    measured = summary.dropna(subset=["mean", "threshold"])
+    line = (
+        f"{int(measured['below_threshold'].sum())} of {len(measured)} measured (method, category, metric) "
+        "means are under the seed's starting thresholds"
+    )
+    attributed = int(shares.drop_duplicates(["method", "category"])["attributed"].sum()) if len(shares) else 0
+    failures = shares[shares["outcome"] != "correct"].groupby("outcome")["answers"].sum()
+    if failures.sum():
+        line += (
+            f"; the most common failure is the {failures.idxmax()} ({failures.max()} of {attributed} "
+            "attributed answers)"
+        )
+    elif attributed:
+        line += f"; all {attributed} attributed answers are correct"
+    return line + "."

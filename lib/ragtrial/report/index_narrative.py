@@ -119,3 +119,29 @@ def index_findings(
         f"The build took {manifest['build_wall_s']:.0f} s, {model_s:.0f} s of it waiting for the model."
     )
     return " ".join(parts)
+
+
+def index_headline(index: GraphIndex, counts: pd.DataFrame, quality: pd.DataFrame | None) -> str:
+    """The one line of notebook 01 for the index page: what each graph holds and, on the generated
+    corpus, how much of the gold graph's relations it recovers. `counts`: `index.inspect.origin_counts`.
+    """
+    graphs = "; ".join(
+        f"the {r['origin']} graph {r['entities']} entities, {r['relations']} relations, "
+        f"{r['communities']} communities"
+        for _, r in counts.iterrows()
+    )
+    documents = f"{len(index.documents)} document{'' if len(index.documents) == 1 else 's'}"
+    line = f"{documents} in {len(index.chunks)} chunks: {graphs or 'no graph'}."
+    if quality is not None:
+        recall = quality[quality["measure"] == "relation recall"]
+        line += (
+            " Gold relations recovered: "
+            + ", ".join(
+                f"{r['origin']} {r['share']:.0%} [{r['low']:.0%}, {r['high']:.0%}]"
+                if pd.notna(r["share"])
+                else f"{r['origin']} n/a"
+                for _, r in recall.iterrows()
+            )
+            + "."
+        )
+    return line

@@ -234,3 +234,48 @@ def comparison_findings(
         )
     lines += [alignment, failures] + ([EMBEDDED_NOTE] if embedded else [])
     return "\n\n".join(line for line in lines if line)
+
+
+def _headline_protocol(sanity: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    """The protocol a judge notebook's headline reports: the unbiased one when it ran, else the classic."""
+    protocol = "unbiased" if (sanity["protocol"] == "unbiased").any() else "classic"
+    return protocol, sanity[sanity["protocol"] == protocol]
+
+
+def audit_headline(sanity: pd.DataFrame) -> str:
+    """The one line of notebook 06 for the index page: whether the judge called the method against
+    itself a draw (the unbiased protocol's sanity check when it ran).
+    """
+    if sanity.empty:
+        return "No pair was judged, so the judge could not be audited (see the failures)."
+    protocol, rows = _headline_protocol(sanity)
+    r = next(rows.itertuples(index=False))
+    verdict = (
+        "the judge reports a difference between two runs of the same method, a false finding"
+        if r.supported
+        else "no difference under the claim rule, as a fair judge must report"
+    )
+    return (
+        f"Self-vs-self ({r.pair}, {protocol} protocol, {r.questions} questions): relative win rate of run A "
+        f"{_rwr(r)}: {verdict}."
+    )
+
+
+def comparison_headline(sanity: pd.DataFrame) -> str:
+    """The one line of notebook 07 for the index page: per pair, the relative win rate by the
+    unbiased protocol (the classic one when the unbiased did not run), and which the claim rule supports.
+    """
+    if sanity.empty:
+        return "No pair was judged (see the failures)."
+    protocol, rows = _headline_protocol(sanity)
+    pairs = [
+        f"{r.pair} {_rwr(r)}"
+        + (f", the {'first' if r.relative_win_rate > 0 else 'second'} answers better" if r.supported else "")
+        for r in rows.itertuples(index=False)
+    ]
+    supported = int(rows["supported"].sum())
+    return f"Relative win rate by the {protocol} judge: {'; '.join(pairs)}; " + (
+        f"{supported} of {len(rows)} pair(s) differ under the claim rule."
+        if supported
+        else "no pair differs under the claim rule."
+    )

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ragtrial.evaluation.run_methods import fallback_table
 from ragtrial.report.markdown import escape_markdown
-from ragtrial.stats import CLAIM_ALPHA, claim_text
+from ragtrial.stats import CLAIM_ALPHA, claim_supported, claim_text
 
 if TYPE_CHECKING:  # experiment tables work on answer frames; only run_methods needs live methods
     from ragtrial.config.methods import AnswerSettings
@@ -228,3 +228,35 @@ def findings(
             "trustworthy part of this run."
         )
     return "\n\n".join(lines)
+
+
+def supported_pair_phrases(paired: pd.DataFrame) -> list[str]:
+    """For each comparison the claim rule supports: "method better (worse) than baseline on metric"."""
+    return [
+        f"{r.method} {'better' if r.mean_diff > 0 else 'worse'} than {r.baseline} on {r.metric} "
+        f"({_interval(r.mean_diff, r.ci_low, r.ci_high)})"
+        for r in paired.itertuples(index=False)
+        if claim_supported(r.ci_low, r.ci_high, r.p_holm)
+    ]
+
+
+def findings_headline(summary: pd.DataFrame, paired: pd.DataFrame, quality: str) -> str:
+    """The one line of notebooks 04 and 05 for the index page: the highest mean of `quality` and
+    which paired comparisons with the baseline (all questions) the claim rule supports.
+    """
+    scored = summary.dropna(subset=[quality]) if quality in summary else summary.iloc[:0]
+    if scored.empty:
+        return f"No method has a {quality} value: every answer failed (see the failures table)."
+    top = scored.sort_values(quality, ascending=False).iloc[0]
+    main = paired[paired["subset"] == "all"] if "subset" in paired else paired
+    rows = main[main["metric"] == quality] if not main.empty else main
+    supported = supported_pair_phrases(rows)
+    return (
+        f"Highest mean {quality}: {top.method} {top[quality]:.2f} [{top[f'{quality}_low']:.2f}, "
+        f"{top[f'{quality}_high']:.2f}] over {int(top[f'{quality}_n'])} questions; "
+        + (
+            "paired with the baseline: " + "; ".join(supported) + "."
+            if supported
+            else f"no paired {quality} difference with the baseline is a finding ({len(rows)} compared)."
+        )
+    )

@@ -477,11 +477,15 @@ def trial_bias_plot(trials: pd.DataFrame) -> Any:
 
 
 def pair_trials_plot(trials: pd.DataFrame, sanity: pd.DataFrame) -> Any:
-    """Notebook 07: per pair (`trials["pair"]`), the unbiased protocol's win, tie and loss shares over
+    """Notebook 07: per pair (`trials["pair"]`, else labelled as the judge labels pairs), the unbiased protocol's win, tie and loss shares over
     its trials, the classic protocol's shares as red diamonds.
     """
     import matplotlib.pyplot as plt
 
+    from ragtrial.evaluation.judge.pairs import pair_label
+
+    if "pair" not in trials:
+        trials = trials.assign(pair=[pair_label(r) for r in trials.itertuples(index=False)])
     pairs = list(dict.fromkeys(trials["pair"]))
     fig, axes = plt.subplots(
         1, max(len(pairs), 1), figsize=(4.2 * max(len(pairs), 1), 3.8), squeeze=False, layout="constrained"

@@ -114,3 +114,38 @@ def relevance_findings(
     )
     notes.append(length_cap)
     return "\n".join(lines) + "\n\n" + " ".join(notes)
+
+
+def entity_distribution_headline(distribution: pd.DataFrame) -> str:
+    """The one line of notebook 02 for the index page: per generator, by the first linker (the n-gram
+    one, no model call), the distinct entities its questions name and how concentrated they are.
+    """
+    if distribution.empty:
+        return "No question was generated, so there is no entity distribution."
+    linker = distribution["linker"].iloc[0]
+    rows = distribution[distribution["linker"] == linker]
+    return (
+        f"Distinct entities the questions name ({linker} linker; share of questions naming the most "
+        "frequent one): "
+        + ", ".join(
+            f"{r['generator']} {r['distinct_entities']} ({r['top_question_share']:.0%})"
+            if r["mentions"]
+            else f"{r['generator']} none"
+            for _, r in rows.iterrows()
+        )
+        + "."
+    )
+
+
+def relevance_headline(by_generator: pd.DataFrame) -> str:
+    """The one line of notebook 03 for the index page: each generator's mean relevance rating."""
+    if by_generator.empty:
+        return "No question was rated, so there is no relevance to report."
+    return (
+        "Mean relevance (0-5) of the retrieved context per generator: "
+        + ", ".join(
+            f"{r['generator']} {r['mean']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
+            for _, r in by_generator.iterrows()
+        )
+        + "."
+    )

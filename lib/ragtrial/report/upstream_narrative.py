@@ -12,6 +12,7 @@ from ragtrial.evaluation.upstream import ID_KINDS
 from ragtrial.report.judge_narrative import unbiased_pair_sentences
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative import embedded_disclaimer
+from ragtrial.stats import claim_supported
 
 
 def systems_note(systems: pd.DataFrame, unavailable: pd.DataFrame) -> str:
@@ -20,11 +21,15 @@ def systems_note(systems: pd.DataFrame, unavailable: pd.DataFrame) -> str:
         lines = ["No upstream system ran."]
     else:
         lines = [
-            f"**{escape_markdown(r.system)} {escape_markdown(str(r.version))}** (Python {r.python}): index "
-            f"{escape_markdown(r.counts)}, built for {int(r.build_calls)} model call(s) "
-            f"({int(r.build_cached_calls)} from the cache), "
-            f"{int(r.build_prompt_tokens + r.build_completion_tokens)} tokens and "
-            f"{int(r.build_embedding_tokens)} embedding tokens."
+            f"**{escape_markdown(r.system)} {escape_markdown(str(r.version))}** (Python {r.python}): "
+            + (
+                f"index {escape_markdown(r.counts)}, built for {int(r.build_calls)} model call(s) "
+                f"({int(r.build_cached_calls)} from the cache), "
+                f"{int(r.build_prompt_tokens + r.build_completion_tokens)} tokens and "
+                f"{int(r.build_embedding_tokens)} embedding tokens."
+                if r.index_folder
+                else "its index was not built (its methods did not run; why is below)."
+            )
             for r in systems.itertuples(index=False)
         ]
     lines += [
@@ -68,3 +73,28 @@ def side_by_side_sentences(summary: pd.DataFrame, judged: pd.DataFrame, embedded
     if embedded:
         lines.append(embedded_disclaimer("These overlaps, agreements and verdicts"))
     return "\n\n".join(lines)
+
+
+def upstream_headline(summary: pd.DataFrame, judged: pd.DataFrame) -> str:
+    """The one line of notebook 11 for the index page: per (upstream, twin) pair, how far the two
+    answers agree (token F1), and which pairs the unbiased judge tells apart under the claim rule.
+    """
+    if summary.empty:
+        return (
+            "No upstream system answered beside the kit's version of it (see the methods that did not run)."
+        )
+    agreement = "; ".join(
+        f"{r.upstream} vs {r.twin} {_measure(r, 'answer_f1', 'token F1')}" for _, r in summary.iterrows()
+    )
+    apart = [
+        r.pair
+        for r in judged.itertuples(index=False)
+        if claim_supported(r.rwr_ci_low, r.rwr_ci_high, r.p_holm)
+    ]
+    return f"Answer agreement with the kit's versions: {agreement}. " + (
+        f"The unbiased judge tells apart: {', '.join(apart)}."
+        if apart
+        else "The unbiased judge tells no pair apart under the claim rule."
+        if len(judged)
+        else "No pair was judged."
+    )

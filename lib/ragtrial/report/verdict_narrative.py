@@ -194,3 +194,15 @@ def left_out_note(left_out: pd.DataFrame, shown: int = 8) -> str:
     return (
         f"**Left out:** {len(left_out)} paired question(s), never scored: " + "; ".join(listed) + more + "."
     )
+
+
+def verdict_headline(verdicts: pd.DataFrame, embedded: bool) -> str:
+    """The one line of notebook 10 for the index page: the verdict's first sentence (all questions,
+    the first graph method), and how many other sentences it has.
+    """
+    if verdicts.empty:
+        return verdict_by_type(verdicts, embedded)
+    overall = verdicts[verdicts["question_type"] == "all"]
+    row = (overall if len(overall) else verdicts).iloc[0]
+    more = f" ({len(verdicts) - 1} more verdict(s) in the report.)" if len(verdicts) > 1 else ""
+    return verdict_sentence(row, embedded) + more

@@ -20,6 +20,7 @@ from ragtrial.config.batch import RunSpec, deep_merge, parse_set_overrides, spli
 from ragtrial.config.llm import LLMSettings
 from ragtrial.config.settings import Settings, validate_settings
 from ragtrial.data.experiment_dataset import load_experiment_dataset
+from ragtrial.data.gold import require_gold
 from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.client import LLM
 from ragtrial.llm.embedder import Embedder
@@ -98,11 +99,13 @@ class RunContext:
 
     def load_dataset(self) -> Dataset:
         """The run's data set. Flaws the loader kept as published (`Dataset.warnings`) are shown in
-        the report and saved as the `data_warnings` table, so no number hides them.
+        the report and saved as the `data_warnings` table, so no number hides them. A notebook that
+        needs gold the data set lacks (`config.notebooks.NOTEBOOKS`) stops here, before any work.
         """
         from IPython.display import Markdown, display
 
         dataset = load_experiment_dataset(self.settings.data)
+        require_gold(dataset, self.notebook)
         if dataset.warnings:
             self.save_table(pd.DataFrame({"warning": dataset.warnings}), "data_warnings")
             display(Markdown(data_warnings_note(dataset.name, dataset.warnings)))
@@ -164,7 +167,9 @@ class RunContext:
         """Record the run's headline result (one line of its narrative, Markdown marks removed) for
         run.json and the index page; returns it.
         """
-        line = " ".join(re.sub(r"[*_`>#]+", "", sentence).split())
+        # emphasis, code and heading / quote marks go; underscores stay (method names: naive_rag)
+        unmarked = re.sub(r"(?m)^\s*[#>]+\s*", "", re.sub(r"[*`]+", "", sentence))
+        line = " ".join(unmarked.split())
         write_text(self.run_dir / HEADLINE_FILE, line + "\n")
         return line
 

@@ -32,6 +32,13 @@ def judge_prompt_tokens(
     return count_tokens(frame) + question_tokens + 2 * answer_tokens
 
 
+def mean_question_tokens(questions: Sequence[str]) -> int:
+    """The mean question length in tokens (cl100k) for the estimate; 0 without questions (every
+    generation call failed: the estimate is then of nothing, and the failures say why).
+    """
+    return int(sum(map(count_tokens, questions)) / len(questions)) if questions else 0
+
+
 # The embedded Gemma 3 270M on 2 cores: prompt tokens/s, free-text and grammar-constrained JSON tokens/s.
 EMBEDDED_THROUGHPUT = {"prompt": 400.0, "text": 40.0, "json": 10.0}
 

@@ -1,0 +1,239 @@
+"""The one line each notebook records for the index page (`RunContext.headline`): generated from its
+tables under the claim rule, one line, and saying so when there is nothing to report.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ragtrial.index.chunk_documents import chunk_documents
+from ragtrial.index.tables import GraphIndex
+from ragtrial.records import Dataset, Document
+from ragtrial.report.backend_narrative import backend_findings, backend_headline
+from ragtrial.report.claims_narrative import claims_headline
+from ragtrial.report.diagnostics_narrative import diagnostics_headline
+from ragtrial.report.index_narrative import index_headline
+from ragtrial.report.judge_narrative import audit_headline, comparison_headline
+from ragtrial.report.narrative import findings_headline
+from ragtrial.report.questions_narrative import entity_distribution_headline, relevance_headline
+from ragtrial.report.upstream_narrative import systems_note, upstream_headline
+
+
+def one_line(text: str) -> str:
+    assert "\n" not in text and text.endswith((".", ")")), text
+    return text
+
+
+def test_the_qa_and_summary_headline_names_the_best_mean_and_the_supported_comparisons():
+    summary = pd.DataFrame(
+        {
+            "method": ["hybrid", "graph_hybrid"],
+            "accuracy": [0.5, 0.75],
+            "accuracy_low": [0.3, 0.6],
+            "accuracy_high": [0.7, 0.9],
+            "accuracy_n": [8, 8],
+        }
+    )
+    paired = pd.DataFrame(
+        {
+            "method": ["graph_hybrid"] * 2,
+            "baseline": ["hybrid"] * 2,
+            "metric": ["accuracy"] * 2,
+            "subset": ["all", "no fallback"],
+            "mean_diff": [0.25, 0.3],
+            "ci_low": [0.1, 0.1],
+            "ci_high": [0.4, 0.5],
+            "p_holm": [0.01, 0.01],
+        }
+    )
+    line = one_line(findings_headline(summary, paired, "accuracy"))
+    assert line.startswith("Highest mean accuracy: graph_hybrid 0.75 [0.60, 0.90] over 8 questions")
+    assert "graph_hybrid better than hybrid on accuracy (+0.25 [+0.10, +0.40])" in line
+    unsupported = one_line(findings_headline(summary, paired.assign(p_holm=0.2), "accuracy"))
+    assert unsupported.endswith("no paired accuracy difference with the baseline is a finding (1 compared).")
+    failed = one_line(findings_headline(summary.drop(columns=["accuracy"]), paired, "accuracy"))
+    assert failed.startswith("No method has a accuracy value")
+
+
+def test_the_index_headline_states_each_graph_and_its_gold_relation_recall():
+    documents = Dataset(
+        name="d", documents=[Document(doc_id=d, title=d, text=f"{d} met Kel. " * 200) for d in ("a", "b")]
+    ).documents_frame()
+    chunks = chunk_documents(documents, 200, 20)
+    index = GraphIndex(documents=documents, chunks=chunks)
+    counts = pd.DataFrame(
+        {"origin": ["nlp", "llm"], "entities": [10, 5], "relations": [11, 2], "communities": [2, 1]}
+    )
+    quality = pd.DataFrame(
+        {
+            "origin": ["nlp", "llm", "nlp"],
+            "measure": ["relation recall", "relation recall", "entity recall"],
+            "share": [0.5, float("nan"), 0.9],
+            "low": [0.25, float("nan"), 0.8],
+            "high": [0.75, float("nan"), 1.0],
+        }
+    )
+    line = one_line(index_headline(index, counts, quality))
+    assert line.startswith(
+        f"2 documents in {len(chunks)} chunks: the nlp graph 10 entities, 11 relations, 2 communities;"
+    )
+    assert line.endswith("Gold relations recovered: nlp 50% [25%, 75%], llm n/a.")
+    assert "Gold" not in index_headline(index, counts, None)
+
+
+def test_the_question_headlines_give_each_generator_its_numbers():
+    distribution = pd.DataFrame(
+        {
+            "linker": ["ngram", "ngram", "llm"],
+            "generator": ["summary", "graph", "summary"],
+            "mentions": [4, 0, 3],
+            "distinct_entities": [2, 0, 3],
+            "top_question_share": [0.75, 0.0, 0.5],
+        }
+    )
+    line = one_line(entity_distribution_headline(distribution))
+    assert "(ngram linker;" in line and line.endswith("summary 2 (75%), graph none.")
+    by_generator = pd.DataFrame({"generator": ["graph"], "mean": [2.5], "ci_low": [1.0], "ci_high": [4.0]})
+    assert one_line(relevance_headline(by_generator)).endswith("graph 2.50 [1.00, 4.00].")
+    assert "No question" in relevance_headline(by_generator.iloc[:0])
+
+
+def sanity(protocols: list[str], supported: list[bool], rwr: float = 0.5) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "pair": "naive_rag vs local_search",
+            "protocol": protocols,
+            "questions": 6,
+            "relative_win_rate": rwr,
+            "ci_low": 0.2,
+            "ci_high": 0.8,
+            "supported": supported,
+        }
+    )
+
+
+def test_the_judge_headlines_report_the_unbiased_protocol_when_it_ran():
+    both = sanity(["classic", "unbiased"], [True, False])
+    audit = one_line(audit_headline(both))
+    assert "unbiased protocol, 6 questions" in audit and "no difference under the claim rule" in audit
+    assert "false finding" in audit_headline(sanity(["classic"], [True]))
+    assert one_line(comparison_headline(both)).endswith(
+        "by the unbiased judge: naive_rag vs local_search +0.50 [+0.20, +0.80]; "
+        "no pair differs under the claim rule."
+    )
+    lost = comparison_headline(sanity(["unbiased"], [True], rwr=-0.5))
+    assert "the second answers better" in lost and lost.endswith(
+        "1 of 1 pair(s) differ under the claim rule."
+    )
+    assert "No pair" in audit_headline(both.iloc[:0]) and "No pair" in comparison_headline(both.iloc[:0])
+
+
+def test_the_claims_headline_gives_claims_per_answer_and_the_supported_differences():
+    summary = pd.DataFrame(
+        {
+            "measure": ["comprehensiveness", "comprehensiveness", "diversity@0.5"],
+            "method": ["global_search_c0", "naive_rag", "naive_rag"],
+            "mean": [4.75, 4.25, 2.0],
+            "ci_low": [4.0, 3.5, 1.0],
+            "ci_high": [5.5, 5.0, 3.0],
+        }
+    )
+    tests = pd.DataFrame(
+        {
+            "measure": ["comprehensiveness"],
+            "method_a": ["global_search_c0"],
+            "method_b": ["naive_rag"],
+            "n_shared": [4],
+            "mean_diff": [0.5],
+            "ci_low": [0.2],
+            "ci_high": [0.8],
+            "p_holm": [0.01],
+        }
+    )
+    line = one_line(claims_headline(summary, tests))
+    assert line.startswith(
+        "Claims per answer: global_search_c0 4.75 [4.00, 5.50], naive_rag 4.25 [3.50, 5.00];"
+    )
+    assert line.endswith("supported differences: global_search_c0 more than naive_rag.")
+    assert "no difference" in claims_headline(summary, tests.assign(p_holm=0.3))
+    assert "No answer" in claims_headline(summary[summary["measure"] != "comprehensiveness"], tests)
+
+
+def test_the_diagnostics_headline_counts_means_under_threshold_and_the_top_failure():
+    summary = pd.DataFrame(
+        {
+            "mean": [0.5, 0.9, float("nan")],
+            "threshold": [0.85, 0.8, 0.9],
+            "below_threshold": [True, False, False],
+        }
+    )
+    shares = pd.DataFrame(
+        {
+            "method": "hybrid",
+            "category": "single_hop",
+            "outcome": ["correct", "retrieval failure", "reasoning failure"],
+            "answers": [1, 3, 1],
+            "attributed": 5,
+        }
+    )
+    line = one_line(diagnostics_headline(summary, shares))
+    assert line == (
+        "1 of 2 measured (method, category, metric) means are under the seed's starting thresholds; the most "
+        "common failure is the retrieval failure (3 of 5 attributed answers)."
+    )
+    assert line.startswith("1 of 2") and diagnostics_headline(summary, shares.iloc[:0]).endswith(
+        "thresholds."
+    )
+
+
+def test_the_upstream_headline_and_a_system_whose_index_was_not_built():
+    summary = pd.DataFrame(
+        {
+            "upstream": ["lightrag_hku_hybrid"],
+            "twin": ["lightrag"],
+            "answer_f1": [0.4],
+            "answer_f1_low": [0.2],
+            "answer_f1_high": [0.6],
+            "answer_f1_n": [3],
+        }
+    )
+    judged = pd.DataFrame(
+        {
+            "pair": ["lightrag_hku_hybrid vs lightrag"],
+            "rwr_ci_low": [0.1],
+            "rwr_ci_high": [0.5],
+            "p_holm": [0.01],
+        }
+    )
+    line = one_line(upstream_headline(summary, judged))
+    assert "lightrag_hku_hybrid vs lightrag token F1 0.40 [0.20, 0.60] over 3 question(s)" in line
+    assert line.endswith("The unbiased judge tells apart: lightrag_hku_hybrid vs lightrag.")
+    assert upstream_headline(summary, judged.iloc[:0]).endswith("No pair was judged.")
+    systems = pd.DataFrame(
+        {
+            "system": ["graphrag"],
+            "version": ["3.3.0"],
+            "python": ["3.11"],
+            "index_folder": [""],
+            "counts": ["{}"],
+            "build_calls": [float("nan")],
+            "build_cached_calls": [float("nan")],
+            "build_prompt_tokens": [float("nan")],
+            "build_completion_tokens": [float("nan")],
+            "build_embedding_tokens": [0],
+        }
+    )
+    unavailable = pd.DataFrame({"method": ["graphrag_local"], "reason": ["its index could not be built"]})
+    note = systems_note(systems, unavailable)
+    assert "**graphrag 3\\.3\\.0** (Python 3.11): its index was not built" in note
+    assert "**graphrag\\_local** did not run: its index could not be built" in note
+
+
+def test_the_backend_headline_says_what_answered_and_which_probes_failed():
+    probes = pd.DataFrame({"probe": ["completion", "structured"], "failure": ["", "invalid *JSON*"]})
+    assert one_line(backend_headline(probes, "m", "m-2024 (2 calls live)")) == (
+        "Answered by m-2024 (2 calls live) (m requested). 1 of 2 probe(s) failed: structured."
+    )
+    findings = backend_findings(probes, "m", "m-2024", ["answer@1"])
+    assert "structured — invalid \\*JSON\\*" in findings and "Prompt versions used: answer@1." in findings
+    assert backend_headline(probes.assign(failure=""), "m", "m").endswith("All 2 probes succeeded.")

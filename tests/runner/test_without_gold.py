@@ -1,0 +1,94 @@
+"""The notebooks on a folder of text files (no questions, no gold) against the scripted server: each
+notebook that needs no gold runs with its `config.notebooks.NOTEBOOKS` `without_gold` settings (what
+`ragtrial init` writes) and records its headline; each one that needs gold stops at its data set with
+one line naming the data set, what it lacks and why. Notebook 11 runs on a text folder in the default
+batch (tests/methods/test_upstream_notebook.py, marked `systems`).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import PROJECT_ROOT, endpoint_settings
+from latency_server import Draw, free_text, reply_schema, schema_instance
+from scripted_server import ScriptedServer
+
+from ragtrial.config.batch import deep_merge, dotted_to_nested
+from ragtrial.config.notebooks import NOTEBOOKS
+from ragtrial.runner.batch import run_batch
+from ragtrial.runner.context import HEADLINE_FILE
+
+RUNS_WITHOUT_GOLD = [n for n, spec in NOTEBOOKS.items() if not spec.needs and n != "11_upstream_systems"]
+NEED_GOLD = [n for n, spec in NOTEBOOKS.items() if spec.needs]
+CORPUS = {
+    "carol.txt": "Scrooge kept the counting house in London. Marley was his partner. Bob Cratchit worked for "
+    "Scrooge. Tiny Tim is the son of Bob Cratchit.\n\nThe ghost of Marley visited Scrooge on Christmas Eve.",
+    "notes/fred.md": "Fred is the nephew of Scrooge. Fred invited Scrooge to Christmas dinner. The Ghost of "
+    "Christmas Past showed Scrooge his school. Belle was engaged to Scrooge.",
+}
+
+
+def schema_reply(body: dict) -> str:
+    """A JSON instance of whatever schema the request carries (names from the prompt), else its words."""
+    draw = Draw(body)
+    schema = reply_schema(body)
+    return json.dumps(schema_instance(schema, draw)) if schema else free_text(body, draw)
+
+
+def without_gold_settings(notebook: str) -> dict:
+    settings: dict = {}
+    for key, value in NOTEBOOKS[notebook].without_gold.items():
+        settings = deep_merge(settings, dotted_to_nested(key, value))
+    return settings
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("without_gold")
+    for name, text in CORPUS.items():
+        (tmp / "corpus" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / "corpus" / name).write_text(text)
+    batch = tmp / "batch.yaml"
+    runs = [{"notebook": n, "settings": without_gold_settings(n)} for n in RUNS_WITHOUT_GOLD + NEED_GOLD]
+    batch.write_text(yaml.safe_dump({"settings": {}, "runs": runs}))
+    with ScriptedServer() as server:
+        server.default_reply = schema_reply
+        settings = endpoint_settings(
+            server.base_url,
+            tmp,
+            data={"dataset": "text_folder", "path": str(tmp / "corpus")},
+            judge={"trials": 1, "bootstrap_resamples": 200},
+            claims={"n_questions": 2, "bootstrap_resamples": 200},
+        )
+        done = run_batch(batch, settings, root=PROJECT_ROOT, outputs=tmp / "out", log=lambda _: None)
+    return {r.notebook: r for r in done}
+
+
+def test_every_notebook_that_needs_no_gold_runs_on_a_text_folder_and_records_its_headline(results):
+    for notebook in RUNS_WITHOUT_GOLD:
+        result = results[notebook]
+        assert result.status == "completed", f"{notebook}: {result.error}"
+        headline = (result.run_dir / HEADLINE_FILE).read_text()
+        assert headline.endswith("\n") and "\n" not in headline.rstrip("\n") and len(headline) > 20, notebook
+    # the judges asked questions generated from the graph, the claims notebook persona questions
+    for notebook, kinds in (
+        ("06_judge_bias_audit", {"node", "edge", "subgraph"}),
+        ("07_pairwise_method_comparison", {"node", "edge", "subgraph"}),
+        ("08_claims_comprehensiveness_diversity", {"persona"}),
+    ):
+        asked = pd.read_parquet(results[notebook].run_dir / "tables" / "questions.parquet")
+        assert len(asked) and set(asked["question_type"]) <= kinds, notebook
+
+
+def test_every_notebook_that_needs_gold_stops_with_one_line_naming_what_is_missing(results):
+    for notebook in NEED_GOLD:
+        spec, result = NOTEBOOKS[notebook], results[notebook]
+        assert result.status == "failed", notebook
+        assert result.error.startswith(
+            f"ParamsError: notebook {notebook} cannot run on data set 'text_folder'"
+        )
+        assert all(f"no {kind}" in result.error for kind in spec.needs) and spec.why_not in result.error
+        assert result.summary["llm_calls_live"] == 0  # stopped at the data set, before any model call
