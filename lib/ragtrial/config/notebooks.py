@@ -36,7 +36,7 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
         ),
         NotebookSpec(
             "01_build_index",
-            "What graph does the kit build from the corpus, what did it cost, and how close is it to the truth?",
+            "What graph does the kit build from the corpus, at what cost, and how close is it to the truth?",
         ),
         NotebookSpec(
             "02_question_entity_distribution",
@@ -48,7 +48,7 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
         ),
         NotebookSpec(
             "04_rag_vs_graphrag_qa",
-            "Which retrieval-and-answer method answers questions best, on which question types, at what cost?",
+            "Which method answers questions best, on which question types, and at what cost?",
             needs=("answers",),
             why_not="it scores answers against a data set's gold answers (EM, F1, accuracy)",
         ),

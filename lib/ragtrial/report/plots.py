@@ -477,8 +477,8 @@ def trial_bias_plot(trials: pd.DataFrame) -> Any:
 
 
 def pair_trials_plot(trials: pd.DataFrame, sanity: pd.DataFrame) -> Any:
-    """Notebook 07: per pair (`trials["pair"]`, else labelled as the judge labels pairs), the unbiased protocol's win, tie and loss shares over
-    its trials, the classic protocol's shares as red diamonds.
+    """Notebook 07: per pair (`trials["pair"]`, else labelled as the judge labels pairs), the unbiased
+    protocol's win, tie and loss shares over its trials, the classic protocol's shares as red diamonds.
     """
     import matplotlib.pyplot as plt
 
