@@ -185,13 +185,9 @@ def findings(
     and its "no fallback" rows are stated after the fallback counts.
     """
     lines = [answer_failure_sentence(summary)]
-    main = paired[paired["subset"] == "all"] if "subset" in paired else paired
-    # No `quality` column at all when no answer has a value (every answer failed).
-    scored = (
-        summary.dropna(subset=[quality]).sort_values(quality, ascending=False) if quality in summary else []
-    )
-    if len(scored):
-        top = scored.iloc[0]
+    main = _on_all_questions(paired)
+    top = _highest(summary, quality)
+    if top is not None:
         lines.append(
             f"Highest mean {quality}: **{top.method}**, {top[quality]:.2f} "
             f"[{top[f'{quality}_low']:.2f}, {top[f'{quality}_high']:.2f}] over {int(top[f'{quality}_n'])} "
@@ -230,7 +226,20 @@ def findings(
     return "\n\n".join(lines)
 
 
-def supported_pair_phrases(paired: pd.DataFrame) -> list[str]:
+def _on_all_questions(paired: pd.DataFrame) -> pd.DataFrame:
+    """A paired table's comparisons on all questions (`paired_by_fallback` adds a "no fallback" subset)."""
+    return paired[paired["subset"] == "all"] if "subset" in paired else paired
+
+
+def _highest(summary: pd.DataFrame, quality: str) -> pd.Series | None:
+    """The summary row with the highest mean `quality`; None when no method has a value (then the
+    summary has no `quality` column at all: every answer failed).
+    """
+    scored = summary.dropna(subset=[quality]) if quality in summary else summary.iloc[:0]
+    return None if scored.empty else scored.sort_values(quality, ascending=False).iloc[0]
+
+
+def _supported_pair_phrases(paired: pd.DataFrame) -> list[str]:
     """For each comparison the claim rule supports: "method better (worse) than baseline on metric"."""
     return [
         f"{r.method} {'better' if r.mean_diff > 0 else 'worse'} than {r.baseline} on {r.metric} "
@@ -244,13 +253,12 @@ def findings_headline(summary: pd.DataFrame, paired: pd.DataFrame, quality: str)
     """The one line of notebooks 04 and 05 for the index page: the highest mean of `quality` and
     which paired comparisons with the baseline (all questions) the claim rule supports.
     """
-    scored = summary.dropna(subset=[quality]) if quality in summary else summary.iloc[:0]
-    if scored.empty:
+    top = _highest(summary, quality)
+    if top is None:
         return f"No method has a {quality} value: every answer failed (see the failures table)."
-    top = scored.sort_values(quality, ascending=False).iloc[0]
-    main = paired[paired["subset"] == "all"] if "subset" in paired else paired
+    main = _on_all_questions(paired)
     rows = main[main["metric"] == quality] if not main.empty else main
-    supported = supported_pair_phrases(rows)
+    supported = _supported_pair_phrases(rows)
     return (
         f"Highest mean {quality}: {top.method} {top[quality]:.2f} [{top[f'{quality}_low']:.2f}, "
         f"{top[f'{quality}_high']:.2f}] over {int(top[f'{quality}_n'])} questions; "
