@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from ragtrial.config.paths import batch_file, project_root
 
 
 def add_batch_arguments(parser: argparse.ArgumentParser, only_help: str = "run only these notebooks") -> None:
     """The batch file, `--set` overrides and `--only`, as every batch command takes them."""
-    parser.add_argument("batch", help="params/<batch>.yaml")
+    parser.add_argument(
+        "batch", help="params/<batch>.yaml (from the working directory, else from the project root)"
+    )
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -17,3 +22,11 @@ def add_batch_arguments(parser: argparse.ArgumentParser, only_help: str = "run o
         help="override a setting for every run, e.g. --set llm.model=gpt-4o-mini",
     )
     parser.add_argument("--only", action="append", metavar="NOTEBOOK", help=only_help)
+
+
+def project_and_batch(batch: str) -> tuple[Path, Path]:
+    """The project root the command works in (`config.paths.project_root`, from the working directory)
+    and the batch file `batch` names there (as typed, else under the root).
+    """
+    root = project_root()
+    return root, batch_file(batch, root)

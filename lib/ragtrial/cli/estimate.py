@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ragtrial.cli.arguments import add_batch_arguments
+from ragtrial.cli.arguments import add_batch_arguments, project_and_batch
 from ragtrial.config.batch import parse_set_overrides
 
 
@@ -16,7 +16,8 @@ def add_parser(sub) -> None:
     )
     add_batch_arguments(estimate, "estimate only these notebooks")
     estimate.add_argument(
-        "--outputs", help="outputs folder whose ledgers give measured latencies (default: ./outputs)"
+        "--outputs",
+        help="outputs folder whose ledgers give measured latencies (default: <project root>/outputs)",
     )
     estimate.add_argument("--csv", help="also write the per-stage table to this CSV file")
     estimate.add_argument("--json", help="also write the per-stage table to this JSON file (records)")
@@ -27,10 +28,11 @@ def print_estimate(args: argparse.Namespace) -> int:
     """`ragtrial estimate`: the readable table on stdout, optionally CSV / JSON files."""
     from ragtrial.runner.estimate import estimate_batch, render
 
+    root, batch = project_and_batch(args.batch)
     table, notes = estimate_batch(
-        args.batch,
+        batch,
         parse_set_overrides(args.overrides),
-        root=Path.cwd(),
+        root=root,
         outputs=args.outputs,
         only=args.only,
     )

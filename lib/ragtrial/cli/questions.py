@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ragtrial.cli.arguments import add_batch_arguments
+from ragtrial.cli.arguments import add_batch_arguments, project_and_batch
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec, parse_set_overrides
 from ragtrial.redact import redact_url
@@ -107,11 +107,11 @@ def questions_command(args: argparse.Namespace) -> int:
 def export_questions(args: argparse.Namespace) -> int:
     """`ragtrial questions export`: the questions of the batch's (selected) run as JSON Lines."""
     from ragtrial.config.batch import load_batch
+    from ragtrial.config.paths import notebooks_dir
     from ragtrial.runner.batch import select_runs
 
-    specs, _ = load_batch(
-        args.batch, parse_set_overrides(args.overrides), notebooks_dir=Path.cwd() / "notebooks"
-    )
+    root, batch = project_and_batch(args.batch)
+    specs, _ = load_batch(batch, parse_set_overrides(args.overrides), notebooks_dir=notebooks_dir(root))
     specs = [s for s in select_runs(specs, args.only, args.batch) if s.notebook in _ASKING]
     if args.run:
         specs = [s for s in specs if s.run_id == args.run]

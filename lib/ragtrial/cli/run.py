@@ -9,9 +9,10 @@ import os
 import sys
 from pathlib import Path
 
-from ragtrial.cli.arguments import add_batch_arguments
+from ragtrial.cli.arguments import add_batch_arguments, project_and_batch
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import parse_set_overrides
+from ragtrial.config.paths import outputs_dir
 
 
 def add_parser(sub) -> None:
@@ -25,7 +26,9 @@ def add_parser(sub) -> None:
         "(otherwise they are replayed and counted, paying nothing); the run ids stay the same",
     )
     run.add_argument("--workers", type=int, help="parallel notebook executions (default: the batch's)")
-    run.add_argument("--outputs", help="outputs folder (default: ./outputs)")
+    run.add_argument(
+        "--outputs", help="outputs folder, cache and indexes included (default: <project root>/outputs)"
+    )
     run.add_argument("--show-code", action="store_true", help="keep code cells in report.html")
     run.set_defaults(handler=run_command)
     check = sub.add_parser(
@@ -52,7 +55,9 @@ def add_parser(sub) -> None:
     )
     check.add_argument("--force", action="store_true", help="re-run completed runs (the cache still applies)")
     check.add_argument("--workers", type=int, help="parallel notebook executions (default: the batch's)")
-    check.add_argument("--outputs", help="outputs folder (default: ./outputs)")
+    check.add_argument(
+        "--outputs", help="outputs folder, cache and indexes included (default: <project root>/outputs)"
+    )
     check.set_defaults(show_code=False, handler=diagnose_command)
 
 
@@ -62,10 +67,11 @@ def run_notebooks(args: argparse.Namespace, only: list[str] | None) -> tuple[lis
     """
     from ragtrial.runner.batch import run_batch
 
+    root, batch = project_and_batch(args.batch)
     results = run_batch(
-        args.batch,
+        batch,
         parse_set_overrides(args.overrides),
-        root=Path.cwd(),
+        root=root,
         outputs=args.outputs,
         only=only,
         force=args.force,
@@ -88,8 +94,7 @@ def run_command(args: argparse.Namespace) -> int:
         # settings, and so the run ids, do not change
         os.environ[RETRY_FAILURES_ENV] = "1"
     _, not_done = run_notebooks(args, args.only)
-    outputs = Path(args.outputs).resolve() if args.outputs else Path.cwd() / "outputs"
-    print(outputs / "index.html")
+    print(outputs_dir(project_and_batch(args.batch)[0], args.outputs) / "index.html")
     return 1 if not_done else 0
 
 
@@ -99,6 +104,7 @@ def diagnose_command(args: argparse.Namespace) -> int:
     when a metric regressed or a run could not be checked, else 0.
     """
     from ragtrial.config.batch import load_batch, settings_hash
+    from ragtrial.config.paths import notebooks_dir
     from ragtrial.runner.batch import read_run_json
     from ragtrial.runner.regression import (
         DIAGNOSTICS_NOTEBOOK,
@@ -110,10 +116,10 @@ def diagnose_command(args: argparse.Namespace) -> int:
         summary_path,
     )
 
-    root = Path.cwd()
+    root, batch = project_and_batch(args.batch)
     if args.tolerance is not None and not 0 <= args.tolerance <= 1:
         raise ParamsError(f"--tolerance {args.tolerance}: must be between 0 and 1")
-    specs, _ = load_batch(args.batch, parse_set_overrides(args.overrides), notebooks_dir=root / "notebooks")
+    specs, _ = load_batch(batch, parse_set_overrides(args.overrides), notebooks_dir=notebooks_dir(root))
     diagnosed = {s.run_id: s for s in specs if s.notebook == DIAGNOSTICS_NOTEBOOK}
     if not diagnosed:
         raise ParamsError(

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from ragtrial.config import paths
 from ragtrial.config.base import ExistingPath, Names, Section, conflict
 
 
@@ -82,10 +83,10 @@ DEFAULT_DATA_ROOT = "data"
 
 def data_root(project_root: Path | None = None) -> Path:
     """The folder relative data paths live in: $RAGTRIAL_DATA_ROOT (itself relative to the project
-    root when relative), else `data/` in the project root (default: the working directory, which is
-    the project root for papermill runs and the CLI).
+    root when relative), else `data/` in the project root (default: `config.paths.project_root()`, found
+    from the working directory).
     """
-    root = Path.cwd() if project_root is None else Path(project_root)
+    root = paths.project_root() if project_root is None else Path(project_root)
     value = os.environ.get(DATA_ROOT_ENV, "").strip()
     base = Path(value).expanduser() if value else Path(DEFAULT_DATA_ROOT)
     return base if base.is_absolute() else root / base

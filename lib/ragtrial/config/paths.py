@@ -84,16 +84,18 @@ def batch_file(value: str | Path, root: Path) -> Path:
     return under_root if under_root.exists() else given
 
 
-def output_path(value: str | Path, root: str | Path | None = None) -> Path:
+def output_path(
+    value: str | Path, root: str | Path | None = None, outputs: str | Path | None = None
+) -> Path:
     """A settings path as a location: absolute as given; `outputs/...` under the outputs folder
-    ($RAGTRIAL_OUTPUTS when set, else `<root>/outputs`); any other relative path under `root`
-    (default: the working directory, which is the project root in a run's kernel).
+    (`outputs` when given, else $RAGTRIAL_OUTPUTS when set, else `<root>/outputs`); any other relative
+    path under `root` (default: `project_root()`).
     """
     path = Path(value).expanduser()
     if path.is_absolute():
         return path
-    base = Path(root) if root is not None else Path.cwd()
+    base = Path(root) if root is not None else project_root()
     if path.parts and path.parts[0] == OUTPUTS_DIR:
-        moved = os.environ.get(OUTPUTS_ENV, "").strip()
+        moved = outputs or os.environ.get(OUTPUTS_ENV, "").strip()
         return (Path(moved) if moved else base / OUTPUTS_DIR).joinpath(*path.parts[1:])
     return base / path

@@ -31,6 +31,7 @@ import pandas as pd
 from ragtrial.config.base import ParamsError
 from ragtrial.config.data import data_path, data_root_origin
 from ragtrial.config.index import IndexSettings
+from ragtrial.config.paths import output_path
 from ragtrial.index.chunk_documents import chunk_documents, documents_as_chunks
 from ragtrial.index.create_communities import create_communities
 from ragtrial.index.create_community_reports import create_community_reports
@@ -109,7 +110,12 @@ def index_identity(ctx: ModelContext, dataset: Dataset, settings: IndexSettings)
 
 def index_path(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None) -> Path:
     settings = settings or ctx.settings.index
-    return Path(settings.store_path) / config_hash(index_identity(ctx, dataset, settings))
+    return _index_folder(settings, index_identity(ctx, dataset, settings))
+
+
+def _index_folder(settings: IndexSettings, identity: dict[str, Any]) -> Path:
+    """`<store_path>/<config hash>/`, the store under the outputs folder when it is an `outputs/` path."""
+    return output_path(settings.store_path) / config_hash(identity)
 
 
 # ---------------------------------------------------------------- stages
@@ -293,7 +299,7 @@ def build_index(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | N
     """Build the index the settings describe and save it under `<store_path>/<config hash>/`."""
     s = settings or ctx.settings.index
     identity = index_identity(ctx, dataset, s)
-    path = Path(s.store_path) / config_hash(identity)
+    path = _index_folder(s, identity)
     with _build_lock(path):
         return _build(ctx, dataset, s, identity, path)
 
@@ -333,7 +339,7 @@ def load_or_build_index(
         return GraphIndex(manifest={"empty": f"data set {dataset.name!r} has no documents"})
     settings = settings or ctx.settings.index
     identity = index_identity(ctx, dataset, settings)
-    path = Path(settings.store_path) / config_hash(identity)
+    path = _index_folder(settings, identity)
     if (path / "manifest.json").is_file():
         return GraphIndex.load(path)
     with _build_lock(path):

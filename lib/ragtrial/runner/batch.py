@@ -31,6 +31,7 @@ import pandas as pd
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec, load_batch, notebook_file
+from ragtrial.config.paths import notebooks_dir, outputs_dir
 from ragtrial.llm.ledger import read_ledger, summarize
 from ragtrial.llm.progress import PROGRESS_FILE
 from ragtrial.locks import FolderLock, LockHeld
@@ -150,7 +151,7 @@ def _execute_locked(
 ) -> RunResult:
     import papermill
 
-    notebook = notebook_file(root / "notebooks", spec.notebook, f"run {spec.run_id}")
+    notebook = notebook_file(notebooks_dir(root), spec.notebook, f"run {spec.run_id}")
     previous = read_run_json(run_dir)
     if previous and previous.get("status") == "completed" and not force:
         return RunResult(spec.run_id, spec.notebook, "skipped", run_dir, previous.get("ledger", {}))
@@ -185,7 +186,7 @@ def _execute_locked(
             cwd=str(root),
             progress_bar=False,
             kernel_name="python3",
-            **kernel_options(credentials, run_dir),
+            **kernel_options(credentials, run_dir, run_dir.parent),
         )
     except KeyboardInterrupt:
         # What was paid for is in the cache; the record says so and the next run resumes.
@@ -295,8 +296,8 @@ def run_batch(
     if workers is not None and workers < 1:
         raise ParamsError(f"--workers {workers}: must be at least 1")
     root = Path(root).resolve()
-    outputs = Path(outputs).resolve() if outputs else root / "outputs"
-    specs, batch_workers = load_batch(batch_path, overrides, notebooks_dir=root / "notebooks")
+    outputs = outputs_dir(root, outputs)
+    specs, batch_workers = load_batch(batch_path, overrides, notebooks_dir=notebooks_dir(root))
     batch = batch_record(batch_path, root, specs)
     specs = _selected(specs, only, batch_path)
     for spec in specs:

@@ -18,6 +18,7 @@ import pandas as pd
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec, deep_merge, parse_set_overrides, split_overrides
 from ragtrial.config.llm import LLMSettings
+from ragtrial.config.paths import output_path, project_root
 from ragtrial.config.settings import Settings, validate_settings
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.data.gold import require_gold
@@ -216,11 +217,11 @@ def open_run(
         where = f"settings of notebook {notebook}"
         given = deep_merge(settings or {}, parse_set_overrides(split_overrides(overrides)))
         settings = validate_settings(restore_credentials(given, where), where)
-    check_settings(settings, f"settings of notebook {notebook}", Path.cwd())  # papermill's cwd: the root
+    check_settings(settings, f"settings of notebook {notebook}", project_root())
     run_id = RunSpec(notebook=notebook, settings=settings).run_id
-    run_dir = Path(run_dir) if run_dir else Path(outputs) / "interactive" / run_id
+    run_dir = Path(run_dir) if run_dir else output_path(Path(outputs) / "interactive" / run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
-    cache = ResponseCache(settings.cache_path)
+    cache = ResponseCache(output_path(settings.cache_path))
     ledger = Ledger(run_id, run_dir / "ledger.csv")
     llm = LLM(settings.llm, cache, ledger, _endpoint_resolver(settings, run_dir))
     embedder = Embedder(settings.embeddings, cache, ledger, settings.llm)

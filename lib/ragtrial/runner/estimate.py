@@ -24,6 +24,7 @@ import pandas as pd
 from ragtrial.config.base import ExistingPath, ParamsError, Section
 from ragtrial.config.batch import RunSpec, load_batch
 from ragtrial.config.data import data_path, data_root_origin
+from ragtrial.config.paths import notebooks_dir, output_path, outputs_dir
 from ragtrial.config.settings import Settings, marked_values
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.evaluation.claim_verdicts import planned_calls as planned_verdicts
@@ -407,8 +408,8 @@ def estimate_batch(
     as `ragtrial run` does; a missing data set is a note, not an error.
     """
     root = Path(root).resolve()
-    outputs = Path(outputs).resolve() if outputs else root / "outputs"
-    specs, _ = load_batch(batch_path, overrides, notebooks_dir=root / "notebooks")
+    outputs = outputs_dir(root, outputs)
+    specs, _ = load_batch(batch_path, overrides, notebooks_dir=notebooks_dir(root))
     specs = select_runs(specs, only, batch_path)
     measured = measured_latency(outputs)
     rows, notes, built = [], [], set()
@@ -430,7 +431,8 @@ def estimate_batch(
             raise ParamsError(
                 f"{where}: no estimate for notebook {spec.notebook!r} (known: {', '.join(NOTEBOOKS)})"
             )
-        cache = caches.setdefault(settings.cache_path, ResponseCache(settings.cache_path))
+        cache_file = output_path(settings.cache_path, root, outputs)
+        cache = caches.setdefault(str(cache_file), ResponseCache(cache_file))
         ledger = Ledger(spec.run_id)
         ctx = PlanContext(settings, spec.run_id, ledger, LLM(settings.llm, cache, ledger, _no_endpoint))
         dataset = None if "data.path" in absent else load_experiment_dataset(settings.data)

@@ -1,7 +1,8 @@
 """The kernel a batch's notebook runs in: what it is started with, and where its own output goes.
 
-- Its environment carries the run's URL credentials (`runner.credentials`) and `BATCH_ENV`, which
-  keeps progress lines out of the notebook (they go to the run folder's progress file).
+- Its environment carries the run's URL credentials (`runner.credentials`), `BATCH_ENV`, which
+  keeps progress lines out of the notebook (they go to the run folder's progress file), and the
+  outputs folder (`config.paths.OUTPUTS_ENV`), where the cache and the indexes go.
 - It talks to papermill over encrypted sockets (CurveZMQ keys the manager provisions) when the kernel
   declares it supports them, else over local IPC sockets: ipykernel warns on every start over
   unencrypted TCP, and the warning is right.
@@ -26,6 +27,7 @@ from jupyter_core.utils import ensure_dir_exists
 from traitlets import Dict, Unicode
 from traitlets.config import Config
 
+from ragtrial.config.paths import OUTPUTS_ENV
 from ragtrial.llm.progress import BATCH_ENV
 
 KERNEL_LOG = "kernel.log"
@@ -58,9 +60,11 @@ class NotebookKernel(AsyncKernelManager):
             return await super().start_kernel(stderr=log, **kw)
 
 
-def kernel_options(credentials: Mapping[str, str], run_dir: Path) -> dict[str, Any]:
-    """The papermill keyword arguments that start the run's kernel as `NotebookKernel`."""
-    environment = {**credentials, BATCH_ENV: "1"}
+def kernel_options(credentials: Mapping[str, str], run_dir: Path, outputs: Path) -> dict[str, Any]:
+    """The papermill keyword arguments that start the run's kernel as `NotebookKernel`; `outputs` is
+    the batch's outputs folder, under which the kernel resolves the settings' `outputs/` paths.
+    """
+    environment = {**credentials, BATCH_ENV: "1", OUTPUTS_ENV: str(outputs)}
     return {
         "kernel_manager_class": NotebookKernel,
         "config": Config(

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ragtrial.config.data import data_path
+from ragtrial.config.paths import output_path
 from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.tables import GraphIndex, config_hash
 from ragtrial.llm.proxy import ModelProxy
@@ -100,7 +101,7 @@ class UpstreamSession:
 
     def store(self) -> Path:
         # absolute: a worker runs in a folder of its own, where a relative path means another place
-        return (Path(self.ctx.settings.index.store_path) / "upstream").resolve()
+        return (output_path(self.ctx.settings.index.store_path) / "upstream").resolve()
 
     def _write_record(self) -> None:
         record = {
