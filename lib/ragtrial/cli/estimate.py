@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from ragtrial.cli.arguments import add_batch_arguments, project_and_batch
 from ragtrial.config.batch import parse_set_overrides

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from ragtrial.cli.arguments import add_batch_arguments, project_and_batch
 from ragtrial.config.base import ParamsError

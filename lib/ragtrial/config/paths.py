@@ -84,9 +84,7 @@ def batch_file(value: str | Path, root: Path) -> Path:
     return under_root if under_root.exists() else given
 
 
-def output_path(
-    value: str | Path, root: str | Path | None = None, outputs: str | Path | None = None
-) -> Path:
+def output_path(value: str | Path, root: str | Path | None = None, outputs: str | Path | None = None) -> Path:
     """A settings path as a location: absolute as given; `outputs/...` under the outputs folder
     (`outputs` when given, else $RAGTRIAL_OUTPUTS when set, else `<root>/outputs`); any other relative
     path under `root` (default: `project_root()`).
