@@ -166,6 +166,13 @@ def free_text(body: dict[str, Any], draw: Draw) -> str:
     return sentence[:1].upper() + sentence[1:] + "."
 
 
+def schema_reply(body: dict[str, Any]) -> str:
+    """A JSON instance of whatever schema the request carries (names from the prompt), else its words."""
+    draw = Draw(body)
+    schema = reply_schema(body)
+    return json.dumps(schema_instance(schema, draw)) if schema else free_text(body, draw)
+
+
 def count_tokens(text: str) -> int:
     return max(1, round(len(text.split()) / WORDS_PER_TOKEN))
 

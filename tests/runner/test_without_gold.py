@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import PROJECT_ROOT, endpoint_settings
-from latency_server import Draw, free_text, reply_schema, schema_instance
+from latency_server import schema_reply
 from scripted_server import ScriptedServer
 
 from ragtrial.config.batch import deep_merge, dotted_to_nested
@@ -29,13 +29,6 @@ CORPUS = {
     "notes/fred.md": "Fred is the nephew of Scrooge. Fred invited Scrooge to Christmas dinner. The Ghost of "
     "Christmas Past showed Scrooge his school. Belle was engaged to Scrooge.",
 }
-
-
-def schema_reply(body: dict) -> str:
-    """A JSON instance of whatever schema the request carries (names from the prompt), else its words."""
-    draw = Draw(body)
-    schema = reply_schema(body)
-    return json.dumps(schema_instance(schema, draw)) if schema else free_text(body, draw)
 
 
 def without_gold_settings(notebook: str) -> dict:
