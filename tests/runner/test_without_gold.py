@@ -7,8 +7,6 @@ batch (tests/methods/test_upstream_notebook.py, marked `systems`).
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 import yaml
