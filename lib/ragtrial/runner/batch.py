@@ -245,8 +245,10 @@ def _systems_used(run_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _selected(specs: list[RunSpec], only: list[str] | None, batch_path: str | Path) -> list[RunSpec]:
-    """The runs `--only` asks for; a name that matches no run of the batch is an error, not a no-op."""
+def select_runs(specs: list[RunSpec], only: list[str] | None, batch_path: str | Path) -> list[RunSpec]:
+    """The runs `--only` asks for (`ragtrial estimate` and `questions` share it); a name that matches no
+    run of the batch is an error, not a no-op.
+    """
     if not only:
         return specs
     known = list(dict.fromkeys(s.notebook for s in specs))
@@ -257,11 +259,6 @@ def _selected(specs: list[RunSpec], only: list[str] | None, batch_path: str | Pa
             f"{', '.join(known)})"
         )
     return [s for s in specs if s.notebook in only]
-
-
-def select_runs(specs: list[RunSpec], only: list[str] | None, batch_path: str | Path) -> list[RunSpec]:
-    """The runs `--only` asks for, as `run_batch` selects them (`ragtrial estimate` shares it)."""
-    return _selected(specs, only, batch_path)
 
 
 def batch_record(batch_path: str | Path, root: Path, specs: list[RunSpec]) -> dict[str, Any]:
@@ -299,7 +296,7 @@ def run_batch(
     outputs = outputs_dir(root, outputs)
     specs, batch_workers = load_batch(batch_path, overrides, notebooks_dir=notebooks_dir(root))
     batch = batch_record(batch_path, root, specs)
-    specs = _selected(specs, only, batch_path)
+    specs = select_runs(specs, only, batch_path)
     for spec in specs:
         run_folder(outputs, spec.run_id)
     preflight(specs, root)
