@@ -254,10 +254,10 @@ def test_names_and_folders_the_command_refuses(tmp_path, capsys):
     assert main(["datasets", "download", "natural_questions", "--to", str(tmp_path / "nq")]) == 1
     assert "storage.googleapis.com/natural_questions" in capsys.readouterr().err
     assert not (tmp_path / "nq").exists()
-    assert (
-        main(["datasets", "download", "musique", "--to", str(tmp_path / "m"), "--base-url", "ftp://x"]) == 1
-    )
-    assert "expected http://, https:// or file://" in capsys.readouterr().err
+    argv = ["datasets", "download", "musique", "--to", str(tmp_path / "m"), "--base-url", "ftp://x"]
+    assert main(argv) == 2
+    assert "--base-url 'ftp://x': expected an http://, https:// or file:// URL" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
 
 
 def test_the_listing_names_each_loader_with_what_it_provides(capsys, monkeypatch, tmp_path):

@@ -123,6 +123,7 @@ def download_command(args: argparse.Namespace) -> int:
     is not empty without --force).
     """
     manifest, readers = resolve(args.name)
+    base_url = base_url_setting(args.base_url)
     root = project_root()
     target = Path(args.to).expanduser().resolve() if args.to else data_root(root) / manifest.name
     if manifest.instead:
@@ -137,9 +138,7 @@ def download_command(args: argparse.Namespace) -> int:
         )
     print(f"{manifest.name}: {manifest.description}")
     try:
-        done = download(
-            manifest, target, base_url_setting(args.base_url), log=lambda line: print(f"  {line}")
-        )
+        done = download(manifest, target, base_url, log=lambda line: print(f"  {line}"))
     except DownloadError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

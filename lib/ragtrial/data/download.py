@@ -27,6 +27,7 @@ from typing import BinaryIO
 from urllib.parse import quote, unquote, urlsplit
 
 from ragtrial import __version__
+from ragtrial.config.base import ParamsError
 from ragtrial.data.publications import (
     FolderManifest,
     PublishedArchive,
@@ -60,7 +61,8 @@ def base_url_setting(given: str | None) -> str | None:
     """The mirror to fetch from: `given`, else $RAGTRIAL_DOWNLOAD_BASE_URL, else None (the origins)."""
     value = (given or os.environ.get(BASE_URL_ENV, "")).strip()
     if value and not value.startswith(_SCHEMES):
-        raise DownloadError(f"base URL {redact_url(value)!r}: expected http://, https:// or file://")
+        origin = "--base-url" if given else f"${BASE_URL_ENV}"
+        raise ParamsError(f"{origin} {redact_url(value)!r}: expected an http://, https:// or file:// URL")
     return value or None
 
 
