@@ -9,11 +9,11 @@ import os
 import signal
 import sys
 
-from ragtrial.cli import estimate, questions, run, settings, systems
+from ragtrial.cli import datasets, estimate, init, questions, run, settings, systems
 from ragtrial.config.base import ParamsError
 from ragtrial.redact import redact_url
 
-COMMANDS = (run, estimate, settings, questions, systems)
+COMMANDS = (init, run, estimate, settings, datasets, questions, systems)
 
 
 def _interrupt(signum: int, frame: object) -> None:
