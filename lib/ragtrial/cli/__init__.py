@@ -9,11 +9,11 @@ import os
 import signal
 import sys
 
-from ragtrial.cli import estimate, questions, run, settings, systems
+from ragtrial.cli import check, estimate, questions, run, settings, systems
 from ragtrial.config.base import ParamsError
 from ragtrial.redact import redact_url
 
-COMMANDS = (run, estimate, settings, questions, systems)
+COMMANDS = (check, run, estimate, settings, questions, systems)
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -107,7 +107,7 @@ def questions_command(args: argparse.Namespace) -> int:
 def export_questions(args: argparse.Namespace) -> int:
     """`ragtrial questions export`: the questions of the batch's (selected) run as JSON Lines."""
     from ragtrial.config.batch import load_batch
-    from ragtrial.runner.batch import select_runs
+    from ragtrial.runner.checks import select_runs
 
     specs, _ = load_batch(
         args.batch, parse_set_overrides(args.overrides), notebooks_dir=Path.cwd() / "notebooks"
