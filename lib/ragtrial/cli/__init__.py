@@ -9,11 +9,11 @@ import os
 import signal
 import sys
 
-from ragtrial.cli import check, estimate, list_runs, open_report, questions, run, settings, systems
+from ragtrial.cli import check, clean, estimate, list_runs, open_report, questions, run, settings, systems
 from ragtrial.config.base import ParamsError
 from ragtrial.redact import redact_url
 
-COMMANDS = (check, run, estimate, list_runs, open_report, settings, questions, systems)
+COMMANDS = (check, run, estimate, list_runs, open_report, clean, settings, questions, systems)
 
 
 def _interrupt(signum: int, frame: object) -> None:
