@@ -9,11 +9,23 @@ import os
 import signal
 import sys
 
-from ragtrial.cli import check, clean, estimate, list_runs, open_report, questions, run, settings, systems
+from ragtrial.cli import (
+    check,
+    clean,
+    estimate,
+    list_runs,
+    open_report,
+    query,
+    questions,
+    run,
+    settings,
+    systems,
+)
+from ragtrial.cli.arguments import CommandParser
 from ragtrial.config.base import ParamsError
 from ragtrial.redact import redact_url
 
-COMMANDS = (check, run, estimate, list_runs, open_report, clean, settings, questions, systems)
+COMMANDS = (check, run, estimate, query, list_runs, open_report, clean, settings, questions, systems)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -22,7 +34,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="ragtrial", description=__doc__)
-    sub = top.add_subparsers(dest="command", required=True)
+    sub = top.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for command in COMMANDS:
         command.add_parser(sub)
     return top
