@@ -22,6 +22,7 @@ from ragtrial.cli import (
     systems,
 )
 from ragtrial.cli.arguments import CommandParser
+from ragtrial.cli.version import VersionAction
 from ragtrial.config.base import ParamsError
 from ragtrial.redact import redact_url
 
@@ -34,6 +35,9 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="ragtrial", description=__doc__)
+    top.add_argument(
+        "--version", action=VersionAction, help="print the version and the kit checkout's git commit"
+    )
     sub = top.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for command in COMMANDS:
         command.add_parser(sub)
