@@ -329,7 +329,7 @@ def send(call: Call, settings: LLMSettings, clients: SharedClients) -> Reply:
     plain_text = "prompt" in request
     path = "/completions" if plain_text else "/chat/completions"
     body = post_json(clients.get(call.base_url), path, request, settings.api_key_env)
-    text, finish_reason = _choice_text(body, plain_text)
+    text, finish_reason = choice_text(body, plain_text)
     usage = body.get("usage")
     if isinstance(usage, dict) and all(
         is_token_count(usage.get(k)) for k in ("prompt_tokens", "completion_tokens")
@@ -374,7 +374,7 @@ def is_token_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _choice_text(body: dict[str, Any], plain_text: bool) -> tuple[str | None, Any]:
+def choice_text(body: dict[str, Any], plain_text: bool) -> tuple[str | None, Any]:
     """The first choice's text (None when the server sent none) and finish reason."""
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):

@@ -45,7 +45,7 @@ from ragtrial.questions.generate import generated_at_most, planned_generation
 from ragtrial.questions.quality import planned_calls as planned_quality
 from ragtrial.questions.sampling import diagnosis_questions, select_questions, task_questions
 from ragtrial.records import Dataset
-from ragtrial.runner.batch import select_runs
+from ragtrial.runner.checks import select_runs
 from ragtrial.runner.preflight import check_settings
 
 UNKNOWN_QUESTIONS = unknown(
