@@ -39,7 +39,7 @@ def endpoint_settings(base_url: str, folder: Path, **sections) -> dict:
     base = {
         "llm": {"backend": "openai_compatible", "base_url": base_url, "model": "scripted"},
         "embeddings": {"backend": "openai_compatible", "base_url": base_url, "model": "emb"},
-        "cache_path": str(folder / "cache.sqlite"),
+        "cache": {"url": f"sqlite:///{folder / 'cache.sqlite'}"},
         "index": {"store_path": str(folder / "indexes")},
     }
     return deep_merge(base, sections)
