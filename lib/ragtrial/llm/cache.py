@@ -29,11 +29,11 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -79,6 +79,7 @@ _ADDED_COLUMNS = {
     }
 }
 _KEYS_PER_QUERY = 500  # stay below SQLite's bound-parameter limit
+T = TypeVar("T")
 
 
 class CacheError(RuntimeError):
@@ -187,44 +188,48 @@ class SQLiteStore:
                 "only saves model calls; or set cache.url to another file)"
             ) from None
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        conn = self.connections.get()
-        conn.execute("BEGIN IMMEDIATE")  # take the write lock now (waiting up to the timeout)
-        try:
-            yield conn
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        self.written(conn)
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with self.guard():
+            return self.connections.get().execute(sql, params).fetchall()
 
-    def written(self, conn: sqlite3.Connection) -> None:
-        """Copy the committed WAL frames into the database file, as far as readers allow."""
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    def write(self, work: Callable[[Any], T]) -> T:
+        """`work(connection)` in one transaction, then checkpointed into the file."""
+        with self.guard():
+            conn = self.connections.get()
+            conn.execute("BEGIN IMMEDIATE")  # take the write lock now (waiting up to the timeout)
+            try:
+                result = work(conn)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            # copy the committed WAL frames into the database file, as far as readers allow
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            return result
 
     def create_schema(self) -> None:
-        conn = self.connections.get()
-        conn.executescript(_SCHEMA.format(integer="INTEGER", real="REAL", blob="BLOB"))
-        with self.transaction():  # one process migrates; the others then see the columns
-            for table, columns in _ADDED_COLUMNS.items():
-                present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-                for name, definition in columns.items():
-                    if name not in present:
-                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
+        with self.guard():
+            self.connections.get().executescript(_SCHEMA.format(integer="INTEGER", real="REAL", blob="BLOB"))
+        self.write(_add_missing_columns)  # one process migrates; the others then see the columns
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    for table, columns in _ADDED_COLUMNS.items():
+        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        for name, definition in columns.items():
+            if name not in present:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
 
 
 def _close_postgres(conn: Any) -> None:
-    conn.close()
+    conn.close()  # also on a connection the server dropped
 
 
 class PostgresStore:
     """A PostgreSQL database (psycopg 3), in autocommit but for the transactions of batch writes."""
 
     mark = "%s"
-    # The schema is created under this advisory lock: CREATE TABLE IF NOT EXISTS of two sessions at
-    # once may otherwise fail on PostgreSQL's catalog.
     SCHEMA_LOCK = 0x7261677472696C  # "ragtril"
 
     def __init__(self, url: str, password_env: str = DEFAULT_PASSWORD_ENV):
@@ -288,23 +293,44 @@ class PostgresStore:
             ("permission denied", "the user needs a database it may create tables in (createdb -O <user>)"),
         ]
 
-    @contextmanager
-    def transaction(self) -> Iterator[Any]:
-        conn = self.connections.get()
-        with conn.transaction():
-            yield conn
+    def _on_a_connection(self, work: Callable[[Any], T], transaction: bool) -> T:
+        """`work(connection)`, in a transaction if asked. A connection the server dropped (a restart,
+        an idle timeout) is replaced and the work done once more: every statement of the cache is
+        idempotent (a read, an upsert of whole rows, an insert of absent keys).
+        """
+        with self.guard():
+            conn = self.connections.get()
+            try:
+                return _run(work, conn, transaction)
+            except self.psycopg.OperationalError:
+                if not conn.broken:
+                    raise
+            return _run(work, self.connections.get(), transaction)
 
-    def written(self, conn: Any) -> None:
-        """Committed rows are the server's: nothing to do."""
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return self._on_a_connection(lambda conn: conn.execute(sql, params).fetchall(), transaction=False)
+
+    def write(self, work: Callable[[Any], T]) -> T:
+        """`work(connection)` in one transaction."""
+        return self._on_a_connection(work, transaction=True)
 
     def create_schema(self) -> None:
-        with self.transaction() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.SCHEMA_LOCK,))
-            for statement in _SCHEMA.format(integer="BIGINT", real="DOUBLE PRECISION", blob="BYTEA").split(
-                ";"
-            ):
-                if statement.strip():
-                    conn.execute(statement)
+        self.write(_create_postgres_schema)
+
+
+def _run(work: Callable[[Any], T], conn: Any, transaction: bool) -> T:
+    if not transaction:
+        return work(conn)
+    with conn.transaction():
+        return work(conn)
+
+
+def _create_postgres_schema(conn: Any) -> None:
+    # under an advisory lock: CREATE TABLE IF NOT EXISTS of two sessions at once may fail on the catalog
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (PostgresStore.SCHEMA_LOCK,))
+    for statement in _SCHEMA.format(integer="BIGINT", real="DOUBLE PRECISION", blob="BYTEA").split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 def open_store(location: str | Path, password_env: str = DEFAULT_PASSWORD_ENV) -> SQLiteStore | PostgresStore:
@@ -354,24 +380,22 @@ class ResponseCache:
     def __init__(self, location: str | Path, password_env: str = DEFAULT_PASSWORD_ENV):
         self.store = open_store(location, password_env)
         self.where = self.store.where  # the file, or the URL with its credentials masked
-        with self.store.guard():
-            self.store.create_schema()
-
-    def _query(self, sql: str, params: tuple | list = ()) -> list[tuple]:
-        with self.store.guard():
-            return self.store.connections.get().execute(sql, params).fetchall()
+        self.store.create_schema()
 
     def close(self) -> None:
         """Close the connections (SQLite: checkpoint the WAL into the file first); reopened on use."""
         self.store.connections.close()
 
     def get_completion(self, key: str) -> CachedReply | None:
-        rows = self._query(
+        rows = self.store.read(
             "SELECT text, prompt_tokens, completion_tokens, status, served_model FROM completions "
             f"WHERE key = {self.store.mark}",
             (key,),
         )
-        return None if not rows else CachedReply(rows[0][0], int(rows[0][1]), int(rows[0][2]), *rows[0][3:])
+        if not rows:
+            return None
+        text, prompt_tokens, completion_tokens, status, served_model = rows[0]
+        return CachedReply(text, int(prompt_tokens), int(completion_tokens), status, served_model)
 
     def put_completion(
         self,
@@ -384,15 +408,15 @@ class ResponseCache:
         served_model: str = "",
     ) -> None:
         row = (key, model, text, prompt_tokens, completion_tokens, time.time(), status, served_model)
-        with self.store.guard(), self.store.transaction() as conn:
-            conn.execute(_upsert("completions", self.store.mark), row)
+        sql = _upsert("completions", self.store.mark)
+        self.store.write(lambda conn: conn.execute(sql, row))
 
     def get_embeddings(self, keys: list[str]) -> dict[str, tuple[np.ndarray, int]]:
         found: dict[str, tuple[np.ndarray, int]] = {}
         for start in range(0, len(keys), _KEYS_PER_QUERY):
             part = keys[start : start + _KEYS_PER_QUERY]
             marks = ",".join([self.store.mark] * len(part))
-            for key, blob, n_tokens in self._query(
+            for key, blob, n_tokens in self.store.read(
                 f"SELECT key, vector, n_tokens FROM embeddings WHERE key IN ({marks})", part
             ):
                 found[key] = (np.frombuffer(blob, dtype=np.float32), int(n_tokens))
@@ -402,26 +426,30 @@ class ResponseCache:
         now = time.time()
         # one row per key (the last, as one write after another would leave), in key order
         latest = {k: (k, model, np.asarray(v, dtype=np.float32).tobytes(), n, now) for k, v, n in rows}
-        with self.store.guard(), self.store.transaction() as conn:
-            conn.cursor().executemany(_upsert("embeddings", self.store.mark), sorted(latest.values()))
+        sql = _upsert("embeddings", self.store.mark)
+        self.store.write(lambda conn: conn.cursor().executemany(sql, sorted(latest.values())))
 
     def counts(self) -> dict[str, int]:
-        return {table: self._query(f"SELECT COUNT(*) FROM {table}")[0][0] for table in COLUMNS}
+        return {table: self.store.read(f"SELECT COUNT(*) FROM {table}")[0][0] for table in COLUMNS}
 
     def rows(self, table: str, after: str = "", limit: int = 1000) -> list[tuple]:
         """Up to `limit` whole rows of `table` (columns as `COLUMNS`), in key order, after key `after`."""
         mark = self.store.mark
-        return self._query(
+        return self.store.read(
             f"SELECT {', '.join(COLUMNS[table])} FROM {table} WHERE key > {mark} ORDER BY key LIMIT {mark}",
             (after, limit),
         )
 
     def add_rows(self, table: str, rows: list[tuple]) -> int:
         """Insert whole rows of `table` whose keys it does not hold yet; the number inserted."""
-        with self.store.guard(), self.store.transaction() as conn:
+        sql = _insert(table, self.store.mark, "DO NOTHING")
+
+        def insert(conn: Any) -> int:
             cursor = conn.cursor()
-            cursor.executemany(_insert(table, self.store.mark, "DO NOTHING"), rows)
+            cursor.executemany(sql, rows)
             return cursor.rowcount
+
+        return self.store.write(insert)
 
 
 def cache_location(
