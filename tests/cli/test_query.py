@@ -78,7 +78,7 @@ def test_without_a_batch_the_code_defaults_and_set_apply(scripted, tmp_path, cap
     sets = [
         f"llm={{backend: openai_compatible, base_url: '{scripted.base_url}', model: scripted}}",
         f"embeddings={{backend: openai_compatible, base_url: '{scripted.base_url}', model: emb}}",
-        f"cache_path={tmp_path / 'cache.sqlite'}",
+        f"cache.url=sqlite:///{tmp_path / 'cache.sqlite'}",
         f"index.store_path={tmp_path / 'indexes'}",
         "data.size=tiny",
         "index.graph_source=nlp",

@@ -39,6 +39,7 @@ CONTEXTUAL: dict[str, list[Any]] = {
     "qa.baseline": ["no_such_method", "bm25"],  # not among qa.methods
     "summarization.baseline": ["no_such_method", "bm25"],
     "data.options": [{"colour": "red"}, {"seed": 3}],  # not a loader option; set by data.seed
+    "cache.url": ["outputs/cache/x.sqlite", "sqlite://x.sqlite", "mysql://db/x", "postgresql://"],
 }
 # The other settings a field's invalid value is tried with, so that it is the only thing wrong.
 CONTEXT: dict[str, dict[str, Any]] = {
@@ -233,7 +234,7 @@ def test_invalid_batch_makes_no_request(scripted, tmp_path, settings, key) -> No
     batch.write_text(
         yaml.safe_dump(
             {
-                "settings": {"llm": llm, "cache_path": str(tmp_path / "cache.sqlite")},
+                "settings": {"llm": llm, "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"}},
                 "runs": [
                     {"notebook": "00_backend_check"},
                     {"notebook": "04_rag_vs_graphrag_qa", "settings": settings},

@@ -10,6 +10,7 @@ import signal
 import sys
 
 from ragtrial.cli import (
+    cache,
     check,
     clean,
     datasets,
@@ -41,6 +42,7 @@ COMMANDS = (
     datasets,
     questions,
     systems,
+    cache,
 )
 
 

@@ -38,6 +38,7 @@ from ragtrial.config.settings import Settings, describe_settings
 from ragtrial.data import LOADERS, load_dataset
 from ragtrial.data.gold import gold_carried
 from ragtrial.data.publications import FOLDERS, PUBLICATIONS
+from ragtrial.llm.cache import cache_location
 from ragtrial.records import DataError
 from ragtrial.redact import redact_url
 
@@ -403,5 +404,5 @@ def _print_next(target: Path, choice: DataChoice, endpoint: Endpoint, run_root: 
     print(f"  ragtrial run {shown}      # the reports: {outputs_dir(run_root) / 'index.html'}")
     print(
         f"the index is built in {output_path(defaults.index.store_path, run_root)} (index.store_path), the "
-        f"model's replies cached in {output_path(defaults.cache_path, run_root)} (cache_path)"
+        f"model's replies cached in {cache_location(defaults.cache, run_root)} (cache.url)"
     )
