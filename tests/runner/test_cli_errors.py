@@ -20,7 +20,9 @@ pytestmark = pytest.mark.fault
 def write_batch(tmp_path, runs, **extra) -> str:
     path = tmp_path / "batch.yaml"
     path.write_text(
-        yaml.safe_dump({"settings": {"cache_path": str(tmp_path / "cache.sqlite")}, "runs": runs, **extra})
+        yaml.safe_dump(
+            {"settings": {"cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"}}, "runs": runs, **extra}
+        )
     )
     return str(path)
 
@@ -92,7 +94,7 @@ def test_notebook_names_that_leave_the_notebooks_folder_are_refused(capsys, tmp_
     name = "../../elsewhere/nb" if escape == "relative" else str(elsewhere / "nb")
     batch = write_batch(tmp_path, [{"notebook": "fine"}, {"notebook": name}])
     # Where the escaped run folder would be (outputs/<name>-<hash>), with a file of someone else's.
-    settings = validate_settings({"cache_path": str(tmp_path / "cache.sqlite")}, "test")
+    settings = validate_settings({"cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"}}, "test")
     planted = elsewhere / f"{RunSpec(notebook='nb', settings=settings).run_id}" / "planted.txt"
     planted.parent.mkdir()
     planted.write_text("keep me")

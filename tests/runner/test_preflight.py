@@ -233,7 +233,7 @@ def test_invalid_batch_makes_no_request(scripted, tmp_path, settings, key) -> No
     batch.write_text(
         yaml.safe_dump(
             {
-                "settings": {"llm": llm, "cache_path": str(tmp_path / "cache.sqlite")},
+                "settings": {"llm": llm, "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"}},
                 "runs": [
                     {"notebook": "00_backend_check"},
                     {"notebook": "04_rag_vs_graphrag_qa", "settings": settings},

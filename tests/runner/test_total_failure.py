@@ -46,7 +46,7 @@ def test_every_notebook_reports_what_failed_when_every_call_fails(scripted, tmp_
             "backoff_max_s": 0,
         },
         "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
-        "cache_path": str(tmp_path / "cache.sqlite"),
+        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
         "index": {"store_path": str(tmp_path / "indexes")},
     }
     results = run_batch(

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from pydantic import Field, ValidationError
 
 from ragtrial.config.base import ExistingPath, Names, ParamsError, Section, params_error
+from ragtrial.config.cache import CacheSettings
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.data import DataSettings
 from ragtrial.config.diagnostics import DiagnosticsSettings
@@ -71,10 +72,9 @@ class Settings(Section):
         UpstreamComparisonSettings(),
         description="each upstream system beside the kit's reimplementation of it (notebook 11)",
     )
-    cache_path: str = Field(
-        "outputs/cache/ragtrial.sqlite",
-        min_length=1,
-        description="the SQLite response cache, shared by every run",
+    cache: CacheSettings = Field(
+        CacheSettings(),
+        description="the response cache every run shares: a SQLite file or a PostgreSQL database",
     )
 
 

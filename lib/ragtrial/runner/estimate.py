@@ -24,7 +24,7 @@ import pandas as pd
 from ragtrial.config.base import ExistingPath, ParamsError, Section
 from ragtrial.config.batch import RunSpec, load_batch
 from ragtrial.config.data import data_path, data_root_origin
-from ragtrial.config.paths import notebooks_dir, output_path, outputs_dir
+from ragtrial.config.paths import notebooks_dir, outputs_dir
 from ragtrial.config.settings import Settings, marked_values
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.evaluation.claim_verdicts import planned_calls as planned_verdicts
@@ -37,7 +37,7 @@ from ragtrial.evaluation.key_facts import planned_key_fact_checks
 from ragtrial.evaluation.run_methods import answered_by_the_kit, planned_answers
 from ragtrial.index.build import planned_build
 from ragtrial.llm.backend_check import planned_calls as planned_probes
-from ragtrial.llm.cache import ResponseCache
+from ragtrial.llm.cache import ResponseCache, cache_location
 from ragtrial.llm.client import LLM
 from ragtrial.llm.ledger import Ledger, read_ledger
 from ragtrial.llm.plan import BASES, QUESTION_TOKENS, StagePlan, unknown
@@ -431,8 +431,10 @@ def estimate_batch(
             raise ParamsError(
                 f"{where}: no estimate for notebook {spec.notebook!r} (known: {', '.join(NOTEBOOKS)})"
             )
-        cache_file = output_path(settings.cache_path, root, outputs)
-        cache = caches.setdefault(str(cache_file), ResponseCache(cache_file))
+        location = cache_location(settings.cache, root, outputs)
+        if str(location) not in caches:
+            caches[str(location)] = ResponseCache(location, settings.cache.password_env)
+        cache = caches[str(location)]
         ledger = Ledger(spec.run_id)
         ctx = PlanContext(settings, spec.run_id, ledger, LLM(settings.llm, cache, ledger, _no_endpoint))
         dataset = None if "data.path" in absent else load_experiment_dataset(settings.data)
