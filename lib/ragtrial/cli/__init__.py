@@ -9,11 +9,11 @@ import os
 import signal
 import sys
 
-from ragtrial.cli import estimate, questions, run, settings, systems
+from ragtrial.cli import cache, estimate, questions, run, settings, systems
 from ragtrial.config.base import ParamsError
 from ragtrial.redact import redact_url
 
-COMMANDS = (run, estimate, settings, questions, systems)
+COMMANDS = (run, estimate, settings, questions, systems, cache)
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -282,7 +282,7 @@ class PostgresStore:
 
     def hints(self) -> list[tuple[str, str]]:
         """(what libpq's message says, what to check): connection failures carry no SQLSTATE."""
-        credentials = f"check the user and the password (in the URL or ${self.password_env})"
+        credentials = f"check the user and the password, in the URL or ${self.password_env}"
         return [
             ("password authentication failed", credentials),
             ("no password supplied", credentials),
