@@ -50,7 +50,9 @@ def running_falkordb() -> Iterator[str]:
                 break
             except Exception:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"FalkorDB did not start: {(folder / 'server.log').read_text()[-2000:]}")
+                    raise RuntimeError(
+                        f"FalkorDB did not start: {(folder / 'server.log').read_text()[-2000:]}"
+                    ) from None
                 time.sleep(0.1)
         yield url
     finally:

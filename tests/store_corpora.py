@@ -55,7 +55,9 @@ def musique() -> Corpus:
         pytest.skip(f"shared data set folder {MUSIQUE} is absent (real-data tests need the shared datasets)")
     dataset = load_dataset("musique", MUSIQUE, limit_questions=12, limit_documents=120)
     documents = dataset.documents_frame()
-    return _indexed("musique", documents, documents_as_chunks(documents), [q.question for q in dataset.questions])
+    return _indexed(
+        "musique", documents, documents_as_chunks(documents), [q.question for q in dataset.questions]
+    )
 
 
 def corpora() -> list[Corpus]:

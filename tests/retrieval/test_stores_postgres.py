@@ -16,7 +16,14 @@ from ragtrial.config.base import ParamsError
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.config.settings import validate_settings
 from ragtrial.config.store import StoreSettings
-from ragtrial.index.database import LayoutError, StoreError, database, read_index, schema_columns, write_layout
+from ragtrial.index.database import (
+    LayoutError,
+    StoreError,
+    database,
+    read_index,
+    schema_columns,
+    write_layout,
+)
 from ragtrial.retrieval.base import RetrieverParts
 from ragtrial.retrieval.registry import STORE_TWINS, make_retriever
 from ragtrial.retrieval.stores.postgres import EXACT, PostgresIndexStore
@@ -69,7 +76,9 @@ def test_missing_pgvector_is_exact_cosine_and_said(postgres_url, caplog):
         store = PostgresIndexStore.open(StoreSettings(url=postgres_url), generated().index)
     assert store.vector_search == f"{EXACT} (pgvector is not installed on this server)"
     assert any("vector search by exact dot product" in r.getMessage() for r in caplog.records)
-    found = make_retriever("vector", generated().index, store_parts(postgres_url)).retrieve("Who founded it?", 3)
+    found = make_retriever("vector", generated().index, store_parts(postgres_url)).retrieve(
+        "Who founded it?", 3
+    )
     assert "pgvector is not installed" in found.notes["store"]
     assert "***" in found.notes["store"] and store.db.url_password not in found.notes["store"]
 
@@ -82,7 +91,9 @@ def test_a_failed_write_leaves_nothing(postgres_url):
 
     with pytest.raises(StoreError, match="foreign key"):
         PostgresIndexStore.open(StoreSettings(url=postgres_url), dataclasses.replace(index, relations=broken))
-    rows = database(postgres_url).rows("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", ("ragtrial_%",))
+    rows = database(postgres_url).rows(
+        "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", ("ragtrial_%",)
+    )
     assert rows == []
 
 
@@ -121,13 +132,18 @@ def test_your_own_database_is_read_as_it_is_and_searched_in_place(postgres_url):
     assert sorted(index.chunks["chunk_id"]) == sorted(original.chunks["chunk_id"])
     assert set(index.relations["relation_id"]) == set(original.relations["relation_id"])
     by_id = dict(zip(original.entities["entity_id"], original.entities["chunk_ids"], strict=True))
-    assert all(set(c) == set(by_id[e]) for e, c in zip(index.entities["entity_id"], index.entities["chunk_ids"]))
+    assert all(
+        set(c) == set(by_id[e])
+        for e, c in zip(index.entities["entity_id"], index.entities["chunk_ids"], strict=True)
+    )
     assert index.chunk_embeddings is not None and index.manifest["database"]["schema"] == "own"
     parts = store_parts(postgres_url)
     for name in ("hybrid", "graph_walk"):
         memory, store = make_retriever(name, index, MEMORY), make_retriever(name, index, parts)
         for question in generated().questions[:8]:
-            assert_same_ranking(memory.retrieve(question, 5), store.retrieve(question, 5), f"own {name} {question}")
+            assert_same_ranking(
+                memory.retrieve(question, 5), store.retrieve(question, 5), f"own {name} {question}"
+            )
     assert schema_columns(db, "own") == before  # nothing was added to your schema
     search = PostgresIndexStore.open(parts.store, index)
     assert search.base == "own" and search.schema != "own"

@@ -225,7 +225,7 @@ class FalkorDBGraph:
                 f"FalkorDB {self.where}: the falkordb client is needed (pip install 'ragtrial[stores]')"
             ) from None
         self.name = name
-        self.client = FalkorDB.from_url(url)
+        self.client = self._guarded(lambda: FalkorDB.from_url(url))
         self.graph = self.client.select_graph(name)
 
     def exists(self) -> bool:
