@@ -58,9 +58,9 @@ class StoreSettings(Section):
     graph: Literal["none", "kuzu", "falkordb"] = Field(
         "none",
         description='the Cypher graph store: "kuzu" (embedded, a folder under store.graph_path), "falkordb" '
-        "(a server at store.graph_url, through the falkordb client; not exercised by the kit's tests "
-        "unless one is given); notebook 09 pulls the edges among each answer's retrieved nodes from it "
-        '(the seed\'s query) and store.retrieval "cypher" walks it; "none": no graph store',
+        "(a server at store.graph_url, through the falkordb client); the same Cypher runs on both. Notebook "
+        "09 pulls the edges among each answer's retrieved nodes from it (the seed's query) and "
+        'store.retrieval "cypher" walks it; "none": no graph store',
     )
     graph_path: str = Field(
         "outputs/graphs",
