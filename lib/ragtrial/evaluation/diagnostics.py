@@ -241,9 +241,9 @@ def recall_table(
     counts as retrieved (the seed's Cypher query), instead of the relations the context held; those
     relations come from `relations_among` (a graph store's query, `store.graph`), else from the index.
     """
-    elements = IndexElements(index)
-    ends = elements.ends
-    relations_among = relations_among or elements.relations_among
+    in_index = IndexElements(index)
+    ends = in_index.ends
+    relations_among = relations_among or in_index.relations_among
     by_question = {qid: group for qid, group in links.groupby("question_id", sort=False)}
     kind_of = {q.question_id: q for q in questions}
     rows = []
