@@ -10,7 +10,13 @@ import logging
 
 import psycopg
 import pytest
-from store_corpora import EMBEDDER, assert_same_ranking, corpora, generated
+from store_corpora import (
+    EMBEDDER,
+    assert_same_ranking,
+    assert_same_ranking_up_to_float4_ties,
+    corpora,
+    generated,
+)
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.retrieval import RetrievalSettings
@@ -24,7 +30,8 @@ from ragtrial.index.database import (
     schema_columns,
     write_layout,
 )
-from ragtrial.retrieval.base import RetrieverParts
+from ragtrial.retrieval.base import Retrieval, RetrieverParts
+from ragtrial.retrieval.fusion import fuse
 from ragtrial.retrieval.registry import STORE_TWINS, make_retriever
 from ragtrial.retrieval.stores.postgres import EXACT, PostgresIndexStore
 
@@ -46,6 +53,9 @@ def store_parts(url: str) -> RetrieverParts:
 
 
 def test_every_postgresql_twin_ranks_as_its_in_memory_twin(postgres_url):
+    """Exactly, but for ts_rank's float4 sums (`assert_same_ranking_up_to_float4_ties`); hybrid over
+    ts_rank is checked as the kit's fusion of the vector list and Postgres' own ts_rank list.
+    """
     parts = store_parts(postgres_url)
     assert set(VARIANTS) == set(STORE_TWINS["postgresql"])
     for corpus in corpora():
@@ -57,7 +67,24 @@ def test_every_postgresql_twin_ranks_as_its_in_memory_twin(postgres_url):
                 assert store.name == f"{name}_postgresql"
                 for question in corpus.questions:
                     where = f"{corpus.name} {name} {variant}: {question}"
-                    assert_same_ranking(memory.retrieve(question, 6), store.retrieve(question, 6), where)
+                    expected, found = memory.retrieve(question, 6), store.retrieve(question, 6)
+                    if name == "ts_rank":
+                        scores = dict(zip(memory.chunks.ids, memory.scores(question), strict=True))
+                        assert_same_ranking_up_to_float4_ties(expected, found, scores, where)
+                    elif name == "hybrid" and settings.keyword == "ts_rank":
+                        expected = hybrid_of(corpus.index, parts, settings, question, 6)
+                        assert_same_ranking(expected, found, where)
+                    else:
+                        assert_same_ranking(expected, found, where)
+
+
+def hybrid_of(index, parts, settings, question, k) -> Retrieval:
+    """The kit's RRF of the in-memory vector list and the database's ts_rank list (hybrid's two halves)."""
+    depth = max(k, settings.rrf_depth)
+    vector = make_retriever("vector", index, MEMORY, settings)
+    keyword = make_retriever("ts_rank", index, parts, settings)
+    lists = [vector.retrieve(question, depth), keyword.retrieve(question, depth)]
+    return fuse("hybrid_postgresql", lists, vector.chunks, k, settings.rrf_k)
 
 
 def test_the_walk_notes_what_the_in_memory_walk_notes(postgres_url):
