@@ -10,6 +10,7 @@ import logging
 
 import psycopg
 import pytest
+from conftest import PROJECT_ROOT
 from store_corpora import (
     EMBEDDER,
     assert_same_ranking,
@@ -23,6 +24,7 @@ from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.config.settings import validate_settings
 from ragtrial.config.store import StoreSettings
 from ragtrial.index.database import (
+    LAYOUT,
     LayoutError,
     StoreError,
     database,
@@ -205,3 +207,13 @@ def test_a_database_not_in_the_layout_is_refused_naming_table_and_column(postgre
     assert "chunk_embeddings.embedding: vectors of different lengths" in str(err.value)
     with pytest.raises(LayoutError, match="schema nobody of .*: no such schema"):
         read_index(database(postgres_url), "nobody")
+
+
+def test_the_documented_layout_is_the_loaders():
+    text = (PROJECT_ROOT / "docs" / "stores.md").read_text()
+    for table in LAYOUT.values():
+        row = next((line for line in text.splitlines() if line.startswith(f"| `{table.name}`")), "")
+        assert row, table.name
+        for column in table.columns:
+            shown = f"**`{column.name}`**" if column.required else f"`{column.name}`"
+            assert shown in row, f"{table.name}.{column.name}"
