@@ -32,6 +32,7 @@ from ragtrial.index.database import (
     schema_columns,
     write_layout,
 )
+from ragtrial.index.embed_index import embed_index
 from ragtrial.retrieval.base import Retrieval, RetrieverParts
 from ragtrial.retrieval.fusion import fuse
 from ragtrial.retrieval.registry import STORE_TWINS, make_retriever
@@ -177,6 +178,23 @@ def test_your_own_database_is_read_as_it_is_and_searched_in_place(postgres_url):
     search = PostgresIndexStore.open(parts.store, index)
     assert search.base == "own" and search.schema != "own"
     assert search.info["chunk_embeddings_schema"] == "own"  # your vectors, not the kit's
+
+
+def test_your_own_database_without_vectors_is_searched_with_the_kits(postgres_url):
+    own_schema(postgres_url)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE own.chunk_embeddings")
+    index = read_index(database(postgres_url), "own")
+    assert index.chunk_embeddings is None
+    index = embed_index(index, EMBEDDER.embed, keep_existing=True)  # what database_index does
+    store = PostgresIndexStore.open(StoreSettings(url=postgres_url), index)
+    assert store.info["chunk_embeddings_schema"] == store.schema != "own"
+    memory, found = (
+        make_retriever("vector", index, MEMORY),
+        make_retriever("vector", index, store_parts(postgres_url)),
+    )
+    for question in generated().questions[:5]:
+        assert_same_ranking(memory.retrieve(question, 5), found.retrieve(question, 5), question)
 
 
 @pytest.mark.fault

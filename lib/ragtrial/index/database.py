@@ -292,9 +292,9 @@ def _identifier(*names: str) -> Any:
     return sql.Identifier(*names)
 
 
-def create_table(conn: Any, schema: str, name: str, embedding_type: str) -> None:
-    """The layout table `name` in `schema`, with its key and its references within `schema`;
-    embeddings as `embedding_type` (double precision[], or pgvector's vector(d)).
+def create_table(conn: Any, schema: str, name: str, embedding_type: str, references: bool = True) -> None:
+    """The layout table `name` in `schema`, with its key and (`references`) its references within
+    `schema`; embeddings as `embedding_type` (double precision[], or pgvector's vector(d)).
     """
     from psycopg import sql
 
@@ -309,7 +309,7 @@ def create_table(conn: Any, schema: str, name: str, embedding_type: str) -> None
     ]
     columns.append(sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(map(_identifier, table.key))))
     for c in table.columns:
-        if c.references:
+        if c.references and references:
             target, column = c.references.split(".")
             columns.append(
                 sql.SQL("FOREIGN KEY ({}) REFERENCES {} ({})").format(

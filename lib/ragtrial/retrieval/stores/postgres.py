@@ -389,7 +389,9 @@ def _write_store(
                 "vector_search": "pgvector" if udt == "vector" else f"{EXACT} (your column is {udt})",
             }
         else:  # the kit embedded your chunks: their vectors sit beside its search tables
-            create_table(conn, schema, "chunk_embeddings", embedding_type)
+            create_table(
+                conn, schema, "chunk_embeddings", embedding_type, references=False
+            )  # chunks are yours
             copy_rows(
                 conn,
                 schema,
