@@ -39,6 +39,7 @@ CONTEXTUAL: dict[str, list[Any]] = {
     "qa.baseline": ["no_such_method", "bm25"],  # not among qa.methods
     "summarization.baseline": ["no_such_method", "bm25"],
     "data.options": [{"colour": "red"}, {"seed": 3}],  # not a loader option; set by data.seed
+    "cache.url": ["outputs/cache/x.sqlite", "sqlite://x.sqlite", "mysql://db/x", "postgresql://"],
 }
 # The other settings a field's invalid value is tried with, so that it is the only thing wrong.
 CONTEXT: dict[str, dict[str, Any]] = {

@@ -22,6 +22,7 @@ checkpointed fully when it is closed, or at the latest when the process exits.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -129,17 +130,22 @@ class ThreadConnections:
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
-        # close_one must not hold `owner`, or the finalizer would keep it alive
+        # neither open_one nor close_one may hold `owner`: the finalizer would keep it alive, or a
+        # reference cycle would delay it to the next garbage collection
         self._finalizer = weakref.finalize(owner, _close_all, self._all, self._lock, close_one)
 
     def get(self) -> Any:
         conn = getattr(self._local, "conn", None)
-        if conn is None or not self._usable(conn):
-            conn = self._open()
-            with self._lock:
-                self._all.append(conn)
-            self._local.conn = conn
-        return conn
+        if conn is not None and self._usable(conn):
+            return conn
+        fresh = self._open()
+        with self._lock:
+            if conn is not None and conn in self._all:  # dropped by the server: closed, forgotten
+                self._close_one(conn)
+                self._all.remove(conn)
+            self._all.append(fresh)
+        self._local.conn = fresh
+        return fresh
 
     def close(self) -> None:
         _close_all(self._all, self._lock, self._close_one)
@@ -147,6 +153,15 @@ class ThreadConnections:
 
 
 # ---------------------------------------------------------------- the two backends
+
+
+def _open_sqlite(path: Path) -> sqlite3.Connection:
+    # check_same_thread=False only so that close() can close it from another thread;
+    # each thread still uses its own connection.
+    conn = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
 
 
 def _close_sqlite(conn: sqlite3.Connection) -> None:
@@ -167,15 +182,7 @@ class SQLiteStore:
         self.path = Path(path)
         self.where = str(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.connections = ThreadConnections(self, self._open, _close_sqlite)
-
-    def _open(self) -> sqlite3.Connection:
-        # check_same_thread=False only so that close() can close it from another thread;
-        # each thread still uses its own connection.
-        conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
+        self.connections = ThreadConnections(self, functools.partial(_open_sqlite, self.path), _close_sqlite)
 
     @contextmanager
     def guard(self) -> Iterator[None]:
@@ -222,6 +229,15 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
 
 
+def _open_postgres(psycopg: Any, url: str, password_env: str) -> Any:
+    """A connection in autocommit; the password of `password_env` read now, when it is set (libpq
+    also reads $PGPASSWORD itself).
+    """
+    password = os.environ.get(password_env) if password_env else None
+    extra = {"password": password} if password else {}
+    return psycopg.connect(url, autocommit=True, connect_timeout=10, application_name="ragtrial", **extra)
+
+
 def _close_postgres(conn: Any) -> None:
     conn.close()  # also on a connection the server dropped
 
@@ -251,16 +267,11 @@ class PostgresStore:
             ) from None
         if self.url_password:  # also when given as ?password=...
             self.where = self.where.replace(self.url_password, MASK)
-        self.connections = ThreadConnections(
-            self, self._open, _close_postgres, lambda conn: not (conn.closed or conn.broken)
+        opener = functools.partial(
+            _open_postgres, psycopg, url, password_env if not self.url_password else ""
         )
-
-    def _open(self) -> Any:
-        # the URL's password, else the variable's, read now (libpq also reads $PGPASSWORD itself)
-        password = None if self.url_password else os.environ.get(self.password_env)
-        extra = {"password": password} if password else {}
-        return self.psycopg.connect(
-            self.url, autocommit=True, connect_timeout=10, application_name="ragtrial", **extra
+        self.connections = ThreadConnections(
+            self, opener, _close_postgres, lambda conn: not (conn.closed or conn.broken)
         )
 
     @contextmanager
