@@ -21,6 +21,7 @@ from ragtrial.redact import redact_url
 
 # An unquoted PostgreSQL identifier: the schema name is written into SQL, so nothing else is accepted.
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+FALKORDB_SCHEMES = ("redis", "rediss", "falkor", "falkors")
 
 
 class StoreSettings(Section):
@@ -77,6 +78,15 @@ class StoreSettings(Section):
         if url is not None and url.partition("://")[0] not in POSTGRES_SCHEMES:
             raise ValueError(
                 f"{redact_url(url)!r} is not a PostgreSQL URL: postgresql://user@host:port/database"
+            )
+        return url
+
+    @field_validator("graph_url")
+    @classmethod
+    def _falkordb_url(cls, url: str | None) -> str | None:
+        if url is not None and url.partition("://")[0] not in FALKORDB_SCHEMES:
+            raise ValueError(
+                f"{redact_url(url)!r} is not a FalkorDB address: redis://[user:password@]host:port"
             )
         return url
 

@@ -18,6 +18,7 @@ it holds.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -217,15 +218,9 @@ class Database:
             raise StoreError(f"{self.where}: not a PostgreSQL URL: {redact_url(str(err))}") from None
         if self.url_password:
             self.where = self.where.replace(self.url_password, MASK)
+        opener = functools.partial(_connect, psycopg, url, None if self.url_password else password_env)
         self.connections = ThreadConnections(
-            self, self._open, lambda conn: conn.close(), lambda conn: not (conn.closed or conn.broken)
-        )
-
-    def _open(self) -> Any:
-        password = None if self.url_password else os.environ.get(self.password_env)
-        extra = {"password": password} if password else {}
-        return self.psycopg.connect(
-            self.url, autocommit=True, connect_timeout=10, application_name="ragtrial-store", **extra
+            self, opener, _close, lambda conn: not (conn.closed or conn.broken)
         )
 
     @contextmanager
@@ -269,6 +264,19 @@ class Database:
 
     def close(self) -> None:
         self.connections.close()
+
+
+def _connect(psycopg: Any, url: str, password_env: str | None) -> Any:
+    """A connection in autocommit; the password from `password_env` (read now) when the URL has none."""
+    password = os.environ.get(password_env) if password_env else None
+    extra = {"password": password} if password else {}
+    return psycopg.connect(
+        url, autocommit=True, connect_timeout=10, application_name="ragtrial-store", **extra
+    )
+
+
+def _close(conn: Any) -> None:
+    conn.close()
 
 
 _DATABASES: dict[tuple[str, str], Database] = {}
