@@ -235,3 +235,18 @@ def test_the_documented_layout_is_the_loaders():
         for column in table.columns:
             shown = f"**`{column.name}`**" if column.required else f"`{column.name}`"
             assert shown in row, f"{table.name}.{column.name}"
+
+
+def test_store_retrieval_runs_each_twin_under_the_retrievers_own_name(postgres_url):
+    """A run's settings (`store.retrieval`) choose the store for every retriever that has a twin."""
+    from types import SimpleNamespace
+
+    from ragtrial.config.settings import Settings
+
+    store = {"retrieval": "postgresql", "url": postgres_url}
+    run = SimpleNamespace(embedder=EMBEDDER, llm=None, settings=Settings.model_validate({"store": store}))
+    index = generated().index
+    assert make_retriever("hybrid", index, run).name == "hybrid_postgresql"
+    assert make_retriever("local_search", index, run).name == "local_search"  # no twin: in memory
+    run.settings = Settings()
+    assert make_retriever("hybrid", index, run).name == "hybrid"
