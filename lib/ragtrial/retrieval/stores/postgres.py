@@ -388,10 +388,9 @@ def _write_store(
                 "chunk_embeddings_schema": own,
                 "vector_search": "pgvector" if udt == "vector" else f"{EXACT} (your column is {udt})",
             }
-        else:  # the kit embedded your chunks: their vectors sit beside its search tables
-            create_table(
-                conn, schema, "chunk_embeddings", embedding_type, references=False
-            )  # chunks are yours
+        else:  # the kit embedded your chunks: their vectors sit beside its search tables (no reference
+            # into your schema)
+            create_table(conn, schema, "chunk_embeddings", embedding_type, references=False)
             copy_rows(
                 conn,
                 schema,
