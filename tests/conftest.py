@@ -47,6 +47,15 @@ def postgres_url(postgres_server) -> str:
     return postgres_server.create_database()
 
 
+@pytest.fixture(scope="session")
+def falkordb_url():
+    """A real FalkorDB server for the whole session (`falkordb_server.running_falkordb`), its redis URL."""
+    from falkordb_server import running_falkordb
+
+    with running_falkordb() as url:
+        yield url
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def cache_location(request, tmp_path) -> str | Path:
     """A fresh response cache's location on each backend: a SQLite file, a PostgreSQL database."""

@@ -23,6 +23,7 @@ from ragtrial.config.llm import BackendCheckSettings, EmbeddingSettings, LLMSett
 from ragtrial.config.methods import MethodSettings, QASettings, SummarizationSettings
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.config.store import StoreSettings
 from ragtrial.config.systems import SystemsSettings, UpstreamComparisonSettings
 from ragtrial.config.verdict import VerdictSettings
 
@@ -39,6 +40,10 @@ class Settings(Section):
     index: IndexSettings = Field(IndexSettings(), description="the graph index build (notebook 01)")
     retrieval: RetrievalSettings = Field(
         RetrievalSettings(), description="the retrievers and their question -> entity linker"
+    )
+    store: StoreSettings = Field(
+        StoreSettings(),
+        description="the index in a database: PostgreSQL and Cypher twins of retrievers, your own database",
     )
     methods: MethodSettings = Field(
         MethodSettings(), description="how the retrieval-and-answer methods are built, in every experiment"
