@@ -81,10 +81,13 @@ class JudgeModel:
         """The classic judge's shift toward the first-shown answer, in points."""
         return float(stats.norm.ppf(self.classic_first_win_rate)) * self.classic_spread
 
+    def as_fields(self) -> dict[str, object]:
+        """The parameters by name (`JudgeModel(**model.as_fields() | changes)` makes a variant)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
     def as_row(self) -> dict[str, object]:
         """The parameters as one table row (aspects joined)."""
-        row = {f.name: getattr(self, f.name) for f in fields(self)}
-        return row | {"aspects": ", ".join(self.aspects)}
+        return self.as_fields() | {"aspects": ", ".join(self.aspects)}
 
 
 PARAMETERS = tuple(f.name for f in fields(JudgeModel) if f.name != "aspects")
@@ -96,7 +99,7 @@ def unbiased(model: JudgeModel) -> JudgeModel:
 
 
 def _replace(model: JudgeModel, **values: float) -> JudgeModel:
-    return JudgeModel(**({f.name: getattr(model, f.name) for f in fields(model)} | values))
+    return JudgeModel(**(model.as_fields() | values))
 
 
 # ---------------------------------------------------------------- one call's reply

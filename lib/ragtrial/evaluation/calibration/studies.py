@@ -16,8 +16,10 @@ makes the curves smooth; each point is still an average over independent studies
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,10 +29,16 @@ from ragtrial.config.judge import JudgeSettings
 from ragtrial.evaluation.calibration.judge import SimulatedAnswer, SimulatedJudge, simulated_llm
 from ragtrial.evaluation.calibration.model import JudgeModel, true_relative_win_rate, uniform_difference
 from ragtrial.evaluation.judge.aggregate import classic_summary, unbiased_summary
-from ragtrial.evaluation.judge.audits import sanity_table
+from ragtrial.evaluation.judge.audits import length_bias, sanity_table
 from ragtrial.evaluation.judge.pairs import PAIR_COLUMNS, align_lengths
-from ragtrial.evaluation.judge.protocols import Judgments, judge_classic, judge_unbiased
-from ragtrial.stats import proportion_interval
+from ragtrial.evaluation.judge.protocols import (
+    CLASSIC_OUTCOME,
+    POSITIONS,
+    Judgments,
+    judge_classic,
+    judge_unbiased,
+)
+from ragtrial.stats import OUTCOME_CODES, proportion_interval
 
 METHOD_A, METHOD_B = "method_a", "method_b"
 QUESTION_TYPE = "simulated"
@@ -68,31 +76,39 @@ class Grid:
 
 @dataclass
 class SimulatedWorld:
-    """The questions, the two methods' answers (`PAIR_COLUMNS`) and what the judge knows of every answer
+    """The questions, the two answer sets (`PAIR_COLUMNS`) and what the judge knows of every answer
     text; `regenerate` / `append` are the methods' length alignment (they write the target length
     exactly, keeping the answer's quality).
     """
 
     pairs: pd.DataFrame
     answers: dict[str, SimulatedAnswer]
-    originals: dict[tuple[str, str], SimulatedAnswer]  # (question_id, method) -> its answer
-    versions: Counter[tuple[str, str]]  # (question_id, method) -> answers written so far
+    originals: dict[tuple[str, str, int], SimulatedAnswer]  # (question_id, method, replicate) -> answer
+    versions: Counter[tuple[str, str, int]]  # the same key -> answers written so far
 
-    def write(self, question_id: str, method: str, words: int, answer: SimulatedAnswer) -> str:
+    def write(self, key: tuple[str, str, int], words: int, answer: SimulatedAnswer) -> str:
         """A new answer text of `words` words (a unique first word), known to the judge as `answer`."""
-        version = self.versions[(question_id, method)]
-        self.versions[(question_id, method)] += 1
-        text = " ".join([f"{question_id}-{method}-v{version}", *(["lorem"] * (max(words, MIN_WORDS) - 1))])
+        version = self.versions[key]
+        self.versions[key] += 1
+        first = "-".join(str(part) for part in (*key, f"v{version}"))
+        text = " ".join([first, *(["lorem"] * (max(words, MIN_WORDS) - 1))])
         self.answers[text] = answer
         return text
 
     def regenerate(self, question_id: str, method: str, replicate: int, target_words: int) -> str:
-        return self.write(question_id, method, target_words, self.originals[(question_id, method)])
+        key = (question_id, method, replicate)
+        return self.write(key, target_words, self.originals[key])
 
     def append(self, question: str, answer: str, n_words: int, method: str) -> str:
         text = " ".join(["lorem"] * n_words)
         self.answers[f"{answer.rstrip()} {text}".strip()] = self.answers[answer]
         return text
+
+
+# A study's two methods, (name, replicate); notebook 06's audit pairs one method's two runs.
+TWO_METHODS = ((METHOD_A, 0), (METHOD_B, 0))
+SELF_METHOD = "self"
+TWO_RUNS = ((SELF_METHOD, 0), (SELF_METHOD, 1))
 
 
 def make_world(
@@ -102,32 +118,92 @@ def make_world(
     answer_words: int,
     length_sd_words: float,
     seed: int,
+    methods: tuple[tuple[str, int], tuple[str, int]] = TWO_METHODS,
 ) -> SimulatedWorld:
-    """`n_questions` questions, each answered once by A and by B: a shared level (sd `level_sd`), the
-    difference per aspect plus the question's spread (sd `question_sd`), split evenly between the two;
-    lengths around `answer_words` (sd `length_sd_words`), A's longer by the scenario's gap.
+    """`n_questions` questions, each answered by both `methods` (A, B): a shared level (sd `level_sd`),
+    the difference per aspect plus the question's spread (sd `question_sd`), split evenly between the
+    two; lengths around `answer_words` (sd `length_sd_words`), A's longer by the scenario's gap.
     """
     rng = np.random.default_rng([seed, 1])
     delta = uniform_difference(scenario.difference, model.aspects)
     level = rng.normal(0.0, model.level_sd, (n_questions, 1))
     spread = rng.normal(0.0, model.question_sd, (n_questions, 1))
-    quality_a, quality_b = level + (delta + spread) / 2, level - (delta + spread) / 2
+    quality = (level + (delta + spread) / 2, level - (delta + spread) / 2)
     gap = scenario.length_gap_words / 2
-    words_a = np.rint(rng.normal(answer_words + gap, length_sd_words, n_questions)).astype(int)
-    words_b = np.rint(rng.normal(answer_words - gap, length_sd_words, n_questions)).astype(int)
+    words = (
+        np.rint(rng.normal(answer_words + gap, length_sd_words, n_questions)).astype(int),
+        np.rint(rng.normal(answer_words - gap, length_sd_words, n_questions)).astype(int),
+    )
     world = SimulatedWorld(pd.DataFrame(columns=PAIR_COLUMNS), {}, {}, Counter())
     rows = []
     for i in range(n_questions):
         question_id = f"s{seed}q{i}"
-        for method, quality in ((METHOD_A, quality_a[i]), (METHOD_B, quality_b[i])):
-            world.originals[(question_id, method)] = SimulatedAnswer(f"{method}#0", tuple(quality))
-        text_a = world.write(question_id, METHOD_A, words_a[i], world.originals[(question_id, METHOD_A)])
-        text_b = world.write(question_id, METHOD_B, words_b[i], world.originals[(question_id, METHOD_B)])
+        texts = []
+        for side, (method, replicate) in enumerate(methods):
+            key = (question_id, method, replicate)
+            world.originals[key] = SimulatedAnswer(f"{method}#{replicate}", tuple(quality[side][i]))
+            texts.append(world.write(key, words[side][i], world.originals[key]))
+        (method_a, replicate_a), (method_b, replicate_b) = methods
         rows.append(
-            (question_id, f"Simulated question {i}?", QUESTION_TYPE, METHOD_A, 0, text_a, METHOD_B, 0, text_b)
+            (
+                question_id,
+                f"Simulated question {i}?",
+                QUESTION_TYPE,
+                method_a,
+                replicate_a,
+                texts[0],
+                method_b,
+                replicate_b,
+                texts[1],
+            )
         )
     world.pairs = pd.DataFrame(rows, columns=PAIR_COLUMNS)
     return world
+
+
+def simulate_audit(
+    model: JudgeModel,
+    judge: JudgeSettings,
+    questions: int,
+    seed: int,
+    answer_words: int = 80,
+    length_sd_words: float = 20.0,
+) -> dict[str, pd.DataFrame]:
+    """Notebook 06's audit of a simulated judge, through the same calls: one method's two runs, the
+    classic protocol in both orders on the answers as generated (`length_bias` of them), length
+    alignment and the unbiased protocol at `judge.trials` x `judge.repeats`. Returns the tables 06
+    saves that `fit.fit_judge` reads.
+    """
+    scenario = Scenario("audit", (0.0,))
+    world = make_world(model, scenario, questions, answer_words, length_sd_words, seed, TWO_RUNS)
+    llm = simulated_llm(SimulatedJudge(model, world.answers, seed, repeats=judge.repeats))
+    classic = judge_classic(
+        llm,
+        world.pairs,
+        max_tokens=judge.classic_max_tokens,
+        temperature=judge.judge_temperature,
+        positions=POSITIONS,
+        repeats=judge.classic_repeats,
+        ties=judge.classic_ties,
+    )
+    aligned, _ = align_lengths(
+        world.pairs, world.regenerate, world.append, judge.tolerance_words, judge.max_regenerations
+    )
+    unbiased = judge_unbiased(
+        llm,
+        aligned,
+        model.aspects,
+        trials=judge.trials,
+        repeats=judge.repeats,
+        max_tokens=judge.judge_max_tokens,
+        temperature=judge.judge_temperature,
+    )
+    verdicts, _ = length_bias(world.pairs, classic)
+    return {
+        "unbiased_judgments": unbiased.judgments,
+        "classic_judgments": classic.judgments,
+        "length_verdicts": verdicts,
+    }
 
 
 # ---------------------------------------------------------------- one study, every design
@@ -162,30 +238,56 @@ STUDY_COLUMNS = [
     "supported",
     "winner",
 ]
+# Per question of a study's largest question count: what the claim rule's two statistics average, the
+# outcome code (win 1, tie 0, loss -1) averaged over trials (the interval's) and the overall score
+# difference A - B averaged over trials (the paired test's; the classic protocol's is its code).
+QUESTION_COLUMNS = ["scenario", "study", "protocol", "trials", "repeats", "question_id", "code", "score_diff"]
 
 
-def run_study(
-    model: JudgeModel,
-    scenario: Scenario,
-    grid: Grid,
-    judge: JudgeSettings,
-    study: int,
-    *,
-    seed: int,
-    answer_words: int,
-    length_sd_words: float,
-    resamples: int,
-) -> pd.DataFrame:
-    """One simulated study read at every design of `grid` (`STUDY_COLUMNS`): per protocol, the
-    relative win rate of A with its interval and adjusted p-value as `sanity_table` reports them, whether
-    the claim rule declares a winner (`winner`: method_a, method_b or "none"), and the truth. The
-    protocols run as `judge` configures them (classic ties and repeats, alignment tolerance and
-    regenerations, token caps, temperature).
+@dataclass(frozen=True)
+class StudyPlan:
+    """What every simulated study shares: the judge, the grid, the protocols' settings (the run's
+    `judge` section), the answers' lengths and the bootstrap.
     """
-    study_seed = seed * 1_000_003 + study
-    world = make_world(model, scenario, max(grid.questions), answer_words, length_sd_words, study_seed)
-    simulated = SimulatedJudge(model, world.answers, study_seed, repeats=max(grid.repeats))
-    llm = simulated_llm(simulated)
+
+    model: JudgeModel
+    grid: Grid
+    judge: JudgeSettings
+    seed: int
+    answer_words: int
+    length_sd_words: float
+    resamples: int
+
+
+def _row(scenario: Scenario, study: int, protocol: str, design: tuple, truth: float, r: tuple) -> list:
+    winner = (METHOD_A if r.relative_win_rate > 0 else METHOD_B) if r.supported else "none"
+    return [
+        scenario.name,
+        study,
+        protocol,
+        *design,
+        truth,
+        r.relative_win_rate,
+        r.ci_low,
+        r.ci_high,
+        r.p_holm,
+        bool(r.supported),
+        winner,
+    ]
+
+
+def run_study(plan: StudyPlan, scenario: Scenario, study: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One simulated study read at every design of the grid: per protocol and design (`STUDY_COLUMNS`)
+    A's relative win rate with its interval and adjusted p-value as `sanity_table` reports them,
+    whether the claim rule declares a winner (`winner`: method_a, method_b or "none") and the truth;
+    and per question at the largest question count (`QUESTION_COLUMNS`).
+    """
+    model, grid, judge = plan.model, plan.grid, plan.judge
+    study_seed = plan.seed * 1_000_003 + study
+    world = make_world(
+        model, scenario, max(grid.questions), plan.answer_words, plan.length_sd_words, study_seed
+    )
+    llm = simulated_llm(SimulatedJudge(model, world.answers, study_seed, repeats=max(grid.repeats)))
     classic = judge_classic(
         llm,
         world.pairs,
@@ -209,42 +311,74 @@ def run_study(
     )
     truth = true_relative_win_rate(model, scenario.difference)
     question_ids = list(world.pairs["question_id"])
-    rows = []
+    rows, per_question = [], []
     for n_questions in grid.questions:
         asked = question_ids[:n_questions]
-        classic_table = classic_summary(
-            design_subset(classic, 1, judge.classic_repeats, asked), resamples, seed
-        )
-        for trials, repeats in itertools.product(grid.trials, grid.repeats):
-            _, _, summary = unbiased_summary(
-                design_subset(unbiased, trials, repeats, asked), resamples, seed=seed
+        classic_run = design_subset(classic, 1, judge.classic_repeats, asked)
+        classic_table = classic_summary(classic_run, plan.resamples, plan.seed)
+        if n_questions == max(grid.questions):
+            overall = classic_run.judgments[classic_run.judgments["aspect"] == "overall"]
+            codes = overall["winner"].map(CLASSIC_OUTCOME).map(OUTCOME_CODES).groupby(overall["question_id"])
+            code = codes.mean()
+            per_question += [
+                [scenario.name, study, "classic", 1, judge.classic_repeats, q, c, c] for q, c in code.items()
+            ]
+        for i, (trials, repeats) in enumerate(itertools.product(grid.trials, grid.repeats)):
+            outcomes, _, summary = unbiased_summary(
+                design_subset(unbiased, trials, repeats, asked), plan.resamples, seed=plan.seed
             )
             sides = sanity_table(classic_table, summary).set_index("protocol")
-            for protocol, design in (
-                ("classic", (1, judge.classic_repeats)),
-                ("unbiased", (trials, repeats)),
-            ):
-                if protocol == "classic" and (trials, repeats) != (grid.trials[0], grid.repeats[0]):
-                    continue  # the classic protocol has no M or N: once per question count
-                r = sides.loc[protocol]
-                winner = (METHOD_A if r.relative_win_rate > 0 else METHOD_B) if r.supported else "none"
-                rows.append(
-                    [
-                        scenario.name,
-                        study,
-                        protocol,
-                        *design,
-                        n_questions,
-                        truth,
-                        r.relative_win_rate,
-                        r.ci_low,
-                        r.ci_high,
-                        r.p_holm,
-                        bool(r.supported),
-                        winner,
-                    ]
+            if i == 0:  # the classic protocol has no M or N: once per question count
+                design = (1, judge.classic_repeats, n_questions)
+                rows.append(_row(scenario, study, "classic", design, truth, sides.loc["classic"]))
+            design = (trials, repeats, n_questions)
+            rows.append(_row(scenario, study, "unbiased", design, truth, sides.loc["unbiased"]))
+            if n_questions == max(grid.questions):
+                by_question = (
+                    outcomes.assign(
+                        code=outcomes["outcome"].map(OUTCOME_CODES),
+                        score_diff=outcomes["overall_a"] - outcomes["overall_b"],
+                    )
+                    .groupby("question_id", sort=False)[["code", "score_diff"]]
+                    .mean()
                 )
-    return pd.DataFrame(rows, columns=STUDY_COLUMNS)
+                per_question += [
+                    [scenario.name, study, "unbiased", trials, repeats, q, r.code, r.score_diff]
+                    for q, r in by_question.iterrows()
+                ]
+    return pd.DataFrame(rows, columns=STUDY_COLUMNS), pd.DataFrame(per_question, columns=QUESTION_COLUMNS)
+
+
+def _run_studies(
+    plan: StudyPlan, units: list[tuple[Scenario, int]]
+) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
+    return [run_study(plan, scenario, study) for scenario, study in units]
+
+
+def simulate(
+    plan: StudyPlan, scenarios: Sequence[Scenario], studies: int, workers: int = 1
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`studies` simulated studies of every scenario (`run_study`), concatenated; with `workers` > 1 in
+    that many processes (spawned: a kernel's threads do not survive a fork), the studies dealt out in
+    turn. The results do not depend on `workers`: a study's draws follow from its seed and number.
+    """
+    units = [(scenario, study) for scenario in scenarios for study in range(studies)]
+    if workers <= 1 or len(units) <= 1:
+        done = _run_studies(plan, units)
+    else:
+        shares = [units[i::workers] for i in range(workers)]
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            parts = list(pool.map(_run_studies, [plan] * workers, shares))
+        placed = {
+            unit: result
+            for share, part in zip(shares, parts, strict=True)
+            for unit, result in zip(share, part, strict=True)
+        }
+        done = [placed[unit] for unit in units]
+    return (
+        pd.concat([d[0] for d in done], ignore_index=True),
+        pd.concat([d[1] for d in done], ignore_index=True),
+    )
 
 
 # ---------------------------------------------------------------- over studies
