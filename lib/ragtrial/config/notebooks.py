@@ -90,5 +90,10 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
             "11_upstream_systems",
             "How do the real GraphRAG, LightRAG and fast-graphrag answer beside the kit's versions of them?",
         ),
+        NotebookSpec(
+            "12_judge_calibration",
+            "Does the judge protocol find a known truth with this judge, and how many trials, repeats and "
+            "questions does it need?",
+        ),
     )
 }

@@ -27,7 +27,12 @@ import pandas as pd
 
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.evaluation.calibration.judge import SimulatedAnswer, SimulatedJudge, simulated_llm
-from ragtrial.evaluation.calibration.model import JudgeModel, true_relative_win_rate, uniform_difference
+from ragtrial.evaluation.calibration.model import (
+    JudgeModel,
+    difference_for_win_rate,
+    true_relative_win_rate,
+    uniform_difference,
+)
 from ragtrial.evaluation.judge.aggregate import classic_summary, unbiased_summary
 from ragtrial.evaluation.judge.audits import length_bias, sanity_table
 from ragtrial.evaluation.judge.pairs import PAIR_COLUMNS, align_lengths
@@ -425,3 +430,15 @@ def summarize_studies(results: pd.DataFrame, confidence: float = 0.95) -> pd.Dat
             row["power"] = row["power_low"] = row["power_high"] = np.nan
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def scenarios(model: JudgeModel, win_rate_difference: float, length_gap_words: float) -> tuple[Scenario, Scenario]:
+    """The A/A scenario (no true difference) and the effect scenario (A better on every aspect by the
+    difference whose true relative win rate is `win_rate_difference`), A's answers longer by the gap in
+    both.
+    """
+    effect = difference_for_win_rate(model, win_rate_difference)
+    return (
+        Scenario("A/A", (0.0,) * len(model.aspects), length_gap_words),
+        Scenario(f"A better (true relative win rate {win_rate_difference:+.2f})", (effect,) * len(model.aspects), length_gap_words),
+    )
