@@ -42,4 +42,4 @@ def test_notebook_12_runs_against_nothing_and_recommends_a_design(tmp_path):
     assert {"unbiased", "classic"} == set(recommendation["protocol"]) and recommendation["chosen"].sum() <= 1
     assert not read("classic_spurious_winners").empty and not read("design_check").empty
     headline = (result.run_dir / HEADLINE_FILE).read_text()
-    assert headline.startswith("Calibration by simulation:") and "10% win-rate difference" in headline
+    assert headline.startswith("Calibration by simulation:") and "10-point win-rate difference" in headline

@@ -11,7 +11,7 @@ from pydantic import Field
 from ragtrial.config.methods import Resampling
 
 Count = Annotated[int, Field(ge=1)]
-# The simulated judge's parameters a user may set over the fitted ones (ragtrial.evaluation.calibration.model).
+# The simulated judge's parameters a user may set over the fitted ones (evaluation.calibration.model).
 JudgeParameter = Literal[
     "score_level",
     "level_sd",
@@ -82,7 +82,10 @@ class CalibrationSettings(Resampling):
         0.8, gt=0, lt=1, description="the recommendation's power to declare the truly better method"
     )
     target_false_winner: float = Field(
-        0.05, gt=0, lt=1, description="the recommendation's largest rate of declaring a winner in an A/A study"
+        0.05,
+        gt=0,
+        lt=1,
+        description="the recommendation's largest rate of declaring a winner in an A/A study",
     )
     max_questions: int = Field(
         2_000, ge=4, description="the largest question count the recommendation considers"

@@ -18,7 +18,13 @@ def _rate(value: float, low: float, high: float) -> str:
 def _design(row: pd.Series | tuple) -> str:
     if row.protocol == "classic":
         return "the classic protocol (one trial)"
-    return f"M = {row.trials} trials and N = {row.repeats} repeats"
+    trials, repeats = int(row.trials), int(row.repeats)
+    return f"M = {trials} trial{'s' * (trials != 1)} and N = {repeats} repeat{'s' * (repeats != 1)}"
+
+
+def _points(difference: float) -> str:
+    """A relative win rate difference in points of win rate (0.10 -> "10-point")."""
+    return f"{difference * 100:g}-point"
 
 
 def fit_note(audit_run: str | None, parameters: pd.DataFrame, overrides: dict[str, float]) -> str:
@@ -89,7 +95,9 @@ def coverage_sentence(summary: pd.DataFrame) -> str:
     return text + "."
 
 
-def recommendation_sentence(recommendation: pd.DataFrame, difference: float, power: float, false: float) -> str:
+def recommendation_sentence(
+    recommendation: pd.DataFrame, difference: float, power: float, false: float
+) -> str:
     """The smallest design meeting the targets, with its cost; or why none does."""
     chosen = recommendation[recommendation["chosen"]]
     if chosen.empty:
@@ -97,17 +105,18 @@ def recommendation_sentence(recommendation: pd.DataFrame, difference: float, pow
             f"{_design(r)}: {r.why_not}" for r in recommendation.itertuples(index=False) if r.why_not
         )
         return (
-            f"**No simulated design** detects a {difference:.0%} win-rate difference with {power:.0%} power at "
-            f"a false-winner rate of at most {false:.0%} ({reasons}). More trials (`calibration.trials`) or a "
-            "judge with less noise and trial variation are needed."
+            f"**No simulated design** detects a {_points(difference)} win-rate difference with {power:.0%} "
+            f"power at a false-winner rate of at most {false:.0%} ({reasons}). More trials "
+            "(`calibration.trials`) or a judge with less noise and trial variation are needed."
         )
     r = chosen.iloc[0]
     cost = "" if r.cost is None or pd.isna(r.cost) else f", {r.cost:,.2f} in the price settings' currency"
     wall = "" if r.wall_s is None or pd.isna(r.wall_s) else f", about {r.wall_s / 3600:.1f} h of model time"
     return (
-        f"**This judge needs {_design(r)} and {int(r.questions)} questions** to detect a {difference:.0%} "
-        f"win-rate difference with {r.power:.0%} power at a false-winner rate of {r.false_winner_rate:.1%} "
-        f"(targets {power:.0%} and {false:.0%}): {int(r.judge_calls):,} judge calls per method pair{cost}{wall}."
+        f"**This judge needs {_design(r)} and {int(r.questions)} questions** to detect a "
+        f"{_points(difference)} win-rate difference with {r.power:.0%} power at a false-winner rate of "
+        f"{r.false_winner_rate:.1%} (targets {power:.0%} and {false:.0%}): {int(r.judge_calls):,} judge "
+        f"calls per method pair{cost}{wall}."
     )
 
 
@@ -120,14 +129,15 @@ def calibration_headline(
     chosen = recommendation[recommendation["chosen"]]
     if chosen.empty:
         need = (
-            f"no simulated (M, N) detects a {difference:.0%} win-rate difference with {power:.0%} power at "
-            f"<= {false:.0%} false winners"
+            f"no simulated (M, N) detects a {_points(difference)} win-rate difference with {power:.0%} "
+            f"power at <= {false:.0%} false winners"
         )
     else:
         r = chosen.iloc[0]
         need = (
-            f"this judge needs {_design(r)} and {int(r.questions)} questions to detect a {difference:.0%} "
-            f"win-rate difference ({r.power:.0%} power, {r.false_winner_rate:.1%} false winners)"
+            f"this judge needs {_design(r)} and {int(r.questions)} questions to detect a "
+            f"{_points(difference)} win-rate difference ({r.power:.0%} power, "
+            f"{r.false_winner_rate:.1%} false winners)"
         )
     null = summary[(summary["truth"] == 0) & (summary["protocol"] == "classic")]
     spurious = (

@@ -550,11 +550,15 @@ def calibration_curves(summary: pd.DataFrame) -> Any:
             for key, line in part.groupby(["scenario", "repeats", "questions"], sort=False):
                 if line[column].isna().all():
                     continue
-                label = (
-                    f"classic, {key[2]} q" if frame is classic else f"N={key[1]}, {key[2]} q"
-                ) + (f" ({key[0]})" if which is None else "")
+                label = (f"classic, {key[2]} q" if frame is classic else f"N={key[1]}, {key[2]} q") + (
+                    f" ({key[0]})" if which is None else ""
+                )
                 line = line.sort_values("trials")
-                x = line["trials"] if frame is unbiased else [unbiased["trials"].min(), unbiased["trials"].max()]
+                x = (
+                    line["trials"]
+                    if frame is unbiased
+                    else [unbiased["trials"].min(), unbiased["trials"].max()]
+                )
                 y = line[column] if frame is unbiased else [line[column].iloc[0]] * 2
                 ax.plot(x, y, style, label=label, lw=1.2, ms=4)
                 if frame is unbiased:

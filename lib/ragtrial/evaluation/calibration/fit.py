@@ -271,7 +271,7 @@ def fit_scores(
     mask = ~np.isnan(scores.a)
 
     def simulated(model: JudgeModel) -> np.ndarray:
-        """(replicas, usable moments)"""
+        """The usable moments of every replica at `model`, (replicas, moments)."""
         values = moments(*simulated_scores(model, draws, mask))
         return np.column_stack([values[n] for n in usable])
 

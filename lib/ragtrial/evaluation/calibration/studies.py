@@ -182,14 +182,16 @@ def simulate_audit(
     scenario = Scenario("audit", (0.0,))
     world = make_world(model, scenario, questions, answer_words, length_sd_words, seed, TWO_RUNS)
     llm = simulated_llm(SimulatedJudge(model, world.answers, seed, repeats=judge.repeats))
-    classic = judge_classic(
-        llm,
-        world.pairs,
-        max_tokens=judge.classic_max_tokens,
-        temperature=judge.judge_temperature,
-        positions=POSITIONS,
-        repeats=judge.classic_repeats,
-        ties=judge.classic_ties,
+    classic = judged_without_failure(
+        judge_classic(
+            llm,
+            world.pairs,
+            max_tokens=judge.classic_max_tokens,
+            temperature=judge.judge_temperature,
+            positions=POSITIONS,
+            repeats=judge.classic_repeats,
+            ties=judge.classic_ties,
+        )
     )
     aligned, _ = align_lengths(
         world.pairs, world.regenerate, world.append, judge.tolerance_words, judge.max_regenerations
@@ -203,6 +205,7 @@ def simulate_audit(
         max_tokens=judge.judge_max_tokens,
         temperature=judge.judge_temperature,
     )
+    judged_without_failure(unbiased)
     verdicts, _ = length_bias(world.pairs, classic)
     return {
         "unbiased_judgments": unbiased.judgments,
@@ -212,6 +215,16 @@ def simulate_audit(
 
 
 # ---------------------------------------------------------------- one study, every design
+
+
+def judged_without_failure(run: Judgments) -> Judgments:
+    """`run`, checked: a simulated judge that failed a call (an answer it was not given, a prompt it
+    cannot read) is a fault of the simulation, never a judge failure to leave out and count.
+    """
+    if not run.failures.empty:
+        first = run.failures.iloc[0]
+        raise RuntimeError(f"the simulated judge failed {len(run.failures)} call(s), first: {first['error']}")
+    return run
 
 
 def design_subset(run: Judgments, trials: int, repeats: int, question_ids: Sequence[str]) -> Judgments:
@@ -302,6 +315,7 @@ def run_study(plan: StudyPlan, scenario: Scenario, study: int) -> tuple[pd.DataF
         repeats=judge.classic_repeats,
         ties=judge.classic_ties,
     )
+    judged_without_failure(classic)
     aligned, _ = align_lengths(
         world.pairs, world.regenerate, world.append, judge.tolerance_words, judge.max_regenerations
     )
@@ -314,6 +328,7 @@ def run_study(plan: StudyPlan, scenario: Scenario, study: int) -> tuple[pd.DataF
         max_tokens=judge.judge_max_tokens,
         temperature=judge.judge_temperature,
     )
+    judged_without_failure(unbiased)
     truth = true_relative_win_rate(model, scenario.difference)
     question_ids = list(world.pairs["question_id"])
     rows, per_question = [], []
@@ -432,7 +447,9 @@ def summarize_studies(results: pd.DataFrame, confidence: float = 0.95) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def scenarios(model: JudgeModel, win_rate_difference: float, length_gap_words: float) -> tuple[Scenario, Scenario]:
+def scenarios(
+    model: JudgeModel, win_rate_difference: float, length_gap_words: float
+) -> tuple[Scenario, Scenario]:
     """The A/A scenario (no true difference) and the effect scenario (A better on every aspect by the
     difference whose true relative win rate is `win_rate_difference`), A's answers longer by the gap in
     both.
@@ -440,5 +457,9 @@ def scenarios(model: JudgeModel, win_rate_difference: float, length_gap_words: f
     effect = difference_for_win_rate(model, win_rate_difference)
     return (
         Scenario("A/A", (0.0,) * len(model.aspects), length_gap_words),
-        Scenario(f"A better (true relative win rate {win_rate_difference:+.2f})", (effect,) * len(model.aspects), length_gap_words),
+        Scenario(
+            f"A better (true relative win rate {win_rate_difference:+.2f})",
+            (effect,) * len(model.aspects),
+            length_gap_words,
+        ),
     )
