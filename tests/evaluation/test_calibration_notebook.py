@@ -14,9 +14,9 @@ SMALL = {
     "fit_audit": False,
     "parameters": {"position_bias": 0.3, "classic_first_win_rate": 0.75},
     "studies": 3,
-    "trials": [1, 2],
-    "repeats": [1],
-    "questions": [8, 12],
+    "simulated_trials": [1, 2],
+    "simulated_repeats": [1],
+    "simulated_questions": [8, 12],
     "workers": 1,
     "bootstrap_resamples": 100,
 }

@@ -73,9 +73,13 @@ class CalibrationSettings(Resampling):
     answer_words: int = Field(80, ge=5, description="the mean length of the simulated answers, in words")
     length_sd_words: float = Field(15.0, ge=0, description="the spread of the simulated answers' lengths")
     studies: int = Field(40, ge=2, description="simulated studies per scenario")
-    trials: list[Count] = Field([1, 3], min_length=1, description="the values of M (trials) simulated")
-    repeats: list[Count] = Field([1, 2], min_length=1, description="the values of N (repeats) simulated")
-    questions: list[Annotated[int, Field(ge=4)]] = Field(
+    simulated_trials: list[Count] = Field(
+        [1, 3], min_length=1, description="the values of M (trials) simulated"
+    )
+    simulated_repeats: list[Count] = Field(
+        [1, 2], min_length=1, description="the values of N (repeats) simulated"
+    )
+    simulated_questions: list[Annotated[int, Field(ge=4)]] = Field(
         [20, 40], min_length=1, description="the question counts simulated"
     )
     target_power: float = Field(

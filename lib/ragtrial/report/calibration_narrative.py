@@ -107,7 +107,7 @@ def recommendation_sentence(
         return (
             f"**No simulated design** detects a {_points(difference)} win-rate difference with {power:.0%} "
             f"power at a false-winner rate of at most {false:.0%} ({reasons}). More trials "
-            "(`calibration.trials`) or a judge with less noise and trial variation are needed."
+            "(`calibration.simulated_trials`) or a judge with less noise and trial variation are needed."
         )
     r = chosen.iloc[0]
     cost = "" if r.cost is None or pd.isna(r.cost) else f", {r.cost:,.2f} in the price settings' currency"
