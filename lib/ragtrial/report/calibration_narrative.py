@@ -8,6 +8,7 @@ import math
 
 import pandas as pd
 
+from ragtrial.evaluation.calibration.fit import JudgeFit
 from ragtrial.report.narrative import embedded_disclaimer
 
 
@@ -27,19 +28,14 @@ def _points(difference: float) -> str:
     return f"{difference * 100:g}-point"
 
 
-def fit_note(audit_run: str | None, parameters: pd.DataFrame, overrides: dict[str, float]) -> str:
+def fit_note(audit_run: str | None, fit: JudgeFit, overrides: dict[str, float]) -> str:
     """Where the simulated judge's parameters come from, and which were not measured or were set."""
-    source = (
-        f"fitted to the notebook-06 audit **{audit_run}**"
-        if audit_run
-        else "the model's defaults (`calibration.fit_audit` is false)"
-    )
+    source = fit.source or f"fitted to the notebook-06 audit **{audit_run}**"
     parts = [f"The simulated judge is {source}."]
-    unmeasured = parameters[parameters["note"] != ""] if not parameters.empty else parameters
-    parts += [f"`{r.parameter}`: {r.note}." for r in unmeasured.itertuples(index=False)]
+    parts += [f"`{r.parameter}`: {r.note}." for r in fit.parameters.itertuples(index=False) if r.note]
     if overrides:
         parts.append(
-            "Set over the fit (`calibration.parameters`): "
+            "Set over it (`calibration.parameters`): "
             + ", ".join(f"`{k}` = {v:g}" for k, v in overrides.items())
             + "."
         )

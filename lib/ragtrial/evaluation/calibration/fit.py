@@ -25,12 +25,14 @@ without classic verdicts) is fixed at its unbiased value and the table says so.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import optimize, special, stats
 
+from ragtrial.config.calibration import CalibrationSettings
 from ragtrial.evaluation.calibration.model import Draws, JudgeModel, rubric_scores
 from ragtrial.evaluation.judge.pairs import METHOD_KEY
 
@@ -395,6 +397,7 @@ class JudgeFit:
     model: JudgeModel
     parameters: pd.DataFrame  # PARAMETER_COLUMNS
     moments: pd.DataFrame  # the score moments, observed and fitted
+    source: str = ""  # where the parameters come from, when not from a fit ("" for a fit)
 
 
 def fit_judge(
@@ -452,3 +455,27 @@ def fit_judge(
             }
         )
     return JudgeFit(model, pd.DataFrame(rows, columns=PARAMETER_COLUMNS), score_fit.moments)
+
+
+def calibration_judge(
+    tables: dict[str, pd.DataFrame] | None, aspects: Sequence[str], settings: CalibrationSettings
+) -> JudgeFit:
+    """The judge notebook 12 simulates: fitted to the audit `tables` (None: no audit is fitted), or the
+    model's defaults on `aspects` when there is nothing to fit (no audit, or an audit whose unbiased
+    judge calls all failed), with `settings.parameters` set over it.
+    """
+    if tables is not None and not tables["unbiased_judgments"].empty:
+        fit = fit_judge(tables, settings.fit_simulated_scores, settings.fit_resamples, settings.seed)
+        source = fit.source
+    else:
+        fit = JudgeFit(
+            JudgeModel(aspects=tuple(aspects)), pd.DataFrame(columns=PARAMETER_COLUMNS), pd.DataFrame()
+        )
+        source = (
+            "the model's defaults (`calibration.fit_audit` is false)"
+            if tables is None
+            else "the model's defaults: the audit has no unbiased judgment to fit (every call failed)"
+        )
+    return JudgeFit(
+        JudgeModel(**(fit.model.as_fields() | settings.parameters)), fit.parameters, fit.moments, source
+    )
