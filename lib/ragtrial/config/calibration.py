@@ -67,6 +67,8 @@ class CalibrationSettings(Resampling):
     )
     length_gap_words: float = Field(
         0.0,
+        ge=-1000,
+        le=1000,
         description="how many words longer method A's answers are as generated, in both scenarios (the "
         "classic protocol judges them so; length alignment closes the gap for the unbiased one)",
     )
