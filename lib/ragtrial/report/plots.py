@@ -550,9 +550,9 @@ def calibration_curves(summary: pd.DataFrame) -> Any:
             for key, line in part.groupby(["scenario", "repeats", "questions"], sort=False):
                 if line[column].isna().all():
                     continue
-                label = (f"classic, {key[2]} q" if frame is classic else f"N={key[1]}, {key[2]} q") + (
-                    f" ({key[0]})" if which is None else ""
-                )
+                label = f"classic, {key[2]} q" if frame is classic else f"N={key[1]}, {key[2]} q"
+                if which is None:
+                    label += " (A/A)" if line["truth"].iloc[0] == 0 else " (A better)"
                 line = line.sort_values("trials")
                 x = (
                     line["trials"]
