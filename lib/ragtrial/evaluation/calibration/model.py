@@ -90,18 +90,6 @@ class JudgeModel:
         return self.as_fields() | {"aspects": ", ".join(self.aspects)}
 
 
-PARAMETERS = tuple(f.name for f in fields(JudgeModel) if f.name != "aspects")
-
-
-def unbiased(model: JudgeModel) -> JudgeModel:
-    """The same judge without position, length and trial bias (the noise and ties stay)."""
-    return _replace(model, position_bias=0.0, classic_first_win_rate=0.5, length_bias=0.0, trial_sd=0.0)
-
-
-def _replace(model: JudgeModel, **values: float) -> JudgeModel:
-    return JudgeModel(**(model.as_fields() | values))
-
-
 # ---------------------------------------------------------------- one call's reply
 
 
