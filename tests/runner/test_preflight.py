@@ -77,6 +77,10 @@ FREE = {
     "(tests/evaluation)",
     "diagnostics.entity_recall_thresholds": "a dict: its keys are checked against the categories and its "
     "values are shares in [0, 1] (tests/config)",
+    "calibration.audit_run": "a run id: combine_runs refuses a missing, unfinished or mismatched one by name "
+    "(tests/runner/test_combined_runs.py)",
+    "calibration.parameters": "keys are the simulated judge's parameter names (a Literal); each value is "
+    "checked by JudgeModel, which names it, when notebook 12 builds its judge (no model call is at stake)",
 }
 
 

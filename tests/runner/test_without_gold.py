@@ -49,6 +49,14 @@ def results(tmp_path_factory):
             data={"dataset": "text_folder", "path": str(tmp / "corpus")},
             judge={"trials": 1, "bootstrap_resamples": 200},
             claims={"n_questions": 2, "bootstrap_resamples": 200},
+            # 12 fits its judge to this batch's 06 audit, then simulates a few small studies
+            calibration={
+                "studies": 3,
+                "simulated_trials": [1],
+                "simulated_repeats": [1],
+                "simulated_questions": [8],
+                "workers": 1,
+            },
         )
         done = run_batch(batch, settings, root=PROJECT_ROOT, outputs=tmp / "out", log=lambda _: None)
     return {r.notebook: r for r in done}

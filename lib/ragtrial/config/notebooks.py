@@ -99,5 +99,10 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
             "How do the real GraphRAG, LightRAG and fast-graphrag answer beside the kit's versions of them?",
             methods=("upstream.methods",),
         ),
+        NotebookSpec(
+            "12_judge_calibration",
+            "Does the judge protocol find a known truth with this judge, and how many trials, repeats and "
+            "questions does it need?",
+        ),
     )
 }

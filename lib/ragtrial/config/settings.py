@@ -14,6 +14,7 @@ from pydantic import Field, ValidationError
 
 from ragtrial.config.base import ExistingPath, Names, ParamsError, Section, params_error
 from ragtrial.config.cache import CacheSettings
+from ragtrial.config.calibration import CalibrationSettings
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.data import DataSettings
 from ragtrial.config.diagnostics import DiagnosticsSettings
@@ -76,6 +77,10 @@ class Settings(Section):
     upstream: UpstreamComparisonSettings = Field(
         UpstreamComparisonSettings(),
         description="each upstream system beside the kit's reimplementation of it (notebook 11)",
+    )
+    calibration: CalibrationSettings = Field(
+        CalibrationSettings(),
+        description="judge-protocol calibration by simulation, fitted to a notebook-06 audit (notebook 12)",
     )
     cache: CacheSettings = Field(
         CacheSettings(),

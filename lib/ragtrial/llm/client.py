@@ -83,8 +83,16 @@ class LLM:
     """Chat completions and structured output against one OpenAI-compatible endpoint."""
 
     def __init__(
-        self, settings: LLMSettings, cache: ResponseCache, ledger: Ledger, endpoint: Callable[[], str]
+        self,
+        settings: LLMSettings,
+        cache: ResponseCache,
+        ledger: Ledger,
+        endpoint: Callable[[], str],
+        transport: Callable[[Call], Reply] | None = None,
     ):
+        """`transport` answers a call in place of the HTTP request (`send`), behind the whole middleware
+        chain: ragtrial.evaluation.calibration's simulated judge is one.
+        """
         self.settings = settings
         self.cache = cache
         self.ledger = ledger
@@ -102,7 +110,9 @@ class LLM:
             ("retries", with_retries(settings, self.rate_limiter)),
             ("rate limit", with_rate_limit(self.rate_limiter)),
         ]
-        self.handle = pipeline(lambda call: send(call, settings, self.clients), self.middleware)
+        self.handle = pipeline(
+            transport or (lambda call: send(call, settings, self.clients)), self.middleware
+        )
 
     @property
     def model(self) -> str:

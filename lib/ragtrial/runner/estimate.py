@@ -279,6 +279,7 @@ NOTEBOOKS: dict[str, Callable[[RunPlanner], list[StagePlan]]] = {
     "09_retrieval_diagnostics": _diagnostics_notebook,
     "10_verdict": lambda p: [],  # reads saved tables and the saved index: no model call
     "11_upstream_systems": _upstream_notebook,
+    "12_judge_calibration": lambda p: [],  # simulates its judge: no model call
 }
 
 
@@ -315,7 +316,8 @@ def _latency(
     return None, "unknown"
 
 
-def _row(spec: RunSpec, plan: StagePlan, measured: dict[tuple[str, str], float]) -> dict[str, Any]:
+def plan_row(spec: RunSpec, plan: StagePlan, measured: dict[tuple[str, str], float]) -> dict[str, Any]:
+    """One stage of a run's estimate: its plan with live calls, latency, wall time and cost."""
     llm = spec.settings.llm
     live = plan.calls - (plan.cached or 0)
     share = live / plan.calls if plan.calls else 0.0
@@ -440,7 +442,7 @@ def estimate_batch(
         dataset = None if "data.path" in absent else load_experiment_dataset(settings.data)
         planner = RunPlanner(spec, ctx, dataset, built, absent)
         for plan in NOTEBOOKS[spec.notebook](planner):
-            rows.append(_row(spec, asked_earlier(plan, asked), measured))
+            rows.append(plan_row(spec, asked_earlier(plan, asked), measured))
         notes += [f"{spec.run_id}: {n}" for n in ([note] if note else []) + planner.notes]
     for cache in caches.values():
         cache.close()
