@@ -22,6 +22,12 @@ SHARED_DATASETS = PROJECT_ROOT.parent / "shared" / "datasets"
 # The params files name data-set folders under the data root; on this machine kind they sit beside
 # the project (a run's notebook kernels inherit the variable).
 os.environ.setdefault("RAGTRIAL_DATA_ROOT", str(SHARED_DATASETS))
+# What the batches take from --set: a model endpoint (the paper batches), a PostgreSQL database (the
+# stores' batch). Nothing listens at either: the tests that use them only resolve and check batches.
+BATCH_SETS = {
+    "llm": {"base_url": "http://127.0.0.1:1/v1"},
+    "store": {"url": "postgresql://127.0.0.1:1/ragtrial"},
+}
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import tomllib
 import nbformat
 import pytest
 import yaml
-from conftest import PROJECT_ROOT
+from conftest import BATCH_SETS, PROJECT_ROOT
 
 from ragtrial.prompts import load_prompt, prompt_files
 
@@ -84,6 +84,7 @@ def test_default_batch_runs_every_notebook_on_the_embedded_model():
 def test_every_params_file_validates(batch):
     from ragtrial.config.batch import load_batch
 
-    endpoint = {"llm": {"base_url": "http://127.0.0.1:1/v1"}}  # the paper batches take it from --set
-    specs, _ = load_batch(PROJECT_ROOT / "params" / batch, endpoint, notebooks_dir=PROJECT_ROOT / "notebooks")
+    specs, _ = load_batch(
+        PROJECT_ROOT / "params" / batch, BATCH_SETS, notebooks_dir=PROJECT_ROOT / "notebooks"
+    )
     assert specs

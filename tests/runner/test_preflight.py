@@ -19,7 +19,7 @@ from typing import Any
 import annotated_types
 import pytest
 import yaml
-from conftest import PROJECT_ROOT
+from conftest import BATCH_SETS, PROJECT_ROOT
 from pydantic import AfterValidator
 from pydantic.fields import FieldInfo
 
@@ -33,12 +33,7 @@ MISSING_PATH = "/nonexistent/ragtrial-preflight"
 
 FOLDER = str(PROJECT_ROOT / "tests" / "fixtures" / "data" / "multihop_ok")
 
-# What the batches take from --set: a model endpoint (the paper batches), a PostgreSQL database (the
-# stores' batch).
-ENDPOINT = {
-    "llm": {"base_url": "http://127.0.0.1:1/v1"},
-    "store": {"url": "postgresql://127.0.0.1:1/ragtrial"},
-}
+ENDPOINT = BATCH_SETS
 # Fields whose invalid values cannot be read off their type: each value is wrong given the defaults
 # and the field's CONTEXT.
 CONTEXTUAL: dict[str, list[Any]] = {
