@@ -91,7 +91,7 @@ def run_notebook(
     """One run on this node: `execute_run` and its wall time. The notices are awaited, so the driver
     has each one before the result it precedes.
     """
-    node = ray.util.get_node_ip_address()
+    node = ray.get_runtime_context().get_node_id()
     ray.get(notices.note.remote(position, PICKED, node))
     missing = [name for name in key_variables if not os.environ.get(name)]
     if missing:
@@ -136,7 +136,8 @@ def connect(address: str | None) -> bool:
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # the kit calls no service it was not told of
     try:
-        ray.init(address=address, logging_level=logging.WARNING)
+        # the nodes' own logs stay in their Ray log folders; the batch's terminal shows the kit's lines
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except ConnectionError as err:
         raise ParamsError(f"--address {address}: no Ray cluster to connect to ({err})") from None
     return True
@@ -185,10 +186,17 @@ def run_on_ray(
             )
             running[ref] = (i, key)
 
+        addresses: dict[str, str] = {}
+
+        def node_name(node: str) -> str:
+            if node not in addresses:  # a node that joined since
+                addresses.update({n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()})
+            return f"{addresses.get(node, 'unknown')} {node[:8]}"
+
         def take_notices() -> None:
             for i, event, node in ray.get(notices.take.remote()):
                 if event == PICKED:
-                    recorder.picked(i, f" (on node {node})")
+                    recorder.picked(i, f" (on node {node_name(node)})")
                 else:
                     recorder.started(i, run_folder(outputs, specs[i - 1].run_id))
 
