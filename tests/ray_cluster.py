@@ -29,9 +29,17 @@ STARTED = "Ray runtime started."
 START_TIMEOUT_S = 120.0
 
 
-def free_port() -> int:
+def node_address(n: int) -> str:
+    """Node n's own loopback address: Ray replaces 127.0.0.1 by the machine's outward address."""
+    return f"127.0.0.{n + 2}"
+
+
+HEAD_ADDRESS = node_address(0)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((host, 0))
         return probe.getsockname()[1]
 
 
@@ -43,8 +51,8 @@ class LocalRayCluster:
 
     def __enter__(self) -> LocalRayCluster:
         self.folder = Path(tempfile.mkdtemp(prefix="rt-ray-", dir="/tmp"))  # short: socket paths live here
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
+        self.port = free_port(HEAD_ADDRESS)
+        self.address = f"{HEAD_ADDRESS}:{self.port}"
         try:
             self._start(
                 "--head",
@@ -65,7 +73,7 @@ class LocalRayCluster:
             str(Path(sys.executable).with_name("ray")),
             "start",
             *arguments,
-            "--node-ip-address=127.0.0.1",
+            f"--node-ip-address={node_address(len(self.nodes))}",
             f"--num-cpus={self.cpus_per_node}",
             "--num-gpus=0",
             "--disable-usage-stats",

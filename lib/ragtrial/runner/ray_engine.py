@@ -21,7 +21,7 @@ This module is imported only for `--engine ray`.
 - Secrets: no API key travels. A kernel reads its keys from its node's environment (set them where
   `ray start` runs); a run whose node lacks a key variable set here fails, naming the variable. A URL
   with credentials is refused before any run: task arguments are kept in the cluster's object store.
-  The non-secret variables the kernels read (`FORWARDED`) go to the tasks' environment as set here.
+  The non-secret variables the kernels read (`FORWARDED`) are set in the tasks as they are here.
 """
 
 from __future__ import annotations
@@ -64,7 +64,9 @@ PICKED, STARTED = "picked", "started"
 
 @ray.remote(num_cpus=0)
 class Notices:
-    """Where the tasks say that a run was picked up and that it started, until the driver takes them."""
+    """Where the tasks say that a run was picked up and that it started, until the driver takes them.
+    It lives on the driver's node (placed there, not just preferred: a worker node may die mid-batch).
+    """
 
     def __init__(self) -> None:
         self.notices: list[tuple[int, str, str]] = []
@@ -85,12 +87,19 @@ def run_notebook(
     outputs: Path,
     options: dict[str, Any],
     command: str,
+    environment: dict[str, str],
     key_variables: list[str],
     notices: Any,
 ) -> tuple[RunResult, float]:
-    """One run on this node: `execute_run` and its wall time. The notices are awaited, so the driver
-    has each one before the result it precedes.
+    """One run on this node: `execute_run` and its wall time. `environment` is the driver's value of
+    each `FORWARDED` variable it has (the others are unset here: a worker serves one batch's tasks).
+    The notices are awaited, so the driver has each one before the result it precedes.
     """
+    for name in FORWARDED:
+        if name in environment:
+            os.environ[name] = environment[name]
+        else:
+            os.environ.pop(name, None)
     node = ray.get_runtime_context().get_node_id()
     ray.get(notices.note.remote(position, PICKED, node))
     missing = [name for name in key_variables if not os.environ.get(name)]
@@ -158,7 +167,7 @@ def run_on_ray(
     try:
         here = ray.get_runtime_context().get_node_id()
         notices = Notices.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)
+            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
         ).remote()
         chains: dict[str, deque[int]] = {}
         for i, spec in enumerate(specs, start=1):
@@ -172,15 +181,14 @@ def run_on_ray(
             resources = {"num_cpus": spec.resources.num_cpus}
             if spec.resources.memory:
                 resources["memory"] = spec.resources.memory
-            ref = run_notebook.options(
-                **resources, scheduling_strategy="SPREAD", runtime_env={"env_vars": environment}
-            ).remote(
+            ref = run_notebook.options(**resources, scheduling_strategy="SPREAD").remote(
                 i,
                 spec,
                 root,
                 outputs,
                 options,
                 redact(" ".join(sys.argv), secrets),
+                environment,
                 [name for name in secrets if os.environ.get(name)],
                 notices,
             )
