@@ -9,6 +9,8 @@ The cluster is started once for the module; the node-kill test comes last, as it
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -51,13 +53,16 @@ def write_batch(folder: Path, runs: list[dict], base_url: str, **sections) -> Pa
     return path
 
 
-def ragtrial_run(batch: Path, outputs: Path, *options: str) -> subprocess.CompletedProcess:
+def ragtrial_run(
+    batch: Path, outputs: Path, *options: str, env: dict | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", THREADED_WITHOUT_RAY, "run", str(batch), "--outputs", str(outputs), *options],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
         timeout=600,
+        env=env,
     )
 
 
@@ -116,6 +121,33 @@ def test_a_batch_on_two_nodes_has_the_threaded_runs_tables_and_calls(cluster, sc
             pd.testing.assert_frame_equal(their_tables[name], frame, obj=f"{run_dir.name}/{name}")
     page = (tmp_path / "ray" / "index.html").read_text()
     assert all(d.name in page for d in (tmp_path / "threaded").glob("0*"))
+
+
+def test_an_api_key_never_travels_a_node_without_it_fails_the_run_naming_the_variable(
+    cluster, scripted, tmp_path
+):
+    key = "sk-test-" + secrets.token_hex(16)
+    variable = "RAGTRIAL_SECRET_UNDER_TEST"
+    batch = write_batch(
+        tmp_path, [{"notebook": "00_backend_check"}], scripted.base_url, llm={"api_key_env": variable}
+    )
+    done = ragtrial_run(
+        batch,
+        tmp_path / "out",
+        "--engine",
+        "ray",
+        "--address",
+        cluster.address,
+        env={**os.environ, variable: key},
+    )
+    assert done.returncode == 1
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("FAILED")]
+    assert f"{variable} not set on Ray node" in line and "where `ray start` runs" in line
+    assert scripted.requests == []  # nothing was asked without the key
+    written = [p for folder in (cluster.folder, tmp_path) for p in folder.rglob("*") if p.is_file()]
+    assert [
+        p for p in written if key.encode() in p.read_bytes()
+    ] == []  # not in Ray's logs or spilled objects
 
 
 class HeldSecondCall:

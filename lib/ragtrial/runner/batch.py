@@ -331,6 +331,20 @@ class BatchRecorder:
         return summary_table([self.rows[spec.run_id] for spec in self.specs], batch_seconds)
 
 
+def _ray_engine():
+    """`runner.ray_engine`, imported only for `--engine ray` (so only then is Ray)."""
+    try:
+        from ragtrial.runner import ray_engine
+    except ImportError as err:
+        if err.name != "ray":
+            raise
+        raise ParamsError(
+            "--engine ray: Ray is not installed here; install it with `pip install 'ragtrial[ray]'` "
+            "(ray 2.60.0)"
+        ) from None
+    return ray_engine
+
+
 def run_batch(
     batch_path: str | Path,
     overrides: dict[str, Any] | None = None,
@@ -396,9 +410,7 @@ def run_batch(
         n_workers = workers if workers is not None else batch_workers
         try:
             if engine == "ray":
-                from ragtrial.runner.ray_engine import run_on_ray
-
-                results = run_on_ray(specs, recorder, address, root, outputs, options)
+                results = _ray_engine().run_on_ray(specs, recorder, address, root, outputs, options)
             elif n_workers == 1:  # in this thread, so an interrupt stops the running notebook at once
                 results = [one(i) for i in positions]
             else:
