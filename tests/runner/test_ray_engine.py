@@ -23,10 +23,9 @@ import yaml
 from conftest import PROJECT_ROOT, endpoint_settings
 from latency_server import schema_reply
 from ray_cluster import LocalRayCluster
+from run_outputs import TIMING_COLUMNS, run_tables
 from scripted_server import ScriptedServer
 
-# Columns that time a call or a stage, not what it returned.
-TIMING_COLUMNS = {"latency_s", "wall_s", "model_s", "model_seconds", "seconds", "tokens_per_s", "duration_s"}
 # A `ragtrial run` that says whether it imported Ray.
 THREADED_WITHOUT_RAY = (
     "import sys; from ragtrial.cli import main; code = main(sys.argv[1:]); "
@@ -64,17 +63,6 @@ def ragtrial_run(
         timeout=600,
         env=env,
     )
-
-
-def run_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
-    """The run's result tables and its ledger, without timing columns, rows in a fixed order."""
-    tables = {p.name: pd.read_parquet(p) for p in sorted((run_dir / "tables").glob("*.parquet"))}
-    tables["ledger"] = pd.read_csv(run_dir / "ledger.csv", keep_default_na=False)
-    shown = {}
-    for name, table in tables.items():
-        table = table.drop(columns=[c for c in table.columns if c in TIMING_COLUMNS])
-        shown[name] = table.astype(str).sort_values(list(table.columns)).reset_index(drop=True)
-    return shown
 
 
 def closing_table(stdout: str, run_dirs: list[Path]) -> list[list[str]]:
