@@ -138,6 +138,31 @@ def test_an_api_key_never_travels_a_node_without_it_fails_the_run_naming_the_var
     ] == []  # not in Ray's logs or spilled objects
 
 
+def test_runs_on_two_nodes_that_need_one_index_build_it_once_under_its_lock(cluster, scripted, tmp_path):
+    # Two models: two identities, so the runs start at once, one on each node; the NLP graph without
+    # reports depends on no model, so both need the same index. Its lock is a file lock in the outputs
+    # folder both nodes see: one run builds while the other waits, then loads what was built.
+    scripted.script.append(("sleep", 15))  # the build's first request: the other run reaches the lock
+    runs = [{"notebook": "01_build_index", "settings": {"llm": {"model": model}}} for model in ("m1", "m2")]
+    batch = write_batch(
+        tmp_path,
+        runs,
+        scripted.base_url,
+        index={"graph_source": "nlp", "reports": "none"},
+        embeddings={"timeout_s": 60},
+    )
+    done = ragtrial_run(batch, tmp_path / "out", "--engine", "ray", "--address", cluster.address)
+    assert done.returncode == 0, done.stderr
+    assert (
+        len({line.rsplit("(on node ", 1)[1] for line in done.stdout.splitlines() if "(on node " in line}) == 2
+    )
+    [index] = [p for p in (tmp_path / "out" / "indexes").iterdir() if p.is_dir()]
+    builder = json.loads((index / "manifest.json").read_text())["built_by_run"]
+    [waiter] = [p for p in (tmp_path / "out").glob("01_build_index-*") if p.name != builder]
+    assert "which is building the index" in (waiter / "notebook.ipynb").read_text()
+    assert max(request_keys(scripted.requests).values()) == 1  # every embedding asked once
+
+
 class HeldSecondCall:
     """A scripted reply whose second model call waits until `release`; then it is answered, or, when
     `drop` is set, its connection is closed unanswered (its caller died). `paid` counts the answered
