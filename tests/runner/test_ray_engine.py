@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import threading
@@ -149,7 +150,7 @@ def test_runs_on_two_nodes_that_need_one_index_build_it_once_under_its_lock(clus
         runs,
         scripted.base_url,
         index={"graph_source": "nlp", "reports": "none"},
-        embeddings={"timeout_s": 60},
+        llm={"timeout_s": 60},
     )
     done = ragtrial_run(batch, tmp_path / "out", "--engine", "ray", "--address", cluster.address)
     assert done.returncode == 0, done.stderr
@@ -185,6 +186,35 @@ class HeldSecondCall:
                 return None
         self.paid[json.dumps(body, sort_keys=True)] += 1
         return schema_reply(body)
+
+
+@pytest.mark.fault
+def test_a_stopped_batch_on_ray_records_the_interruption_and_resumes_without_paying_twice(cluster, tmp_path):
+    with ScriptedServer() as server:
+        held = server.default_reply = HeldSecondCall()
+        batch = write_batch(tmp_path, [{"notebook": "00_backend_check"}], server.base_url)
+        command = [sys.executable, "-m", "ragtrial", "run", str(batch), "--outputs", str(tmp_path / "out")]
+        command += ["--engine", "ray", "--address", cluster.address]
+        driver = subprocess.Popen(
+            command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            assert held.reached.wait(300), "the run never made its second call"
+            driver.send_signal(signal.SIGTERM)  # as Ctrl-C or a scheduler's stop
+            _, stderr = driver.communicate(timeout=120)
+        finally:
+            held.drop = True
+            held.release.set()
+        assert driver.returncode == 130 and "resume" in stderr
+        [record] = (tmp_path / "out").glob("00_backend_check-*/run.json")
+        run = json.loads(record.read_text())
+        assert run["status"] == "interrupted" and run["ledger"]["llm_calls_live"] == 1
+        assert "interrupted" in (tmp_path / "out" / "index.html").read_text()
+        done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        run = json.loads(record.read_text())
+        assert run["status"] == "completed" and run["ledger"]["llm_calls_cached"] == 1  # paid once
+        assert max(held.paid.values()) == 1
 
 
 @pytest.mark.fault

@@ -29,7 +29,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -144,11 +146,17 @@ def connect(address: str | None) -> bool:
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # the kit calls no service it was not told of
+    # Ray's own SIGTERM handler ends the process; the command's stops the batch as Ctrl-C does
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         # the nodes' own logs stay in their Ray log folders; the batch's terminal shows the kit's lines
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except ConnectionError as err:
         raise ParamsError(f"--address {address}: no Ray cluster to connect to ({err})") from None
+    if threading.current_thread() is threading.main_thread():
+        for number, handler in handlers.items():
+            if handler is not None:
+                signal.signal(number, handler)
     return True
 
 
