@@ -81,7 +81,7 @@ def request_keys(requests: list[dict]) -> Counter:
 
 def test_a_batch_on_two_nodes_has_the_threaded_runs_tables_and_calls(cluster, scripted, tmp_path):
     scripted.default_reply = schema_reply
-    notebooks = ["00_backend_check", "01_build_index", "02_question_entity_distribution"]
+    notebooks = ["01_build_index", "02_question_entity_distribution"]  # 02 reads the index 01 builds
     batch = write_batch(tmp_path, [{"notebook": n} for n in notebooks], scripted.base_url)
     threaded = ragtrial_run(batch, tmp_path / "threaded")
     assert threaded.returncode == 0, threaded.stderr

@@ -151,8 +151,8 @@ def connect(address: str | None) -> bool:
     try:
         # the nodes' own logs stay in their Ray log folders; the batch's terminal shows the kit's lines
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-    except ConnectionError as err:
-        raise ParamsError(f"--address {address}: no Ray cluster to connect to ({err})") from None
+    except (ConnectionError, ValueError) as err:  # no cluster there; a ray:// address without ray[client]
+        raise ParamsError(f"--address {address}: cannot connect to a Ray cluster there: {err}") from None
     if threading.current_thread() is threading.main_thread():
         for number, handler in handlers.items():
             if handler is not None:
