@@ -25,7 +25,7 @@ from ragtrial.runner.context import open_run  # noqa: E402
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        settings = {"cache_path": str(Path(tmp) / "cache.sqlite")}
+        settings = {"cache": {"url": f"sqlite:///{Path(tmp) / 'cache.sqlite'}"}}
         ctx = open_run(settings, Path(tmp) / "run", notebook="bench_cache_overhead")
         ctx.embedder.embed(["warm up the embedding model"], stage="warmup")
         ctx.llm.complete("Warm up.", stage="warmup", max_tokens=1)  # starts the server

@@ -93,7 +93,7 @@ def run_settings(
     server: LatencyServerProcess, tmp: Path, concurrency: int, overrides: dict[str, Any]
 ) -> dict:
     base = {
-        "cache_path": str(tmp / "cache.sqlite"),
+        "cache": {"url": f"sqlite:///{tmp / 'cache.sqlite'}"},
         "llm": {
             "backend": "openai_compatible",
             "base_url": server.base_url,

@@ -30,7 +30,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ragtrial-bench-") as tmp:
         settings = deep_merge(
-            {"cache_path": f"{tmp}/cache.sqlite", "index": {"store_path": f"{tmp}/indexes"}},
+            {"cache": {"url": f"sqlite:///{tmp}/cache.sqlite"}, "index": {"store_path": f"{tmp}/indexes"}},
             parse_set_overrides(args.set),
         )
         ctx = open_run(settings, Path(tmp) / "run", notebook="bench_index_build")

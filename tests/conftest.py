@@ -30,6 +30,40 @@ def scripted():
         yield server
 
 
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for the whole session (`postgres_server.running_postgres`); fails,
+    never skips, on a machine without PostgreSQL.
+    """
+    from postgres_server import running_postgres
+
+    with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """The URL of a fresh, empty database on the session's PostgreSQL server."""
+    return postgres_server.create_database()
+
+
+@pytest.fixture(scope="session")
+def falkordb_url():
+    """A real FalkorDB server for the whole session (`falkordb_server.running_falkordb`), its redis URL."""
+    from falkordb_server import running_falkordb
+
+    with running_falkordb() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def cache_location(request, tmp_path) -> str | Path:
+    """A fresh response cache's location on each backend: a SQLite file, a PostgreSQL database."""
+    if request.param == "sqlite":
+        return tmp_path / "cache.sqlite"
+    return request.getfixturevalue("postgres_url")
+
+
 def endpoint_settings(base_url: str, folder: Path, **sections) -> dict:
     """Run settings against a scripted endpoint (its LLM and embeddings), with the cache and the
     index store in `folder`; `sections` are merged in (`llm={...}`, `index={...}`, `data={...}`).
@@ -39,14 +73,16 @@ def endpoint_settings(base_url: str, folder: Path, **sections) -> dict:
     base = {
         "llm": {"backend": "openai_compatible", "base_url": base_url, "model": "scripted"},
         "embeddings": {"backend": "openai_compatible", "base_url": base_url, "model": "emb"},
-        "cache_path": str(folder / "cache.sqlite"),
+        "cache": {"url": f"sqlite:///{folder / 'cache.sqlite'}"},
         "index": {"store_path": str(folder / "indexes")},
     }
     return deep_merge(base, sections)
 
 
-def make_llm(base_url: str, tmp_path: Path, **settings) -> LLM:
-    """An LLM against `base_url` with fast backoff, its own cache and ledger."""
+def make_llm(base_url: str, tmp_path: Path, cache: str | Path | None = None, **settings) -> LLM:
+    """An LLM against `base_url` with fast backoff, its own ledger and the cache at `cache` (default:
+    `tmp_path/cache.sqlite`).
+    """
     values = {
         "backend": "openai_compatible",
         "base_url": base_url,
@@ -60,7 +96,7 @@ def make_llm(base_url: str, tmp_path: Path, **settings) -> LLM:
     cfg = LLMSettings(**values)
     return LLM(
         cfg,
-        ResponseCache(tmp_path / "cache.sqlite"),
+        ResponseCache(tmp_path / "cache.sqlite" if cache is None else cache),
         Ledger("test-run", tmp_path / "ledger.csv"),
         lambda: cfg.base_url,
     )

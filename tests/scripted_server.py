@@ -13,7 +13,8 @@ last user message. Steps:
 A chat request with "stream": true gets its completion as server-sent events (one content chunk,
 then the finishing chunk with the usage, then [DONE]), as OpenAI streams it.
 A default reply of None closes the connection without replying, as ("drop",) does.
-Every request's path, JSON body and Authorization header are kept in `requests`.
+Every request's path, JSON body (None for a GET) and Authorization header are kept in `requests`.
+`required_key` makes it an endpoint that wants that API key: a request without it gets a 401.
 `rate_limit = (n, window_s, retry_after)` makes it an endpoint that allows n requests per window:
 one above that gets a 429 with that Retry-After (counted in `refused`).
 """
@@ -56,6 +57,7 @@ class ScriptedServer:
         self.requests: list[dict[str, Any]] = []
         self.default_reply = lambda body: "echo: " + _prompt_text(body)[-1][:40]
         self.rate_limit: tuple[int, float, float] | None = None
+        self.required_key: str | None = None
         self.refused = 0
         self._admitted: deque[float] = deque()
         self._rate_lock = threading.Lock()
@@ -66,13 +68,29 @@ class ScriptedServer:
                 pass
 
             def do_GET(self) -> None:
-                self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+                server.requests.append(
+                    {"path": self.path, "body": None, "authorization": self.headers.get("Authorization", "")}
+                )
+                if not self._key_refused():
+                    self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+
+            def _key_refused(self) -> bool:
+                """A 401 sent, when the server wants a key the request does not carry."""
+                if server.required_key is None:
+                    return False
+                if self.headers.get("Authorization", "") == f"Bearer {server.required_key}":
+                    return False
+                said = {"message": "Incorrect API key provided", "type": "invalid_request_error"}
+                self._send(401, {"error": said})
+                return True
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
                 server.requests.append(
                     {"path": self.path, "body": body, "authorization": self.headers.get("Authorization", "")}
                 )
+                if self._key_refused():
+                    return
                 if server.over_rate_limit():
                     self.send_response(429)
                     self.send_header("Retry-After", str(server.rate_limit[2]))

@@ -315,6 +315,19 @@ def bootstrap_relative_win_rate(
     return bootstrap_mean_ci(codes, n_resamples, confidence, seed)
 
 
+def proportion_interval(successes: int, n: int, confidence: float = 0.95) -> Interval:
+    """Wilson score interval of a proportion (successes of n independent trials, e.g. simulated studies
+    whose interval covered the truth); it stays inside [0, 1] and is not degenerate at 0 or n.
+    """
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"a proportion needs 0 <= successes <= n and n >= 1, got {successes} of {n}")
+    z = float(stats.norm.ppf(0.5 + confidence / 2.0))
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), n)
+
+
 def excludes_zero(low: float, high: float) -> bool:
     """Whether an interval lies on one side of zero (NaN bounds do not)."""
     return bool(low > 0 or high < 0)

@@ -189,8 +189,13 @@ def test_linking_and_method_building_keys_live_in_one_section():
 # Names that mean another thing in each section they appear in: another endpoint, another model
 # call, another sample, a caller's count beside retrieval's default, or another use of the index's
 # graphs (questions are sampled from one graph; retrievers walk one or every graph), or an upstream
-# system's own parameter of that name (systems.*: GraphRAG's chunk size, fast-graphrag's entity types).
+# system's own parameter of that name (systems.*: GraphRAG's chunk size, fast-graphrag's entity types),
+# or another database (the response cache's and the index store's `url`, `password_env`; LightRAG's
+# graph and the Cypher store's `graph`).
 PER_SECTION_NAMES = {
+    "url",
+    "password_env",
+    "graph",
     "chunk_size",
     "community_level",
     "entity_types",

@@ -20,7 +20,7 @@ def test_the_kag_lightrag_answers_are_judged_against_closed_book(scripted, tmp_p
     overrides = {
         "llm": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"},
         "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
-        "cache_path": str(tmp_path / "cache.sqlite"),
+        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
         "index": {"store_path": str(tmp_path / "indexes")},
         "judge": {"bootstrap_resamples": 200, "trials": 1},
         "data": {"limit_questions": 4},  # the params file judges all 100 on a capable endpoint

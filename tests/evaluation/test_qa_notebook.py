@@ -15,7 +15,7 @@ def test_qa_tables_pair_em_count_fallbacks_and_name_the_graph_walked(scripted, t
     overrides = {
         "llm": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"},
         "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
-        "cache_path": str(tmp_path / "cache.sqlite"),
+        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
         "index": {"store_path": str(tmp_path / "indexes"), "graph_source": "nlp"},
         "retrieval": {"graph_fallback": "none"},
         "qa": {

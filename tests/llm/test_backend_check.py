@@ -86,7 +86,7 @@ def test_a_probe_reports_its_own_call_when_another_thread_records_one_right_afte
 def notebook_00(tmp_path, llm: dict, force=False):
     path = tmp_path / "batch.yaml"
     settings = {"llm": {"backend": "openai_compatible", "max_retries": 0, **llm}}
-    settings["cache_path"] = str(tmp_path / "cache.sqlite")
+    settings["cache"] = {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"}
     path.write_text(yaml.safe_dump({"settings": settings, "runs": [{"notebook": "00_backend_check"}]}))
     [result] = run_batch(path, root=PROJECT_ROOT, outputs=tmp_path / "out", force=force, log=lambda _: None)
     return result, json.loads((result.run_dir / "run.json").read_text())

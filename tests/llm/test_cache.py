@@ -58,11 +58,11 @@ def test_committed_rows_survive_the_loss_of_the_wal_file_after_a_killed_process(
 
 
 @pytest.mark.fault
-def test_close_checkpoints_and_the_cache_reopens_on_use(tmp_path):
-    cache = ResponseCache(tmp_path / "c.sqlite")
+def test_close_checkpoints_and_the_cache_reopens_on_use(cache_location, tmp_path):
+    cache = ResponseCache(cache_location)
     cache.put_completion("k", "m", "text", 1, 1)
     cache.close()
-    (tmp_path / "c.sqlite-wal").unlink(missing_ok=True)
+    (tmp_path / "cache.sqlite-wal").unlink(missing_ok=True)  # SQLite: the file alone holds the row
     assert cache.get_completion("k").text == "text"
 
 

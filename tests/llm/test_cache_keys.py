@@ -38,10 +38,10 @@ def test_key_is_stable_and_order_independent():
     assert cache_key(BASE) == cache_key(dict(reversed(list(BASE.items()))))
 
 
-def test_cache_roundtrip_keeps_token_counts(tmp_path):
-    cache = ResponseCache(tmp_path / "c.sqlite")
+def test_cache_roundtrip_keeps_token_counts(cache_location):
+    cache = ResponseCache(cache_location)
     cache.put_completion("k", "m", "text", 12, 3, served_model="m-v2")
     stored = CachedReply("text", 12, 3, "ok", "m-v2")
     assert cache.get_completion("k") == stored
-    assert ResponseCache(tmp_path / "c.sqlite").get_completion("k") == stored  # persisted
+    assert ResponseCache(cache_location).get_completion("k") == stored  # persisted
     assert cache.get_completion("missing") is None

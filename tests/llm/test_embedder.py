@@ -15,19 +15,19 @@ from ragtrial.llm.ledger import Ledger, summarize
 TEXTS = ["a knowledge graph", "a recipe"]
 
 
-def make_embedder(base_url, tmp_path, **retry) -> Embedder:
+def make_embedder(base_url, tmp_path, cache=None, **retry) -> Embedder:
     settings = EmbeddingSettings(backend="openai_compatible", base_url=base_url, model="emb", batch_size=8)
     policy = LLMSettings(**{"backoff_initial_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 2.0, **retry})
-    return Embedder(
-        settings, ResponseCache(tmp_path / "c.sqlite"), Ledger("r", tmp_path / "ledger.csv"), policy
-    )
+    cache = ResponseCache(tmp_path / "c.sqlite" if cache is None else cache)
+    return Embedder(settings, cache, Ledger("r", tmp_path / "ledger.csv"), policy)
 
 
-def test_vectors_are_normalized_cached_and_ledgered(scripted, tmp_path):
-    embedder = make_embedder(scripted.base_url, tmp_path)
+def test_vectors_are_normalized_cached_and_ledgered(scripted, tmp_path, cache_location):
+    embedder = make_embedder(scripted.base_url, tmp_path, cache_location)
     vectors = embedder.embed(TEXTS, stage="t")
     assert vectors.shape == (2, 3) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
-    assert np.allclose(make_embedder(scripted.base_url, tmp_path).embed(TEXTS, stage="t"), vectors)
+    again = make_embedder(scripted.base_url, tmp_path, cache_location).embed(TEXTS, stage="t")
+    assert np.array_equal(again, vectors)
     assert len(scripted.requests) == 1 and scripted.requests[0]["body"]["encoding_format"] == "float"
     assert embedder.ledger.frame()["served_model"].tolist() == ["emb"]
 

@@ -17,9 +17,9 @@ class Pair(BaseModel):
     continent: str
 
 
-def test_429_then_success_is_retried_and_cached(scripted, tmp_path):
+def test_429_then_success_is_retried_and_cached(scripted, tmp_path, cache_location):
     scripted.script.extend([("status", 429), ("status", 429)])
-    llm = make_llm(scripted.base_url, tmp_path)
+    llm = make_llm(scripted.base_url, tmp_path, cache_location)
     done = llm.complete("hello", stage="t")
     assert done.text.startswith("echo: hello") and done.attempts == 3 and not done.cached
     again = llm.complete("hello", stage="t")
@@ -29,9 +29,9 @@ def test_429_then_success_is_retried_and_cached(scripted, tmp_path):
     assert list(ledger["cached"]) == [False, True] and list(ledger["attempts"]) == [3, 0]
 
 
-def test_500_burst_beyond_retries_fails_is_counted_and_not_cached(scripted, tmp_path):
+def test_500_burst_beyond_retries_fails_is_counted_and_not_cached(scripted, tmp_path, cache_location):
     scripted.script.extend([("status", 500)] * 3)
-    llm = make_llm(scripted.base_url, tmp_path, max_retries=2)
+    llm = make_llm(scripted.base_url, tmp_path, cache_location, max_retries=2)
     with pytest.raises(LLMError) as err:
         llm.complete("burst", stage="t")
     assert err.value.kind == "server_error" and scripted.base_url in str(err.value)
@@ -117,8 +117,8 @@ def test_json_mode_shapes_the_request(scripted, tmp_path, mode, expected):
         assert "JSON schema" in body["messages"][-1]["content"]
 
 
-def test_replicates_are_distinct_calls_with_distinct_seeds(scripted, tmp_path):
-    llm = make_llm(scripted.base_url, tmp_path)
+def test_replicates_are_distinct_calls_with_distinct_seeds(scripted, tmp_path, cache_location):
+    llm = make_llm(scripted.base_url, tmp_path, cache_location)
     for replicate in (0, 1, 0):
         llm.complete("same prompt", stage="t", replicate=replicate)
     seeds = [r["body"]["seed"] for r in scripted.chat_requests()]
@@ -184,9 +184,9 @@ def cold_and_warm(llm_of, ask):
 
 @pytest.mark.fault
 @pytest.mark.parametrize("blank", ["", "  \n "])
-def test_an_empty_reply_is_a_retried_counted_uncached_failure(scripted, tmp_path, blank):
+def test_an_empty_reply_is_a_retried_counted_uncached_failure(scripted, tmp_path, cache_location, blank):
     scripted.script.extend([("text", blank)] * 2)
-    llm = make_llm(scripted.base_url, tmp_path, max_retries=1)
+    llm = make_llm(scripted.base_url, tmp_path, cache_location, max_retries=1)
     with pytest.raises(LLMError) as err:
         llm.complete("say nothing", stage="answer")
     assert err.value.kind == "empty_reply" and err.value.attempts == 2 and len(scripted.chat_requests()) == 2
@@ -300,10 +300,14 @@ def test_a_structured_call_that_fails_its_repair_round_records_both_requests_tok
 
 
 @pytest.mark.fault
-def test_a_validation_failure_at_temperature_zero_is_replayed_counted_and_paid_once(scripted, tmp_path):
+def test_a_validation_failure_at_temperature_zero_is_replayed_counted_and_paid_once(
+    scripted, tmp_path, cache_location
+):
     scripted.script.extend([("text", "{not json"), ("text", '{"city": "Tokyo"}')])
     ask = lambda llm: pytest.raises(StructuredOutputError, llm.structured, "capital?", Pair, stage="t")  # noqa: E731
-    cold, warm, cold_llm, warm_llm = cold_and_warm(lambda: make_llm(scripted.base_url, tmp_path), ask)
+    cold, warm, cold_llm, warm_llm = cold_and_warm(
+        lambda: make_llm(scripted.base_url, tmp_path, cache_location), ask
+    )
     assert len(scripted.chat_requests()) == 2  # the warm run asked nothing
     assert warm.value.raw_text == cold.value.raw_text == '{"city": "Tokyo"}' and warm.value.kind == "parse"
     cold_row, warm_row = cold_llm.ledger.frame().iloc[0], warm_llm.ledger.frame().iloc[0]
@@ -315,28 +319,31 @@ def test_a_validation_failure_at_temperature_zero_is_replayed_counted_and_paid_o
 
 @pytest.mark.fault
 def test_retry_failures_asks_a_recorded_failure_again_and_keeps_the_new_reply(
-    scripted, tmp_path, monkeypatch
+    scripted, tmp_path, cache_location, monkeypatch
 ):
     scripted.script.extend([("text", "{not json"), ("text", '{"city": "Tokyo"}')])
     with pytest.raises(StructuredOutputError):
-        make_llm(scripted.base_url, tmp_path).structured("capital?", Pair, stage="t")
+        make_llm(scripted.base_url, tmp_path, cache_location).structured("capital?", Pair, stage="t")
     scripted.script.append(("text", '{"city": "Tokyo", "continent": "Asia"}'))
     monkeypatch.setenv(RETRY_FAILURES_ENV, "1")
-    retried = make_llm(scripted.base_url, tmp_path).structured("capital?", Pair, stage="t")
+    retried = make_llm(scripted.base_url, tmp_path, cache_location).structured("capital?", Pair, stage="t")
     assert retried == Pair(city="Tokyo", continent="Asia") and len(scripted.chat_requests()) == 3
     monkeypatch.delenv(RETRY_FAILURES_ENV)
-    replay = make_llm(scripted.base_url, tmp_path)
+    replay = make_llm(scripted.base_url, tmp_path, cache_location)
     assert replay.structured("capital?", Pair, stage="t") == retried and len(scripted.chat_requests()) == 3
     assert replay.ledger.frame()["failure"].tolist() == [""]
 
 
 @pytest.mark.fault
-def test_a_transient_failure_of_a_structured_call_is_not_kept(scripted, tmp_path):
+def test_a_transient_failure_of_a_structured_call_is_not_kept(scripted, tmp_path, cache_location):
     scripted.script.append(("status", 400))
     with pytest.raises(LLMError):
-        make_llm(scripted.base_url, tmp_path).structured("capital?", Pair, stage="t")
+        make_llm(scripted.base_url, tmp_path, cache_location).structured("capital?", Pair, stage="t")
     scripted.script.append(("text", '{"city": "Tokyo", "continent": "Asia"}'))
-    assert make_llm(scripted.base_url, tmp_path).structured("capital?", Pair, stage="t").city == "Tokyo"
+    assert (
+        make_llm(scripted.base_url, tmp_path, cache_location).structured("capital?", Pair, stage="t").city
+        == "Tokyo"
+    )
 
 
 # ---------------------------------------------------------------- issue 12: no key in an error

@@ -68,8 +68,8 @@ def test_pipeline_wraps_the_first_layer_outermost():
     assert handler(call()).text == "x" and order == ["a", "b"]
 
 
-def test_cache_replays_a_hit_without_the_inner_handler_and_stores_a_live_success(tmp_path):
-    cache = ResponseCache(tmp_path / "c.sqlite")
+def test_cache_replays_a_hit_without_the_inner_handler_and_stores_a_live_success(cache_location):
+    cache = ResponseCache(cache_location)
     inner, seen = scripted(Reply("Paris", 7, 2, attempts=1))
     handler = mw.with_cache(cache, "m")(inner)
     live = handler(call())
@@ -78,8 +78,8 @@ def test_cache_replays_a_hit_without_the_inner_handler_and_stores_a_live_success
     assert (hit.prompt_tokens, hit.completion_tokens, hit.attempts) == (7, 2, 0) and len(seen) == 1
 
 
-def test_cache_stores_no_failure(tmp_path):
-    cache = ResponseCache(tmp_path / "c.sqlite")
+def test_cache_stores_no_failure(cache_location):
+    cache = ResponseCache(cache_location)
     inner, _ = scripted(LLMError("server_error", "boom"))
     with pytest.raises(LLMError):
         mw.with_cache(cache, "m")(inner)(call())
@@ -230,8 +230,8 @@ def test_a_reply_after_bad_replies_carries_their_tokens_too():
 
 
 @pytest.mark.fault
-def test_cache_keeps_a_validation_failure_at_temperature_zero_and_replays_it_as_a_failure(tmp_path):
-    cache = ResponseCache(tmp_path / "c.sqlite")
+def test_cache_keeps_a_validation_failure_at_temperature_zero_and_replays_it_as_a_failure(cache_location):
+    cache = ResponseCache(cache_location)
     invalid = StructuredOutputError("reply does not match City", '{"town": "Paris"}')
     invalid.prompt_tokens, invalid.completion_tokens, invalid.attempts = 30, 7, 2
     inner, seen = scripted(invalid)

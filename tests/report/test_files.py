@@ -68,7 +68,8 @@ def test_a_runs_files_all_have_the_same_permissions(scripted, tmp_path):
     )
     batch = tmp_path / "batch.yaml"
     llm = {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"}
-    batch.write_text(json.dumps({"settings": {"llm": llm, "cache_path": str(tmp_path / "cache.sqlite")},
+    cache = {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"}
+    batch.write_text(json.dumps({"settings": {"llm": llm, "cache": cache},
                                  "runs": [{"notebook": "00_backend_check"}]}))  # fmt: skip
     previous = os.umask(0o022)
     try:

@@ -23,7 +23,7 @@ from ragtrial.report.screenshots import chromium, screenshot
 SETUP = (
     "import numpy as np\nimport pandas as pd\nfrom IPython.display import display\n"
     "from ragtrial.report.tables import show_table\nfrom ragtrial.runner.context import open_run\n"
-    "ctx = open_run({{'cache_path': {cache!r}}}, {run_dir!r}, notebook='notebook')\n"
+    "ctx = open_run({{'cache': {{'url': 'sqlite:///' + {cache!r}}}}}, {run_dir!r}, notebook='notebook')\n"
     "assert pd.get_option('display.max_columns') is None and pd.get_option('display.max_rows') is None"
 )
 CELLS = [

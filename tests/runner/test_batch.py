@@ -26,7 +26,7 @@ def batch_file(tmp_path, llm: dict) -> str:
     path.write_text(
         yaml.safe_dump(
             {
-                "settings": {"llm": llm, "cache_path": str(tmp_path / "cache.sqlite")},
+                "settings": {"llm": llm, "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"}},
                 "runs": [{"notebook": "00_backend_check"}],
             }
         )
@@ -228,7 +228,7 @@ def test_run_json_records_the_batch_file_and_every_run_id_of_the_batch(scripted,
     default = PROJECT_ROOT / "params" / "default.yaml"
     overrides = {
         "llm": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"},
-        "cache_path": str(tmp_path / "cache.sqlite"),
+        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
     }
     [result] = run_batch(
         default, overrides, root=PROJECT_ROOT, outputs=tmp_path / "out", only=["00_backend_check"], log=print

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.fault
 def write_batch(tmp_path, runs, **extra) -> str:
     path = tmp_path / "batch.yaml"
     path.write_text(
-        yaml.safe_dump({"settings": {"cache_path": str(tmp_path / "cache.sqlite")}, "runs": runs, **extra})
+        yaml.safe_dump(
+            {"settings": {"cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"}}, "runs": runs, **extra}
+        )
     )
     return str(path)
 
@@ -73,6 +75,14 @@ def test_the_ray_engine_refuses_a_url_with_credentials_naming_the_key_not_the_se
     assert "s3cret" not in err[0]
 
 
+def test_the_ray_engine_takes_a_url_with_a_user_name_only(tmp_path):
+    from ragtrial.runner.ray_engine import refuse_url_passwords
+
+    batch = write_batch(tmp_path, [{"notebook": "00_backend_check"}])
+    specs, _ = load_batch(batch, {"cache": {"url": "postgresql://ragtrial@127.0.0.1:5432/study"}})
+    refuse_url_passwords(specs)  # the password, if any, is in cache.password_env
+
+
 def test_a_binary_batch_file_fails_in_one_line(capsys, tmp_path, in_project):
     batch = tmp_path / "batch.yaml"
     batch.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe binary")
@@ -113,7 +123,7 @@ def test_notebook_names_that_leave_the_notebooks_folder_are_refused(capsys, tmp_
     name = "../../elsewhere/nb" if escape == "relative" else str(elsewhere / "nb")
     batch = write_batch(tmp_path, [{"notebook": "fine"}, {"notebook": name}])
     # Where the escaped run folder would be (outputs/<name>-<hash>), with a file of someone else's.
-    settings = validate_settings({"cache_path": str(tmp_path / "cache.sqlite")}, "test")
+    settings = validate_settings({"cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"}}, "test")
     planted = elsewhere / f"{RunSpec(notebook='nb', settings=settings).run_id}" / "planted.txt"
     planted.parent.mkdir()
     planted.write_text("keep me")

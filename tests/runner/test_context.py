@@ -10,7 +10,9 @@ from ragtrial.runner.context import HEADLINE_FILE, open_run
 @pytest.mark.fault
 @pytest.mark.parametrize("name", ["../escaped", "/tmp/escaped", "sub/table", ".."])
 def test_a_table_name_cannot_leave_the_run_folder(tmp_path, name):
-    ctx = open_run({"cache_path": str(tmp_path / "cache.sqlite")}, tmp_path / "out" / "run", notebook="t")
+    ctx = open_run(
+        {"cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"}}, tmp_path / "out" / "run", notebook="t"
+    )
     with pytest.raises(ValueError, match="a plain file name is needed"):
         ctx.save_table(pd.DataFrame({"a": [1]}), name)
     assert sorted(p.name for p in tmp_path.rglob("*.csv")) == []
@@ -22,7 +24,10 @@ def test_flaws_kept_as_published_are_shown_and_saved(tmp_path, monkeypatch, recw
     from conftest import PROJECT_ROOT
 
     path = PROJECT_ROOT / "tests" / "fixtures" / "data" / "qmsum_repeated_query_text"
-    settings = {"cache_path": str(tmp_path / "cache.sqlite"), "data": {"dataset": "qmsum", "path": str(path)}}
+    settings = {
+        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
+        "data": {"dataset": "qmsum", "path": str(path)},
+    }
     ctx = open_run(settings, tmp_path / "run", notebook="t")
     shown = []
     monkeypatch.setattr("IPython.display.display", shown.append)
@@ -34,12 +39,17 @@ def test_flaws_kept_as_published_are_shown_and_saved(tmp_path, monkeypatch, recw
 
 
 def test_a_clean_data_set_writes_no_warnings_table(tmp_path):
-    ctx = open_run({"cache_path": str(tmp_path / "cache.sqlite")}, tmp_path / "run", notebook="t")
+    ctx = open_run(
+        {"cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"}}, tmp_path / "run", notebook="t"
+    )
     assert ctx.load_dataset().warnings == [] and not (tmp_path / "run" / "tables").exists()
 
 
 def test_overrides_set_single_dotted_settings_over_the_settings_dict(tmp_path):
-    settings = {"cache_path": str(tmp_path / "cache.sqlite"), "qa": {"questions_per_type": 2, "seed": 3}}
+    settings = {
+        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
+        "qa": {"questions_per_type": 2, "seed": 3},
+    }
     ctx = open_run(
         settings, tmp_path / "run", notebook="t", overrides="qa.questions_per_type=5; llm.model=m-1"
     )
@@ -50,7 +60,9 @@ def test_overrides_set_single_dotted_settings_over_the_settings_dict(tmp_path):
 
 
 def test_the_headline_is_one_line_without_markdown_marks_but_with_method_names(tmp_path):
-    ctx = open_run({"cache_path": str(tmp_path / "cache.sqlite")}, tmp_path / "run", notebook="t")
+    ctx = open_run(
+        {"cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"}}, tmp_path / "run", notebook="t"
+    )
     line = ctx.headline("> **graph_hybrid** beat `naive_rag`\non *these* questions.")
     assert line == "graph_hybrid beat naive_rag on these questions."
     assert (tmp_path / "run" / HEADLINE_FILE).read_text() == line + "\n"
@@ -61,7 +73,7 @@ def test_a_notebook_that_needs_gold_stops_at_the_data_set_with_one_line(tmp_path
     folder.mkdir()
     (folder / "a.txt").write_text("Ada met Kel.")
     settings = {
-        "cache_path": str(tmp_path / "cache.sqlite"),
+        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
         "data": {"dataset": "text_folder", "path": str(folder)},
     }
     with pytest.raises(ParamsError) as raised:

@@ -122,7 +122,7 @@ def test_the_estimate_starts_no_embedded_server(tmp_path):
     before = dict(_servers)
     table, _ = estimate_batch(
         DEFAULT,
-        {"cache_path": str(tmp_path / "cache.sqlite")},
+        {"cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"}},
         root=PROJECT_ROOT,
         outputs=tmp_path / "out",
         only=SMALL[:1],
@@ -142,7 +142,7 @@ def test_prices_and_latency_turn_into_money_and_time(tmp_path):
             "price_prompt_per_mtok": 0.15,
             "price_completion_per_mtok": 0.6,
         },
-        "cache_path": str(tmp_path / "cache.sqlite"),
+        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
         "judge": {"trials": 5, "repeats": 2},
     }
     table, _ = estimate_batch(
@@ -178,7 +178,7 @@ def test_paper_judge_prints_paper_scale_calls_without_its_data(tmp_path, monkeyp
             "--set",
             "llm.base_url=http://127.0.0.1:9/v1",
             "--set",
-            f"cache_path={tmp_path / 'cache.sqlite'}",
+            f"cache.url=sqlite:///{tmp_path / 'cache.sqlite'}",
             "--outputs",
             str(tmp_path / "out"),
             "--json",
@@ -201,7 +201,10 @@ def test_an_index_whose_data_is_absent_is_unknown_never_a_silent_zero(tmp_path, 
     monkeypatch.setenv("RAGTRIAL_DATA_ROOT", str(tmp_path / "no-data-here"))
     table, notes = estimate_batch(
         PROJECT_ROOT / "params" / "paper_index.yaml",
-        {"llm": {"base_url": "http://127.0.0.1:9/v1"}, "cache_path": str(tmp_path / "cache.sqlite")},
+        {
+            "llm": {"base_url": "http://127.0.0.1:9/v1"},
+            "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
+        },
         root=PROJECT_ROOT,
         outputs=tmp_path / "out",
     )

@@ -19,7 +19,7 @@ def study_folder(tmp_path, base_url: str):
     (study / "notes").mkdir(parents=True)
     settings = endpoint_settings(base_url, study, data={"size": "tiny"}, index={"llm_max_chunks": 2})
     del (
-        settings["cache_path"],
+        settings["cache"],
         settings["index"]["store_path"],
     )  # the defaults: outputs/cache, outputs/indexes
     (study / WORKSPACE_FILE).write_text(

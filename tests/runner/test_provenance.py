@@ -17,7 +17,7 @@ def test_provenance_names_the_model_that_answered_not_only_the_one_asked_for(scr
     )
     settings = {
         "llm": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "asked-for"},
-        "cache_path": str(tmp_path / "cache.sqlite"),
+        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
     }
     ctx = open_run(settings, tmp_path / "run", notebook="00_backend_check")
     rows = lambda: dict(ctx.provenance().itertuples(index=False))  # noqa: E731

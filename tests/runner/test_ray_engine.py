@@ -45,7 +45,7 @@ def write_batch(folder: Path, runs: list[dict], base_url: str, **sections) -> Pa
     folder, so `--outputs` keeps the run ids.
     """
     settings = endpoint_settings(base_url, folder, data={"size": "tiny"}, index={"llm_max_chunks": 2})
-    del settings["cache_path"], settings["index"]["store_path"]
+    del settings["cache"], settings["index"]["store_path"]  # the defaults: outputs/cache, outputs/indexes
     for section, values in sections.items():
         settings[section] = {**settings.get(section, {}), **values}
     path = folder / "batch.yaml"

@@ -238,7 +238,7 @@ def project(tmp_path, monkeypatch):
 def completed_run(root, notebooks=(DIAGNOSTICS_NOTEBOOK,), summary=PASSING, settings=None):
     """The batch file and the completed run folders that `run_batch` skips, the 09 run's summary saved."""
     batch = root / "batch.yaml"
-    shared = {"cache_path": str(root / "cache.sqlite"), **(settings or {})}
+    shared = {"cache": {"url": f"sqlite:///{root / 'cache.sqlite'}"}, **(settings or {})}
     batch.write_text(yaml.safe_dump({"settings": shared, "runs": [{"notebook": n} for n in notebooks]}))
     specs, _ = load_batch(batch, notebooks_dir=root / "notebooks")
     for spec in specs:

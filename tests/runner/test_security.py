@@ -31,7 +31,7 @@ def hostile_batch(tmp_path, llm: dict[str, Any], notebooks: list[str]) -> str:
             {
                 "settings": {
                     "llm": {"backend": "openai_compatible", "model": "scripted", "max_retries": 0, **llm},
-                    "cache_path": str(tmp_path / "cache" / "cache.sqlite"),
+                    "cache": {"url": f"sqlite:///{tmp_path / 'cache' / 'cache.sqlite'}"},
                     "index": {
                         "store_path": str(tmp_path / "indexes"),
                         "llm_max_chunks": 3,

@@ -51,7 +51,7 @@ def planted_batch(root, scripted, notebooks: list[str]) -> str:
     path.write_text(
         yaml.safe_dump(
             {
-                "settings": {"llm": llm, "cache_path": str(root / "cache.sqlite")},
+                "settings": {"llm": llm, "cache": {"url": f"sqlite:///{root / 'cache.sqlite'}"}},
                 "runs": [{"notebook": name} for name in notebooks],
             }
         )

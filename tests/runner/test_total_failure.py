@@ -46,8 +46,14 @@ def test_every_notebook_reports_what_failed_when_every_call_fails(scripted, tmp_
             "backoff_max_s": 0,
         },
         "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
-        "cache_path": str(tmp_path / "cache.sqlite"),
+        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
         "index": {"store_path": str(tmp_path / "indexes")},
+        "calibration": {
+            "studies": 2,
+            "simulated_trials": [1],
+            "simulated_repeats": [1],
+            "simulated_questions": [6],
+        },
     }
     results = run_batch(
         PROJECT_ROOT / "params" / "default.yaml",
@@ -57,7 +63,13 @@ def test_every_notebook_reports_what_failed_when_every_call_fails(scripted, tmp_
         log=lambda _: None,
     )
     (verdict,) = [r for r in results if r.notebook == "10_verdict"]
-    answering = [r for r in results if r is not verdict]
+    (calibration,) = [r for r in results if r.notebook == "12_judge_calibration"]
+    answering = [r for r in results if r not in (verdict, calibration)]
+    # the calibration makes no model call either: with no judgment in 06's audit it simulates the
+    # model's default judge, and says so
+    assert calibration.status == "completed", calibration.error
+    assert calibration.summary["llm_calls_live"] == 0
+    assert "no unbiased judgment to fit" in (calibration.run_dir / "report.html").read_text()
     # the verdict makes no model call: it completes, and says which comparisons the failures emptied
     assert verdict.status == "completed", verdict.error
     assert verdict.summary["llm_calls_live"] == 0

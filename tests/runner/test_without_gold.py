@@ -1,8 +1,9 @@
 """The notebooks on a folder of text files (no questions, no gold) against the scripted server: each
-notebook that needs no gold runs with its `config.notebooks.NOTEBOOKS` `without_gold` settings (what
-`ragtrial init` writes) and records its headline; each one that needs gold stops at its data set with
-one line naming the data set, what it lacks and why. Notebook 11 runs on a text folder in the default
-batch (tests/methods/test_upstream_notebook.py, marked `systems`).
+notebook that needs no gold runs with the settings `ragtrial init` writes for it (`cli.init.planned_runs`:
+its `config.notebooks.NOTEBOOKS` `without_gold` settings) and records its headline; each one that
+needs gold (init leaves it out) stops at its data set with one line naming the data set, what it
+lacks and why. Notebook 11 runs on a text folder in the default batch
+(tests/methods/test_upstream_notebook.py, marked `systems`).
 """
 
 from __future__ import annotations
@@ -14,26 +15,20 @@ from conftest import PROJECT_ROOT, endpoint_settings
 from latency_server import schema_reply
 from scripted_server import ScriptedServer
 
-from ragtrial.config.batch import deep_merge, dotted_to_nested
+from ragtrial.cli.init import planned_runs
 from ragtrial.config.notebooks import NOTEBOOKS
 from ragtrial.runner.batch import run_batch
 from ragtrial.runner.context import HEADLINE_FILE
 
-RUNS_WITHOUT_GOLD = [n for n, spec in NOTEBOOKS.items() if not spec.needs and n != "11_upstream_systems"]
-NEED_GOLD = [n for n, spec in NOTEBOOKS.items() if spec.needs]
+PLANNED = {run.notebook: run for run in planned_runs(set(), embedded=False)}  # a text folder, an endpoint
+RUNS_WITHOUT_GOLD = [n for n, run in PLANNED.items() if not run.left_out and n != "11_upstream_systems"]
+NEED_GOLD = [n for n, run in PLANNED.items() if run.left_out]
 CORPUS = {
     "carol.txt": "Scrooge kept the counting house in London. Marley was his partner. Bob Cratchit worked for "
     "Scrooge. Tiny Tim is the son of Bob Cratchit.\n\nThe ghost of Marley visited Scrooge on Christmas Eve.",
     "notes/fred.md": "Fred is the nephew of Scrooge. Fred invited Scrooge to Christmas dinner. The Ghost of "
     "Christmas Past showed Scrooge his school. Belle was engaged to Scrooge.",
 }
-
-
-def without_gold_settings(notebook: str) -> dict:
-    settings: dict = {}
-    for key, value in NOTEBOOKS[notebook].without_gold.items():
-        settings = deep_merge(settings, dotted_to_nested(key, value))
-    return settings
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +38,8 @@ def results(tmp_path_factory):
         (tmp / "corpus" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / "corpus" / name).write_text(text)
     batch = tmp / "batch.yaml"
-    runs = [{"notebook": n, "settings": without_gold_settings(n)} for n in RUNS_WITHOUT_GOLD + NEED_GOLD]
+    runs = [{"notebook": n, "settings": PLANNED[n].nested_settings()} for n in RUNS_WITHOUT_GOLD]
+    runs += [{"notebook": n} for n in NEED_GOLD]
     batch.write_text(yaml.safe_dump({"settings": {}, "runs": runs}))
     with ScriptedServer() as server:
         server.default_reply = schema_reply
@@ -53,6 +49,14 @@ def results(tmp_path_factory):
             data={"dataset": "text_folder", "path": str(tmp / "corpus")},
             judge={"trials": 1, "bootstrap_resamples": 200},
             claims={"n_questions": 2, "bootstrap_resamples": 200},
+            # 12 fits its judge to this batch's 06 audit, then simulates a few small studies
+            calibration={
+                "studies": 3,
+                "simulated_trials": [1],
+                "simulated_repeats": [1],
+                "simulated_questions": [8],
+                "workers": 1,
+            },
         )
         done = run_batch(batch, settings, root=PROJECT_ROOT, outputs=tmp / "out", log=lambda _: None)
     return {r.notebook: r for r in done}

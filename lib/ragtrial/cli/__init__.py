@@ -9,11 +9,41 @@ import os
 import signal
 import sys
 
-from ragtrial.cli import estimate, questions, run, settings, systems
+from ragtrial.cli import (
+    cache,
+    check,
+    clean,
+    datasets,
+    estimate,
+    init,
+    list_runs,
+    open_report,
+    query,
+    questions,
+    run,
+    settings,
+    systems,
+)
+from ragtrial.cli.arguments import CommandParser
+from ragtrial.cli.version import VersionAction
 from ragtrial.config.base import ParamsError
 from ragtrial.redact import redact_url
 
-COMMANDS = (run, estimate, settings, questions, systems)
+COMMANDS = (
+    init,
+    check,
+    run,
+    estimate,
+    query,
+    list_runs,
+    open_report,
+    clean,
+    settings,
+    datasets,
+    questions,
+    systems,
+    cache,
+)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -22,7 +52,10 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="ragtrial", description=__doc__)
-    sub = top.add_subparsers(dest="command", required=True)
+    top.add_argument(
+        "--version", action=VersionAction, help="print the version and the kit checkout's git commit"
+    )
+    sub = top.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for command in COMMANDS:
         command.add_parser(sub)
     return top

@@ -30,3 +30,26 @@ def project_and_batch(batch: str) -> tuple[Path, Path]:
     """
     root = project_root()
     return root, batch_file(batch, root)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser, whose positionals may come after its options (`ragtrial query "question"
+    --method naive_rag params/x.yaml`: argparse alone stops taking positionals at the first option).
+    A parser with sub-commands of its own parses as argparse does: intermixed parsing cannot hold them.
+    """
+
+    has_subcommands = False
+    _intermixing = False
+
+    def add_subparsers(self, **kwargs):
+        self.has_subcommands = True
+        return super().add_subparsers(**kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        if self.has_subcommands or self._intermixing:  # the intermixed parse calls back in here
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False

@@ -108,7 +108,7 @@ def export_questions(args: argparse.Namespace) -> int:
     """`ragtrial questions export`: the questions of the batch's (selected) run as JSON Lines."""
     from ragtrial.config.batch import load_batch
     from ragtrial.config.paths import notebooks_dir
-    from ragtrial.runner.batch import select_runs
+    from ragtrial.runner.checks import select_runs
 
     root, batch = project_and_batch(args.batch)
     specs, _ = load_batch(batch, parse_set_overrides(args.overrides), notebooks_dir=notebooks_dir(root))

@@ -104,3 +104,12 @@ def data_root_origin() -> str:
     if value:
         return f"{DATA_ROOT_ENV}={value}"
     return f"{DATA_ROOT_ENV} unset, so the project's {DEFAULT_DATA_ROOT}/"
+
+
+def data_path_setting(folder: str | Path, project_root: Path | None = None) -> str:
+    """The `data.path` value naming `folder`: relative to `data_root` when it is under it (a params
+    file that runs on any machine), else absolute.
+    """
+    location = Path(folder).expanduser().resolve()
+    root = data_root(project_root).resolve()
+    return location.relative_to(root).as_posix() if location.is_relative_to(root) else str(location)

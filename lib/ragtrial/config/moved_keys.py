@@ -15,6 +15,8 @@ _LINKING_KEYS = ("entity_max_tokens", "link_threshold", "ngram_max")
 MOVED_KEYS: dict[str, str] = {
     **{f"{section}.{key}": f"methods.{key}" for section in _ANSWER_SECTIONS for key in _METHOD_KEYS},
     **{f"questions.{key}": f"retrieval.{key}" for key in _LINKING_KEYS},
+    # A URL, so that the cache may be a PostgreSQL database: `cache_path: x` is `cache.url: sqlite:///x`.
+    "cache_path": "cache.url",
 }
 
 # Old dotted key -> why it is gone: sections inherited these without reading them.

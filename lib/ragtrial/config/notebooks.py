@@ -17,7 +17,8 @@ class NotebookSpec:
     """One notebook: `question` in one line; `needs`, the gold it cannot run without (empty: it runs on
     documents alone, perhaps after `without_gold` settings); `without_gold`, dotted settings that make it
     ask generated questions instead of a data set's; `why_not`, the one line saying why it cannot run
-    without gold when `needs` is not empty.
+    without gold when `needs` is not empty; `methods`, the dotted settings keys naming the methods it
+    runs (`ragtrial check` finds the upstream systems a run needs from them).
     """
 
     name: str
@@ -25,6 +26,7 @@ class NotebookSpec:
     needs: tuple[Gold, ...] = ()
     without_gold: dict[str, Any] = field(default_factory=dict)
     why_not: str = ""
+    methods: tuple[str, ...] = ()
 
 
 NOTEBOOKS: dict[str, NotebookSpec] = {
@@ -51,27 +53,32 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
             "Which method answers questions best, on which question types, and at what cost?",
             needs=("answers",),
             why_not="it scores answers against a data set's gold answers (EM, F1, accuracy)",
+            methods=("qa.methods",),
         ),
         NotebookSpec(
             "05_rag_vs_graphrag_summarization",
             "Which method writes the summaries closest to human references (ROUGE-2, BERTScore)?",
             needs=("reference summaries",),
             why_not="it scores summaries against a data set's reference summaries",
+            methods=("summarization.methods",),
         ),
         NotebookSpec(
             "06_judge_bias_audit",
             "Is the LLM judge biased (position, length, trials), and does it call equal answers a draw?",
             without_gold={"judge.question_source": "graph"},
+            methods=("judge.self_method",),
         ),
         NotebookSpec(
             "07_pairwise_method_comparison",
             "Which method answers better, judged pairwise by the classic and the unbiased protocol?",
             without_gold={"judge.question_source": "graph"},
+            methods=("judge.methods",),
         ),
         NotebookSpec(
             "08_claims_comprehensiveness_diversity",
             "Do community-summary answers state more, and more distinct, facts than vector retrieval's?",
             without_gold={"claims.question_source": "persona"},
+            methods=("claims.methods",),
         ),
         NotebookSpec(
             "09_retrieval_diagnostics",
@@ -81,6 +88,7 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
             needs=("questions",),
             why_not="it diagnoses a data set's own questions (a benchmark's, measured against their gold "
             "passages and entities, or a query log's)",
+            methods=("diagnostics.methods",),
         ),
         NotebookSpec(
             "10_verdict",
@@ -89,6 +97,12 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
         NotebookSpec(
             "11_upstream_systems",
             "How do the real GraphRAG, LightRAG and fast-graphrag answer beside the kit's versions of them?",
+            methods=("upstream.methods",),
+        ),
+        NotebookSpec(
+            "12_judge_calibration",
+            "Does the judge protocol find a known truth with this judge, and how many trials, repeats and "
+            "questions does it need?",
         ),
     )
 }

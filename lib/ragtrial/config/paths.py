@@ -7,7 +7,7 @@
   with it as their working directory.
 - The **notebooks** are the project root's `notebooks/` when it has them, else the kit checkout's.
 - The **outputs folder** is `--outputs` when given, else `<project root>/outputs`. A run's kernel is
-  told it in `OUTPUTS_ENV`, and a settings path that starts with `outputs/` (`cache_path`,
+  told it in `OUTPUTS_ENV`, and a settings path that starts with `outputs/` (`cache.url`'s SQLite file,
   `index.store_path`) is resolved under it when used: `--outputs` moves the cache and the indexes
   with the runs, and the settings (so the run ids) stay the same.
 """

@@ -13,6 +13,8 @@ from typing import Any, NamedTuple
 from pydantic import Field, ValidationError
 
 from ragtrial.config.base import ExistingPath, Names, ParamsError, Section, params_error
+from ragtrial.config.cache import CacheSettings
+from ragtrial.config.calibration import CalibrationSettings
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.data import DataSettings
 from ragtrial.config.diagnostics import DiagnosticsSettings
@@ -22,6 +24,7 @@ from ragtrial.config.llm import BackendCheckSettings, EmbeddingSettings, LLMSett
 from ragtrial.config.methods import MethodSettings, QASettings, SummarizationSettings
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.config.store import StoreSettings
 from ragtrial.config.systems import SystemsSettings, UpstreamComparisonSettings
 from ragtrial.config.verdict import VerdictSettings
 
@@ -38,6 +41,10 @@ class Settings(Section):
     index: IndexSettings = Field(IndexSettings(), description="the graph index build (notebook 01)")
     retrieval: RetrievalSettings = Field(
         RetrievalSettings(), description="the retrievers and their question -> entity linker"
+    )
+    store: StoreSettings = Field(
+        StoreSettings(),
+        description="the index in a database: PostgreSQL and Cypher twins of retrievers, your own database",
     )
     methods: MethodSettings = Field(
         MethodSettings(), description="how the retrieval-and-answer methods are built, in every experiment"
@@ -71,10 +78,13 @@ class Settings(Section):
         UpstreamComparisonSettings(),
         description="each upstream system beside the kit's reimplementation of it (notebook 11)",
     )
-    cache_path: str = Field(
-        "outputs/cache/ragtrial.sqlite",
-        min_length=1,
-        description="the SQLite response cache, shared by every run",
+    calibration: CalibrationSettings = Field(
+        CalibrationSettings(),
+        description="judge-protocol calibration by simulation, fitted to a notebook-06 audit (notebook 12)",
+    )
+    cache: CacheSettings = Field(
+        CacheSettings(),
+        description="the response cache every run shares: a SQLite file or a PostgreSQL database",
     )
 
 

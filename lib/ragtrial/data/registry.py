@@ -1,8 +1,8 @@
 """The loader registry, the sampling options every loader shares and the final consistency check.
 
 `register_loader(name)` registers a raw loader `(folder, **options) -> (documents, questions)` in
-`LOADERS`, with the data set's publication as metadata; the data-set modules of this package use it
-and the record checks below.
+`LOADERS`, with its `publications.Publication` as metadata (keys `provides`, `published_at`,
+`licence`, `folders`); the data-set modules of this package use it and the record checks below.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ragtrial.data.publications import PUBLICATIONS
 from ragtrial.data.reading import FieldReader, collect_warnings, is_kind
 from ragtrial.records import DataError, Dataset, Document, Question
 from ragtrial.registry import Registry
@@ -20,57 +21,6 @@ from ragtrial.registry import Registry
 DocsAndQuestions = tuple[list[Document], list[Question]]
 
 LOADERS: Registry[Callable[..., Dataset]] = Registry("data set")
-
-# Each loader's `published_at` metadata: where the data set was published, and its licence.
-_PUBLISHED_AT: dict[str, str] = {
-    "multihop_rag": "Tang & Yang, 'MultiHop-RAG: Benchmarking Retrieval-Augmented Generation for Multi-Hop "
-    "Queries' (COLM 2024, arXiv:2401.15391); GitHub yixuantt/MultiHop-RAG, Hugging Face dataset "
-    "yixuantt/MultiHopRAG; licence ODC-BY (articles are third-party news content).",
-    "musique": "Trivedi et al., 'MuSiQue: Multihop Questions via Single-hop Question Composition' "
-    "(TACL 2022); GitHub StonyBrookNLP/musique, data CC BY 4.0. The 100-question train sample and its "
-    "corpus come from GitHub OSU-NLP-Group/HippoRAG (legacy branch, MIT; Gutierrez et al., HippoRAG, "
-    "NeurIPS 2024).",
-    "hotpotqa": "Yang et al., 'HotpotQA: A Dataset for Diverse, Explainable Multi-hop Question Answering' "
-    "(EMNLP 2018); hotpotqa.github.io, GitHub hotpotqa/hotpot, data CC BY-SA 4.0. The 100-question train "
-    "sample and its corpus come from GitHub OSU-NLP-Group/HippoRAG (legacy branch, MIT).",
-    "2wikimultihopqa": "Ho et al., 'Constructing A Multi-hop QA Dataset for Comprehensive Evaluation of "
-    "Reasoning Steps' (COLING 2020); GitHub Alab-NII/2wikimultihop, Apache 2.0. Corpus from GitHub "
-    "OSU-NLP-Group/HippoRAG (MIT); the 101 questions with gold titles from GitHub "
-    "circlemind-ai/fast-graphrag benchmarks (MIT).",
-    "qmsum": "Zhong et al., 'QMSum: A New Benchmark for Query-based Multi-domain Meeting Summarization' "
-    "(NAACL 2021); GitHub Yale-LILY/QMSum, MIT (AMI/ICSI transcripts CC BY 4.0).",
-    "squality": "Wang et al., 'SQuALITY: Building a Long-Document Summarization Dataset the Hard Way' "
-    "(EMNLP 2022); GitHub nyu-mll/SQuALITY (v1.3); stories Project Gutenberg licence, summaries CC BY 4.0.",
-    "odsum": "Zhou et al., 'ODSum: New Benchmarks for Open Domain Multi-Document Summarization' "
-    "(arXiv:2309.08960, 2023); GitHub yale-nlp/ODSum, MIT (plus the QMSum and SQuALITY terms).",
-    "graphrag_bench": "Xiang et al., 'When to use Graphs in RAG: A Comprehensive Analysis for Graph "
-    "Retrieval-Augmented Generation' (arXiv:2506.05690, 2025); GitHub GraphRAG-Bench/GraphRAG-Benchmark, "
-    "leaderboard graphrag-bench.github.io; no licence stated.",
-    "graphrag_podcast": "Edge et al., 'From Local to Global: A Graph RAG Approach to Query-Focused "
-    "Summarization' (arXiv:2404.16130, 2024) for the podcast transcripts and global questions; the MSFT "
-    "earnings subset accompanies arXiv:2503.02922; GitHub microsoft/graphrag-benchmarking-datasets, "
-    "CDLA-Permissive-2.0.",
-    "natural_questions": "Kwiatkowski et al., 'Natural Questions: A Benchmark for Question Answering "
-    "Research' (TACL 2019); GitHub google-research-datasets/natural-questions, simplified training set "
-    "gs://natural_questions/v1.0-simplified/simplified-nq-train.jsonl.gz; data CC BY-SA 3.0 (Wikipedia "
-    "pages). Single-hop QA in Han et al., 'RAG vs. GraphRAG: A Systematic Evaluation and Key Insights'.",
-    "novelqa": "Wang et al., 'NovelQA: A Benchmark for Long-Range Novel Question Answering' "
-    "(arXiv:2403.12766, 2024); Hugging Face dataset NovelQA/NovelQA (gated), GitHub "
-    "NovelQA/novelqa.github.io; Apache 2.0 (copyright-protected novels for evaluation only, not to be "
-    "redistributed); gold answers withheld (Codabench). Used by Han et al., 'RAG vs. GraphRAG'.",
-    "query_log": "A local production query log (CSV or JSON Lines of questions): no publication; "
-    "the questions carry no gold. Sampled into a test set as seed 004 describes (FalkorDB, 'GraphRAG "
-    "Evaluation: How to Test Retrieval Quality Before You Ship').",
-    "ultradomain": "Qian et al., 'MemoRAG: Moving towards Next-Gen RAG Via Memory-Inspired Knowledge "
-    "Discovery' (arXiv:2409.05591, 2024), Hugging Face dataset TommyChien/UltraDomain; the cs questions "
-    "with LightRAG answers from GitHub OpenSPG/KAG (kag/examples/csqa, Apache 2.0); used by Guo et al., "
-    "'LightRAG' (arXiv:2410.05779). The cs books are third-party copyrighted works, not copied.",
-    "answers_file": "Any local answers file (bring your own answers, ragtrial.data.answer_files): the "
-    "questions it answers; no publication.",
-    "text_folder": "Any local folder of .txt/.md files. The kit's example, A Christmas Carol (Project "
-    "Gutenberg eBook #24022), is public domain in the US under the Project Gutenberg licence.",
-}
-
 
 # ---------------------------------------------------------------- registry and sampling
 
@@ -112,8 +62,8 @@ def register_loader(name: str) -> Callable[[Callable[..., DocsAndQuestions]], Ca
         load.__name__ = load.__qualname__ = f"load_{name}"
         load.__doc__ = raw.__doc__
         load.__signature__ = _combined_signature(load, raw)  # type: ignore[attr-defined]
-        description = (raw.__doc__ or name).strip().splitlines()[0]
-        LOADERS.add(name, load, description, published_at=_PUBLISHED_AT[name])
+        description = " ".join((raw.__doc__ or name).strip().split("\n\n")[0].split())  # its first paragraph
+        LOADERS.add(name, load, description, **vars(PUBLICATIONS[name]))
         return load
 
     return register

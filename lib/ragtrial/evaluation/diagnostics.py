@@ -23,7 +23,7 @@ Definitions (the seed's):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -92,6 +92,12 @@ class IndexElements:
         self.between: dict[frozenset[str], list[str]] = {}
         for rid, (s, t) in self.ends.items():
             self.between.setdefault(frozenset((s, t)), []).append(rid)
+
+    def relations_among(self, entities: set[str]) -> set[str]:
+        """The index relations whose two ends are both among `entities` (the seed's "edges among
+        retrieved nodes"; `CypherGraphStore.relations_among` asks a graph store the same).
+        """
+        return {r for r, (s, t) in self.ends.items() if s in entities and t in entities}
 
 
 def retrieved_elements(answers: pd.DataFrame, index: GraphIndex) -> pd.DataFrame:
@@ -223,6 +229,7 @@ def recall_table(
     index: GraphIndex,
     questions: Sequence[Question],
     settings: DiagnosticsSettings,
+    relations_among: Callable[[set[str]], set[str]] | None = None,
 ) -> pd.DataFrame:
     """Per answer (question_id, method): entity and relationship recall with their counts. Recall is
     unavailable (NaN value, the reason in `*_status`) when the question has no gold entities / edges
@@ -231,9 +238,12 @@ def recall_table(
     `settings.passage_mapping = "name_match"`: a gold entity is retrieved when its name occurs in the
     shown context, an edge when both its ends occur in one context entry (independent of extraction).
     `settings.relationship_edges = "induced"`: every index relation among the retrieved entities
-    counts as retrieved (the seed's Cypher query), instead of the relations the context held.
+    counts as retrieved (the seed's Cypher query), instead of the relations the context held; those
+    relations come from `relations_among` (a graph store's query, `store.graph`), else from the index.
     """
-    ends = IndexElements(index).ends
+    in_index = IndexElements(index)
+    ends = in_index.ends
+    relations_among = relations_among or in_index.relations_among
     by_question = {qid: group for qid, group in links.groupby("question_id", sort=False)}
     kind_of = {q.question_id: q for q in questions}
     rows = []
@@ -268,7 +278,7 @@ def recall_table(
             entities = set(a.retrieved_entity_ids)
             relations = set(a.retrieved_relation_ids)
             if settings.relationship_edges == "induced":
-                relations = {r for r, (s, t) in ends.items() if s in entities and t in entities}
+                relations = relations_among(entities)
             found_entities = sum(bool(entities & set(ids)) for ids in gold_entities["index_ids"])
             found_edges = sum(
                 edge_retrieved(ids, ends, relations, entities) for ids in gold_edges["index_ids"]
@@ -284,6 +294,32 @@ def recall_table(
             row[f"{metric}_status"] = status
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def retrieved_subgraphs(
+    elements: pd.DataFrame, edges_among: Callable[[list[str]], pd.DataFrame]
+) -> pd.DataFrame:
+    """Per answer, the edges among the entities its context held as a graph store returns them (the
+    seed's Cypher query, `CypherGraphStore.edges_among`): question_id, method, source, relation_id,
+    relation, target, valid_from, valid_to; an answer whose entities have no edge among them has no row.
+    """
+    frames = [
+        edges_among(list(a.retrieved_entity_ids)).assign(question_id=a.question_id, method=a.method)
+        for a in elements.itertuples(index=False)
+        if len(a.retrieved_entity_ids)
+    ]
+    columns = [
+        "question_id",
+        "method",
+        "source",
+        "relation_id",
+        "relation",
+        "target",
+        "valid_from",
+        "valid_to",
+    ]
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
 # ---------------------------------------------------------------- citations

@@ -36,6 +36,7 @@ from ragtrial.index.chunk_documents import chunk_documents, documents_as_chunks
 from ragtrial.index.create_communities import create_communities
 from ragtrial.index.create_community_reports import create_community_reports
 from ragtrial.index.create_community_reports import planned_calls as report_plan
+from ragtrial.index.database import database, read_index
 from ragtrial.index.date_relations import date_relations
 from ragtrial.index.embed_index import embed_index
 from ragtrial.index.extract_llm_graph import PROMPTS as EXTRACTION_PROMPTS
@@ -328,13 +329,34 @@ def _build(
     return GraphIndex.load(saved)  # exactly what a later load_or_build_index returns, full manifest included
 
 
+def database_index(ctx: ModelContext) -> GraphIndex | None:
+    """Your own data: the index the schema `store.schema_name` of `store.url` holds in the documented
+    layout (`index.database`), checked table by table and read as it is; embeddings it lacks are the
+    kit's (`embeddings.model`). None when `store.schema_name` is unset (the kit builds the index).
+    """
+    store = ctx.settings.store
+    if not store.schema_name:
+        return None
+    index = read_index(database(store.url or "", store.password_env), store.schema_name)
+    embedded = embed_index(
+        index, functools.partial(ctx.embedder.embed, stage="index_embeddings"), keep_existing=True
+    )
+    return dataclasses.replace(
+        embedded, manifest={**index.manifest, "settings": {"dataset": ctx.settings.data.dataset}}
+    )
+
+
 def load_or_build_index(
     ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None
 ) -> GraphIndex:
     """The saved index for these settings and data if there is one, else a fresh build (one at a
     time: a build under way in another process is waited for, then loaded). A data set without
     documents has an empty index (nothing built or saved): only methods reading no index answer.
+    With `store.schema_name` set, the index is your own database's (`database_index`), never built.
     """
+    own = database_index(ctx)
+    if own is not None:
+        return own
     if not dataset.documents:  # questions without documents (UltraDomain): nothing to index
         return GraphIndex(manifest={"empty": f"data set {dataset.name!r} has no documents"})
     settings = settings or ctx.settings.index
@@ -352,6 +374,9 @@ def saved_index(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | N
     """The saved index for these settings and data; FileNotFoundError naming the folder when it was
     never built (for readers of an index that must not pay for a build, e.g. the verdict).
     """
+    own = database_index(ctx)
+    if own is not None:
+        return own
     path = index_path(ctx, dataset, settings)
     if not (path / "manifest.json").is_file():
         raise FileNotFoundError(
@@ -402,8 +427,8 @@ def planned_build(
     """
     s = settings or ctx.settings.index
     path = index_path(ctx, dataset, s)
-    if (path / "manifest.json").is_file() or _imports_graphrag(s):
-        return path, []
+    if (path / "manifest.json").is_file() or _imports_graphrag(s) or ctx.settings.store.schema_name:
+        return path, []  # saved, imported, or your own database's: no model call
     build = _Build(ctx, s, dataset)
     _chunk(build)
     plans = []

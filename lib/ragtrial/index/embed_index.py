@@ -39,10 +39,13 @@ def embedding_label(table: str, origin: str, origins: int) -> str:
     return f"{table}:{origin}" if origins > 1 and table != "chunks" else table
 
 
-def embed_index(index: GraphIndex, embed: Callable[..., np.ndarray]) -> GraphIndex:
+def embed_index(
+    index: GraphIndex, embed: Callable[..., np.ndarray], keep_existing: bool = False
+) -> GraphIndex:
     """Fill chunk ("text"), entity ("name: description") and report ("title: summary") embeddings,
     L2-normalized float32 in table order. `embed(texts, method=label)` embeds one labelled group
-    (`embedding_label`). An empty table keeps None (there is nothing to embed).
+    (`embedding_label`). An empty table keeps None (there is nothing to embed). `keep_existing`: a
+    table that has its embeddings keeps them (an index read from your own database).
     """
     entities, reports = index.entities, index.community_reports
     tables = {
@@ -58,6 +61,8 @@ def embed_index(index: GraphIndex, embed: Callable[..., np.ndarray]) -> GraphInd
     }
     arrays = {}
     for table, (texts, origins) in tables.items():
+        if keep_existing and getattr(index, EMBEDDINGS[table][0]) is not None:
+            continue
         if not texts:
             arrays[EMBEDDINGS[table][0]] = None
             continue

@@ -282,6 +282,23 @@ class GraphIndex:
             },
         }
 
+    def content_hash(self) -> str:
+        """sha256 over every table (in row order) and every embedding array: equal for equal contents,
+        whatever the manifest says (what a database store is named by).
+        """
+        digest = hashlib.sha256()
+        for table in SCHEMAS:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, _arrow_schema(table)) as writer:
+                writer.write_table(_to_arrow(table, getattr(self, table)))
+            digest.update(table.encode() + b"\0" + sink.getvalue().to_pybytes())
+        for attr, _ in EMBEDDINGS.values():
+            array = getattr(self, attr)
+            digest.update(
+                attr.encode() + b"\0" + (b"" if array is None else np.ascontiguousarray(array).tobytes())
+            )
+        return digest.hexdigest()
+
     def save(self, path: str | Path) -> Path:
         """Write the index folder atomically: everything goes to a hidden sibling folder that is
         renamed into place only when complete, so an interrupted save never leaves a folder that

@@ -83,8 +83,16 @@ class LLM:
     """Chat completions and structured output against one OpenAI-compatible endpoint."""
 
     def __init__(
-        self, settings: LLMSettings, cache: ResponseCache, ledger: Ledger, endpoint: Callable[[], str]
+        self,
+        settings: LLMSettings,
+        cache: ResponseCache,
+        ledger: Ledger,
+        endpoint: Callable[[], str],
+        transport: Callable[[Call], Reply] | None = None,
     ):
+        """`transport` answers a call in place of the HTTP request (`send`), behind the whole middleware
+        chain: ragtrial.evaluation.calibration's simulated judge is one.
+        """
         self.settings = settings
         self.cache = cache
         self.ledger = ledger
@@ -102,7 +110,9 @@ class LLM:
             ("retries", with_retries(settings, self.rate_limiter)),
             ("rate limit", with_rate_limit(self.rate_limiter)),
         ]
-        self.handle = pipeline(lambda call: send(call, settings, self.clients), self.middleware)
+        self.handle = pipeline(
+            transport or (lambda call: send(call, settings, self.clients)), self.middleware
+        )
 
     @property
     def model(self) -> str:
@@ -329,7 +339,7 @@ def send(call: Call, settings: LLMSettings, clients: SharedClients) -> Reply:
     plain_text = "prompt" in request
     path = "/completions" if plain_text else "/chat/completions"
     body = post_json(clients.get(call.base_url), path, request, settings.api_key_env)
-    text, finish_reason = _choice_text(body, plain_text)
+    text, finish_reason = choice_text(body, plain_text)
     usage = body.get("usage")
     if isinstance(usage, dict) and all(
         is_token_count(usage.get(k)) for k in ("prompt_tokens", "completion_tokens")
@@ -374,7 +384,7 @@ def is_token_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _choice_text(body: dict[str, Any], plain_text: bool) -> tuple[str | None, Any]:
+def choice_text(body: dict[str, Any], plain_text: bool) -> tuple[str | None, Any]:
     """The first choice's text (None when the server sent none) and finish reason."""
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):

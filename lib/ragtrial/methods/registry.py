@@ -23,7 +23,7 @@ from ragtrial.methods.upstream.method import UpstreamMethod, UpstreamMode, Upstr
 from ragtrial.prompts import load_prompt
 from ragtrial.registry import Registry
 from ragtrial.retrieval.base import ContextItem, Retriever
-from ragtrial.retrieval.registry import RETRIEVERS, make_retriever
+from ragtrial.retrieval.registry import RETRIEVERS, STORE_TWINS, make_retriever
 
 if TYPE_CHECKING:
     from ragtrial.config.settings import Settings
@@ -183,6 +183,18 @@ for _retriever, _parts in GRAPH_RETRIEVER_PARTS.items():
         family="graph",
         index_parts=_parts,
     )
+# The in-database twins as methods of their own, so that one run can answer with both (hybrid beside
+# hybrid_postgresql); `store.retrieval` instead runs the methods above on a store under their own names.
+for _store, _twins in STORE_TWINS.items():
+    for _twin in _twins:
+        _method = "naive_rag" if _twin == "vector" else _twin
+        _entry = METHODS.entry(_method)
+        METHODS.add(
+            f"{_method}_{_store}",
+            _retrieval(f"{_twin}_{_store}"),
+            f"{_entry.description}, in the {_store} store",
+            **_entry.metadata,
+        )
 METHODS.add(
     "kg_triplets_text",
     lambda name, kit: kit.retrieval(name, kit.retriever("kg_triplets", kg_with_source_text=True)),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import html
 import json
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,14 @@ def shown_status(run: dict) -> str:
     return status
 
 
+def status_counts(statuses: Iterable[str]) -> str:
+    """How many runs have each status, by status name: "2 completed, 1 failed" (the index page's
+    summary, `ragtrial run`'s closing table and `ragtrial list`).
+    """
+    counts = Counter(statuses)
+    return ", ".join(f"{counts[status]} {status}" for status in sorted(counts))
+
+
 def _text(value: object) -> str:
     return html.escape(str(value))
 
@@ -96,7 +106,7 @@ def _earlier_attempts(run: dict) -> str:
     )
 
 
-def _data_set(settings: dict[str, Any]) -> str:
+def data_set_label(settings: dict[str, Any]) -> str:
     """The data set as the verdict rows name it: the loader and its folder, or the generated size."""
     data = settings.get("data", {})
     where = data.get("path") or data.get("size", "")
@@ -175,7 +185,7 @@ def _run_row(run: RunRecord) -> str:
         _cell(record.get("headline", ""), "text"),
         _error_cell(run, status),
         _model_cell(settings),
-        _cell(_data_set(settings)),
+        _cell(data_set_label(settings)),
         _cell(record.get("started_at", "")),
         _cell(record.get("duration_s", "")),
         _cell(ledger.get("llm_calls_live", "")),
@@ -227,14 +237,6 @@ def _batch_section(batch: str, runs: list[RunRecord]) -> str:
     return f"<section><h2>{title}</h2>{verdict}{_table(RUN_COLUMNS, rows)}</section>"
 
 
-def _counts(runs: list[RunRecord]) -> str:
-    statuses: dict[str, int] = {}
-    for run in runs:
-        status = shown_status(run.record)
-        statuses[status] = statuses.get(status, 0) + 1
-    return ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
-
-
 def render_index(outputs: Path) -> Path:
     """`outputs/index.html`: a section per batch file with its verdict and its runs (the question each
     answers, status, headline result, error, model, cost and links to the files that exist). A
@@ -255,7 +257,8 @@ def render_index(outputs: Path) -> Path:
         sections.append(
             f"<section><h2>Unreadable run records</h2>{_table(['run', 'status', 'problem'], rows)}</section>"
         )
-    summary = f"{len(records)} run{'' if len(records) == 1 else 's'}: {_counts(readable)}" + (
+    counts = status_counts(shown_status(r.record) for r in readable)
+    summary = f"{len(records)} run{'' if len(records) == 1 else 's'}: {counts}" + (
         f", {len(unreadable)} unreadable" if unreadable else ""
     )
     page = f"""<!doctype html><html><head>{CONTENT_SECURITY_POLICY}

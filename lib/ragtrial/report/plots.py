@@ -526,3 +526,47 @@ def win_rate_matrix_plot(matrix: pd.DataFrame) -> Any:
     fig.colorbar(image, ax=ax, label="relative win rate (row − column)")
     plt.close(fig)
     return fig
+
+
+def calibration_curves(summary: pd.DataFrame) -> Any:
+    """Notebook 12: per simulated design, the unbiased protocol's interval coverage (both scenarios),
+    power (the effect scenario) and spurious-winner rate (A/A) against M trials, one line per N repeats
+    and question count (with Wilson intervals over the studies); the classic protocol dashed, flat in M.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    panels = [
+        ("coverage", None, "coverage of the 95% interval", 0.95),
+        ("power", "effect", "power (the better method declared)", None),
+        ("winner_rate", "null", "spurious-winner rate (A/A)", 0.05),
+    ]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4), layout="constrained")
+    unbiased = summary[summary["protocol"] == "unbiased"]
+    classic = summary[summary["protocol"] == "classic"]
+    for ax, (column, which, title, reference) in zip(axes, panels, strict=True):
+        for frame, style in ((unbiased, "-o"), (classic, "--")):
+            part = frame if which is None else frame[(frame["truth"] == 0) == (which == "null")]
+            for key, line in part.groupby(["scenario", "repeats", "questions"], sort=False):
+                if line[column].isna().all():
+                    continue
+                label = f"classic, {key[2]} q" if frame is classic else f"N={key[1]}, {key[2]} q"
+                if which is None:
+                    label += " (A/A)" if line["truth"].iloc[0] == 0 else " (A better)"
+                line = line.sort_values("trials")
+                x = (
+                    line["trials"]
+                    if frame is unbiased
+                    else [unbiased["trials"].min(), unbiased["trials"].max()]
+                )
+                y = line[column] if frame is unbiased else [line[column].iloc[0]] * 2
+                ax.plot(x, y, style, label=label, lw=1.2, ms=4)
+                if frame is unbiased:
+                    ax.fill_between(line["trials"], line[f"{column}_low"], line[f"{column}_high"], alpha=0.12)
+        if reference is not None:
+            ax.axhline(reference, color="grey", ls=":", lw=1)
+        ax.set(title=title, xlabel="M (trials)", ylim=(-0.02, 1.02))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=6)
+    plt.close(fig)
+    return fig

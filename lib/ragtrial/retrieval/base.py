@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from ragtrial.config.store import StoreSettings
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
 from ragtrial.records import ordered_union
@@ -69,10 +70,13 @@ class Embeds(Protocol):
 
 @dataclass
 class RetrieverParts:
-    """The model doors a retriever may use; `llm` only for retrievers that call a model themselves."""
+    """The model doors a retriever may use (`llm` only for retrievers that call a model themselves),
+    and the stores the in-database retrievers search (`ragtrial.retrieval.stores`).
+    """
 
     embedder: Embeds
     llm: LLM | None = None
+    store: StoreSettings = field(default_factory=StoreSettings)
 
 
 # ---------------------------------------------------------------- ranking helpers

@@ -74,10 +74,14 @@ class GraphWalkRetriever(GraphRetrieverBase):
 
 
 class GraphHybridRetriever(FusedRetriever):
-    """Graph walk and hybrid ranked lists merged by reciprocal rank fusion."""
+    """Graph walk and hybrid ranked lists merged by reciprocal rank fusion (the two parts' classes are
+    class attributes, which the in-database twins replace).
+    """
 
     name = "graph_hybrid"
+    walk_retriever: type[GraphWalkRetriever] = GraphWalkRetriever
+    hybrid_retriever: type = HybridRetriever
 
     def __init__(self, index: GraphIndex, parts: RetrieverParts, settings: RetrievalSettings):
-        walk = GraphWalkRetriever(index, parts, settings)
-        super().__init__([walk, HybridRetriever(index, parts, settings)], walk.chunks, settings)
+        walk = self.walk_retriever(index, parts, settings)
+        super().__init__([walk, self.hybrid_retriever(index, parts, settings)], walk.chunks, settings)

@@ -93,6 +93,11 @@ class KeywordRetriever:
         return Retrieval(self.chunks.ranked(top_k(scores, k, positive_only=True), scores, self.name))
 
 
+def bm25_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
+    """Lucene's non-negative BM25 idf of terms found in `df` of `n_docs` chunks."""
+    return np.log1p((n_docs - df + 0.5) / (df + 0.5))
+
+
 class BM25Retriever(KeywordRetriever):
     """BM25 Okapi: weight(t, d) = idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |d| / avgdl)), with
     Lucene's non-negative idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)). A question scores each chunk by
@@ -106,8 +111,7 @@ class BM25Retriever(KeywordRetriever):
         n_docs = tf.shape[0]
         lengths = np.asarray(tf.sum(axis=1)).ravel()
         avgdl = lengths.mean() if n_docs else 0.0
-        df = np.bincount(tf.indices, minlength=tf.shape[1])
-        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+        idf = bm25_idf(np.bincount(tf.indices, minlength=tf.shape[1]), n_docs)
         rows = np.repeat(np.arange(n_docs), np.diff(tf.indptr))
         norm = k1 * (1 - b + b * lengths[rows] / (avgdl or 1.0))
         weights = idf[tf.indices] * tf.data * (k1 + 1) / (tf.data + norm)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.config.store import StoreSettings
 from ragtrial.index.tables import GraphIndex
 from ragtrial.registry import Registry
 from ragtrial.retrieval.base import Retriever, RetrieverParts
@@ -95,18 +96,68 @@ RETRIEVERS.add(
 )
 
 
+# The in-database twins of in-memory retrievers, by store (`store.retrieval`): each ranks as its twin
+# does (tests/retrieval/test_stores_*.py pin it), with its search run by the store.
+STORE_TWINS: dict[str, dict[str, tuple[str, str]]] = {
+    "postgresql": {
+        "vector": ("ragtrial.retrieval.stores.postgres:PostgresVectorRetriever", "vector search in SQL"),
+        "bm25": ("ragtrial.retrieval.stores.postgres:PostgresBM25Retriever", "BM25 in SQL"),
+        "ts_rank": ("ragtrial.retrieval.stores.postgres:PostgresTsRankRetriever", "Postgres' own ts_rank"),
+        "hybrid": (
+            "ragtrial.retrieval.stores.postgres:PostgresHybridRetriever",
+            "vector, keyword and RRF in SQL",
+        ),
+        "graph_walk": (
+            "ragtrial.retrieval.stores.postgres:PostgresGraphWalkRetriever",
+            "the walk and hub cap by a recursive query",
+        ),
+        "graph_hybrid": (
+            "ragtrial.retrieval.stores.postgres:PostgresGraphHybridRetriever",
+            "the SQL walk and SQL hybrid fused",
+        ),
+    },
+    "cypher": {
+        "graph_walk": (
+            "ragtrial.retrieval.stores.cypher:CypherGraphWalkRetriever",
+            "the walk and hub cap by Cypher neighbourhood queries",
+        ),
+        "graph_hybrid": (
+            "ragtrial.retrieval.stores.cypher:CypherGraphHybridRetriever",
+            "the Cypher walk and the in-memory hybrid fused",
+        ),
+    },
+}
+for _store, _twins in STORE_TWINS.items():
+    for _twin, (_target, _how) in _twins.items():
+        RETRIEVERS.add(
+            f"{_twin}_{_store}",
+            _target,
+            f"{_twin} in the {_store} store ({_how})",
+            llm_setting=RETRIEVERS.entry(_twin).metadata["llm_setting"],
+            library=_store,
+            twin=_twin,
+        )
+
+
+def store_retriever(name: str, store: StoreSettings) -> str:
+    """The retriever that runs for `name` under `store.retrieval`: its in-database twin where it has one."""
+    twins = STORE_TWINS.get(store.retrieval, {})
+    return f"{name}_{store.retrieval}" if name in twins else name
+
+
 def make_retriever(
     name: str, index: GraphIndex, ctx_or_parts: Any, settings: RetrievalSettings | None = None
 ) -> Retriever:
-    """Build the retriever `name` over `index` (over its graph `retrieval.graph_origin` names).
-    `ctx_or_parts` is a ModelContext (its embedder, llm and `settings.retrieval` are used) or a
+    """Build the retriever `name` over `index` (over its graph `retrieval.graph_origin` names), its
+    in-database twin when `store.retrieval` names a store that has one. `ctx_or_parts` is a
+    ModelContext (its embedder, llm, `settings.retrieval` and `settings.store` are used) or a
     `RetrieverParts`; `settings` overrides the run's.
     """
-    retriever_class = RETRIEVERS.get(name)
     if isinstance(ctx_or_parts, RetrieverParts):
         parts = ctx_or_parts
     else:
-        parts = RetrieverParts(embedder=ctx_or_parts.embedder, llm=ctx_or_parts.llm)
+        parts = RetrieverParts(ctx_or_parts.embedder, ctx_or_parts.llm, ctx_or_parts.settings.store)
         settings = settings or ctx_or_parts.settings.retrieval
     settings = settings or RetrievalSettings()
+    retriever_class = RETRIEVERS.get(store_retriever(name, parts.store))
     return retriever_class(select_graph(index, settings), parts, settings)

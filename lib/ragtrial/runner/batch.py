@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from ragtrial.config.base import ParamsError
-from ragtrial.config.batch import RunSpec, load_batch, notebook_file
+from ragtrial.config.batch import RunSpec, notebook_file
 from ragtrial.config.paths import notebooks_dir, outputs_dir
 from ragtrial.llm.ledger import read_ledger, summarize
 from ragtrial.llm.progress import PROGRESS_FILE
@@ -40,10 +40,10 @@ from ragtrial.redact import redact
 from ragtrial.report.files import write_json, write_table
 from ragtrial.report.html import render_report
 from ragtrial.report.index_page import render_index
+from ragtrial.runner.checks import check_batch, run_folder
 from ragtrial.runner.context import HEADLINE_FILE, git_commit, package_versions, secret_variables
 from ragtrial.runner.credentials import mask_credentials
 from ragtrial.runner.kernel import KERNEL_LOG, failure_reason, kernel_options
-from ragtrial.runner.preflight import preflight
 from ragtrial.runner.progress import POLL_EVERY_S, BatchMonitor, duration, summary_table
 
 LOCK_FILE = "run.lock"
@@ -63,15 +63,6 @@ class RunResult:
 def read_run_json(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / "run.json"
     return json.loads(path.read_text()) if path.is_file() else None
-
-
-def run_folder(outputs: Path, run_id: str) -> Path:
-    """`outputs/<run_id>`, refused unless it is a real folder directly inside the outputs folder."""
-    outputs = Path(outputs).resolve()
-    run_dir = outputs / run_id
-    if run_dir.is_symlink() or run_dir.resolve().parent != outputs:
-        raise ParamsError(f"run {run_id!r}: its folder {run_dir} is not inside the outputs folder {outputs}")
-    return run_dir
 
 
 def _earlier_attempts(run_dir: Path, previous: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -248,22 +239,6 @@ def _systems_used(run_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def select_runs(specs: list[RunSpec], only: list[str] | None, batch_path: str | Path) -> list[RunSpec]:
-    """The runs `--only` asks for (`ragtrial estimate` and `questions` share it); a name that matches no
-    run of the batch is an error, not a no-op.
-    """
-    if not only:
-        return specs
-    known = list(dict.fromkeys(s.notebook for s in specs))
-    unknown = [name for name in only if name not in known]
-    if unknown:
-        raise ParamsError(
-            f"--only {', '.join(unknown)}: no run of that notebook in {batch_path} (its notebooks: "
-            f"{', '.join(known)})"
-        )
-    return [s for s in specs if s.notebook in only]
-
-
 def batch_record(batch_path: str | Path, root: Path, specs: list[RunSpec]) -> dict[str, Any]:
     """What `run.json` records of the batch a run belongs to: its file (relative to the project root when
     inside it, so no machine's path enters the project's records; else as given) and every run id of
@@ -359,11 +334,11 @@ def run_batch(
     engine: str = "threads",
     address: str | None = None,
 ) -> list[RunResult]:
-    """Validate every run of the batch first, names and paths included (no model call before
-    that), then execute them, logging each running run's progress every `progress_every_s`
-    (`runner.progress`) and, at the end, a table of the runs. `engine` "threads" runs `workers` at a
-    time in this process; "ray" runs each as a task on the Ray cluster at `address`
-    (`runner.ray_engine`, imported only then).
+    """Check the batch first (`runner.checks.check_batch`, the checks `ragtrial check` makes without
+    its reads of data and requests: no model call before them), then execute its runs, logging each
+    running run's progress every `progress_every_s` (`runner.progress`) and, at the end, a table of
+    the runs. `engine` "threads" runs `workers` at a time in this process; "ray" runs each as a task
+    on the Ray cluster at `address` (`runner.ray_engine`, imported only then).
     """
     if engine not in ENGINES:
         raise ParamsError(f"--engine {engine}: one of {', '.join(ENGINES)}")
@@ -378,12 +353,9 @@ def run_batch(
         raise ParamsError(f"--address {address}: an address of a Ray cluster, for --engine ray")
     root = Path(root).resolve()
     outputs = outputs_dir(root, outputs)
-    specs, batch_workers = load_batch(batch_path, overrides, notebooks_dir=notebooks_dir(root))
-    batch = batch_record(batch_path, root, specs)
-    specs = select_runs(specs, only, batch_path)
-    for spec in specs:
-        run_folder(outputs, spec.run_id)
-    preflight(specs, root)
+    checked = check_batch(batch_path, overrides, root, outputs, only)
+    batch = batch_record(batch_path, root, checked.specs)
+    specs, batch_workers = checked.selected, checked.workers
     outputs.mkdir(parents=True, exist_ok=True)
     options = {"force": force, "show_code": show_code, "batch": batch}  # execute_run's, for every run
     batch_started = time.perf_counter()

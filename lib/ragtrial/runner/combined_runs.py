@@ -21,7 +21,7 @@ import pandas as pd
 from ragtrial.config.base import ParamsError
 from ragtrial.config.settings import Settings
 from ragtrial.report.index_page import RunRecord, read_run_record, run_records
-from ragtrial.runner.batch import run_folder
+from ragtrial.runner.checks import run_folder
 from ragtrial.runner.credentials import mask_credentials
 
 RUN_COLUMNS = ["notebook", "run_id", "how", "status", "ended_at", "git_commit", "label"]

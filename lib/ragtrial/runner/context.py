@@ -22,7 +22,7 @@ from ragtrial.config.paths import output_path, project_root
 from ragtrial.config.settings import Settings, validate_settings
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.data.gold import require_gold
-from ragtrial.llm.cache import ResponseCache
+from ragtrial.llm.cache import ResponseCache, open_cache
 from ragtrial.llm.client import LLM
 from ragtrial.llm.embedder import Embedder
 from ragtrial.llm.ledger import Ledger, answered_by, by_stage
@@ -221,7 +221,7 @@ def open_run(
     run_id = RunSpec(notebook=notebook, settings=settings).run_id
     run_dir = Path(run_dir) if run_dir else output_path(Path(outputs) / "interactive" / run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
-    cache = ResponseCache(output_path(settings.cache_path))
+    cache = open_cache(settings.cache)
     ledger = Ledger(run_id, run_dir / "ledger.csv")
     llm = LLM(settings.llm, cache, ledger, _endpoint_resolver(settings, run_dir))
     embedder = Embedder(settings.embeddings, cache, ledger, settings.llm)
@@ -229,8 +229,10 @@ def open_run(
 
 
 def secret_variables(settings: Settings) -> list[str]:
-    """The environment variables holding the run's API keys, whose values no output may show."""
-    return [settings.llm.api_key_env, settings.embeddings.api_key_env]
+    """The environment variables holding the run's API keys and cache password, whose values no
+    output may show.
+    """
+    return [settings.llm.api_key_env, settings.embeddings.api_key_env, settings.cache.password_env]
 
 
 def package_versions() -> dict[str, str]:

@@ -24,7 +24,7 @@ import pandas as pd
 from ragtrial.config.base import ExistingPath, ParamsError, Section
 from ragtrial.config.batch import RunSpec, load_batch
 from ragtrial.config.data import data_path, data_root_origin
-from ragtrial.config.paths import notebooks_dir, output_path, outputs_dir
+from ragtrial.config.paths import notebooks_dir, outputs_dir
 from ragtrial.config.settings import Settings, marked_values
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.evaluation.claim_verdicts import planned_calls as planned_verdicts
@@ -37,7 +37,7 @@ from ragtrial.evaluation.key_facts import planned_key_fact_checks
 from ragtrial.evaluation.run_methods import answered_by_the_kit, planned_answers
 from ragtrial.index.build import planned_build
 from ragtrial.llm.backend_check import planned_calls as planned_probes
-from ragtrial.llm.cache import ResponseCache
+from ragtrial.llm.cache import ResponseCache, cache_location
 from ragtrial.llm.client import LLM
 from ragtrial.llm.ledger import Ledger, read_ledger
 from ragtrial.llm.plan import BASES, QUESTION_TOKENS, StagePlan, unknown
@@ -45,7 +45,7 @@ from ragtrial.questions.generate import generated_at_most, planned_generation
 from ragtrial.questions.quality import planned_calls as planned_quality
 from ragtrial.questions.sampling import diagnosis_questions, select_questions, task_questions
 from ragtrial.records import Dataset
-from ragtrial.runner.batch import select_runs
+from ragtrial.runner.checks import select_runs
 from ragtrial.runner.preflight import check_settings
 
 UNKNOWN_QUESTIONS = unknown(
@@ -279,6 +279,7 @@ NOTEBOOKS: dict[str, Callable[[RunPlanner], list[StagePlan]]] = {
     "09_retrieval_diagnostics": _diagnostics_notebook,
     "10_verdict": lambda p: [],  # reads saved tables and the saved index: no model call
     "11_upstream_systems": _upstream_notebook,
+    "12_judge_calibration": lambda p: [],  # simulates its judge: no model call
 }
 
 
@@ -315,7 +316,8 @@ def _latency(
     return None, "unknown"
 
 
-def _row(spec: RunSpec, plan: StagePlan, measured: dict[tuple[str, str], float]) -> dict[str, Any]:
+def plan_row(spec: RunSpec, plan: StagePlan, measured: dict[tuple[str, str], float]) -> dict[str, Any]:
+    """One stage of a run's estimate: its plan with live calls, latency, wall time and cost."""
     llm = spec.settings.llm
     live = plan.calls - (plan.cached or 0)
     share = live / plan.calls if plan.calls else 0.0
@@ -431,14 +433,16 @@ def estimate_batch(
             raise ParamsError(
                 f"{where}: no estimate for notebook {spec.notebook!r} (known: {', '.join(NOTEBOOKS)})"
             )
-        cache_file = output_path(settings.cache_path, root, outputs)
-        cache = caches.setdefault(str(cache_file), ResponseCache(cache_file))
+        location = cache_location(settings.cache, root, outputs)
+        if str(location) not in caches:
+            caches[str(location)] = ResponseCache(location, settings.cache.password_env)
+        cache = caches[str(location)]
         ledger = Ledger(spec.run_id)
         ctx = PlanContext(settings, spec.run_id, ledger, LLM(settings.llm, cache, ledger, _no_endpoint))
         dataset = None if "data.path" in absent else load_experiment_dataset(settings.data)
         planner = RunPlanner(spec, ctx, dataset, built, absent)
         for plan in NOTEBOOKS[spec.notebook](planner):
-            rows.append(_row(spec, asked_earlier(plan, asked), measured))
+            rows.append(plan_row(spec, asked_earlier(plan, asked), measured))
         notes += [f"{spec.run_id}: {n}" for n in ([note] if note else []) + planner.notes]
     for cache in caches.values():
         cache.close()

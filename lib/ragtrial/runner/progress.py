@@ -20,6 +20,7 @@ import pandas as pd
 
 from ragtrial.llm.ledger import read_ledger
 from ragtrial.llm.progress import read_progress
+from ragtrial.report.index_page import status_counts
 
 POLL_EVERY_S = 15.0
 QUIET_UP_TO_S = 60.0
@@ -116,6 +117,25 @@ class BatchMonitor:
 SUMMARY_COLUMNS = ["run", "label", "status", "live calls", "cached calls", "failures", "wall time"]
 
 
+def text_table(
+    columns: list[str], rows: list[list[str]], right: set[int], total: list[str] | None = None
+) -> list[str]:
+    """Rows of cells as aligned lines: the header, a rule, the rows, and (when given) a rule and the
+    totals; the columns numbered in `right` are right-aligned (`ragtrial run`'s summary, `ragtrial list`).
+    """
+    every = [columns, *rows, *([total] if total else [])]
+    widths = [max(len(row[i]) for row in every) for i in range(len(columns))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return [line(columns), rule, *(line(row) for row in rows), *([rule, line(total)] if total else [])]
+
+
 def summary_table(rows: list[dict[str, Any]], batch_seconds: float) -> list[str]:
     """The batch's closing table as text lines: one row per run (`run`, `label`, `status`, `summary`
     (the ledger summary), `seconds`), then the totals with the batch's wall time (runs may overlap).
@@ -132,26 +152,13 @@ def summary_table(rows: list[dict[str, Any]], batch_seconds: float) -> list[str]
         ]
         for r in rows
     ]
-    statuses = pd.Series([r["status"] for r in rows], dtype=str).value_counts()
     total = [
         f"{len(rows)} run" + ("" if len(rows) == 1 else "s"),
         "",
-        ", ".join(f"{n} {status}" for status, n in statuses.items()),
+        status_counts(r["status"] for r in rows),
         str(sum(int(r[3]) for r in table)),
         str(sum(int(r[4]) for r in table)),
         str(sum(int(r[5]) for r in table)),
         duration(batch_seconds),
     ]
-    widths = [
-        max(len(row[i]) for row in [SUMMARY_COLUMNS, *table, total]) for i in range(len(SUMMARY_COLUMNS))
-    ]
-    numeric = {3, 4, 5, 6}
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if i in numeric else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    return [line(SUMMARY_COLUMNS), rule, *(line(row) for row in table), rule, line(total)]
+    return text_table(SUMMARY_COLUMNS, table, {3, 4, 5, 6}, total)

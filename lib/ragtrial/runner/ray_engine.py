@@ -20,7 +20,7 @@ This module is imported only for `--engine ray`.
   batch (Ctrl-C, SIGTERM) cancels every run, and those running record `interrupted`.
 - Secrets: no API key travels. A kernel reads its keys from its node's environment (set them where
   `ray start` runs); a run whose node lacks a key variable set here fails, naming the variable. A URL
-  with credentials is refused before any run: task arguments are kept in the cluster's object store.
+  with a password is refused before any run: task arguments are kept in the cluster's object store.
   The non-secret variables the kernels read (`FORWARDED`) are set in the tasks as they are here.
 """
 
@@ -36,6 +36,7 @@ import time
 from collections import deque
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -45,7 +46,8 @@ from ragtrial.config.batch import RunSpec
 from ragtrial.config.data import DATA_ROOT_ENV
 from ragtrial.llm.middleware import RETRY_FAILURES_ENV
 from ragtrial.redact import redact
-from ragtrial.runner.batch import BatchRecorder, RunResult, execute_run, run_folder
+from ragtrial.runner.batch import BatchRecorder, RunResult, execute_run
+from ragtrial.runner.checks import run_folder
 from ragtrial.runner.combined_runs import identity
 from ragtrial.runner.context import secret_variables
 from ragtrial.runner.credentials import credential_keys
@@ -125,15 +127,18 @@ def run_notebook(
     return result, time.perf_counter() - started
 
 
-def _refuse_url_credentials(specs: list[RunSpec]) -> None:
+def refuse_url_passwords(specs: list[RunSpec]) -> None:
+    """ParamsError naming the first setting whose URL carries a password (a user name alone is no
+    secret: `cache.url: postgresql://ragtrial@host/db` with the password in `cache.password_env`).
+    """
     for spec in specs:
-        keys = credential_keys(spec.settings.model_dump(mode="json"))
-        if keys:
-            raise ParamsError(
-                f"{spec.source}: key '{next(iter(keys))}' carries credentials in its URL; the Ray engine "
-                "keeps a run's settings in the cluster's object store, so give the key through the "
-                "environment (llm.api_key_env) or run without --engine ray"
-            )
+        for key, value in credential_keys(spec.settings.model_dump(mode="json")).items():
+            if urlsplit(value).password:
+                raise ParamsError(
+                    f"{spec.source}: key '{key}' carries a password in its URL; the Ray engine keeps a "
+                    "run's settings in the cluster's object store, so give it through the environment "
+                    "(llm.api_key_env, cache.password_env) or run without --engine ray"
+                )
 
 
 def chain_key(spec: RunSpec) -> str:
@@ -169,7 +174,7 @@ def run_on_ray(
     options: dict[str, Any],
 ) -> list[RunResult]:
     """Execute the runs as Ray tasks (see the module's notes); the results in batch order."""
-    _refuse_url_credentials(specs)
+    refuse_url_passwords(specs)
     connected = connect(address)
     environment = {name: os.environ[name] for name in FORWARDED if name in os.environ}
     try:

@@ -161,10 +161,12 @@ def _pair_summary(outcomes: pd.DataFrame, trials: pd.DataFrame, resamples: int, 
     }
 
 
-def aggregate_unbiased(
+def unbiased_summary(
     run: Judgments, resamples: int = 2000, alpha: float = 0.05, seed: int = 0
-) -> UnbiasedResult:
-    """Win/tie/loss per trial and the tables the paper reports, for every method pair judged."""
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The outcomes, trials and summary tables of `aggregate_unbiased` alone (its other tables cost
+    as much again; the calibration of notebook 12 reads only the summary, thousands of times).
+    """
     outcomes = question_outcomes(run)
     trials = _trial_rates(outcomes, METHOD_KEY)
     excluded = (
@@ -183,6 +185,14 @@ def aggregate_unbiased(
         summary = summary.merge(pd.DataFrame(rows), on=METHOD_KEY)
         summary["p_holm"] = holm_correction(summary["p_value"].tolist(), alpha)["p_holm"].to_numpy()
         summary.insert(0, "pair", [pair_label(r) for r in summary.itertuples(index=False)])
+    return outcomes, trials, summary
+
+
+def aggregate_unbiased(
+    run: Judgments, resamples: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> UnbiasedResult:
+    """Win/tie/loss per trial and the tables the paper reports, for every method pair judged."""
+    outcomes, trials, summary = unbiased_summary(run, resamples, alpha, seed)
     return UnbiasedResult(
         outcomes=outcomes,
         trials=trials,
