@@ -12,6 +12,7 @@ last user message. Steps:
   ("vectors", vectors)        an embeddings reply carrying exactly these vectors (ragged, NaN, ...)
 A chat request with "stream": true gets its completion as server-sent events (one content chunk,
 then the finishing chunk with the usage, then [DONE]), as OpenAI streams it.
+A default reply of None closes the connection without replying, as ("drop",) does.
 Every request's path, JSON body (None for a GET) and Authorization header are kept in `requests`.
 `required_key` makes it an endpoint that wants that API key: a request without it gets a 401.
 `rate_limit = (n, window_s, retry_after)` makes it an endpoint that allows n requests per window:
@@ -141,6 +142,10 @@ class ScriptedServer:
                     )
                     return
                 content = step[1] if step[0] == "text" else server.default_reply(body)
+                if content is None:
+                    self.close_connection = True
+                    self.connection.close()
+                    return
                 prompt_tokens = sum(len(text.split()) for text in _prompt_text(body))
                 completion = _completion(
                     content,

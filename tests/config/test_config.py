@@ -69,6 +69,36 @@ def test_resolution_order_and_grid(tmp_path):
     assert len({s.run_id for s in specs}) == 4  # each grid point is its own run
 
 
+def test_resources_are_batch_wide_and_per_run_key_by_key_and_change_no_run_id(tmp_path):
+    runs = [{"notebook": "nb"}, {"notebook": "nb", "label": "big", "resources": {"memory": "1.5 GiB"}}]
+    path = write(tmp_path, {"resources": {"num_cpus": 0.5, "memory": "500MB"}, "runs": runs})
+    small, big = load_batch(path)[0]
+    assert (small.resources.num_cpus, small.resources.memory) == (0.5, 500 * 10**6)
+    assert (big.resources.num_cpus, big.resources.memory) == (0.5, 1536 * 2**20)
+    assert (
+        small.run_id
+        == big.run_id
+        == load_batch(write(tmp_path, {"runs": runs[:1]}, "plain.yaml"))[0][0].run_id
+    )
+
+
+@pytest.mark.parametrize(
+    ("resources", "key", "problem"),
+    [
+        ({"num_cpus": 0}, "resources.num_cpus", "greater than 0"),
+        ({"num_cpus": 1.5}, "resources.num_cpus", "whole number"),
+        ({"memory": "2 gigs"}, "resources.memory", "not a size"),
+        ({"memory": -1}, "resources.memory", "greater than 0"),
+        ({"cpus": 2}, "resources.cpus", "unknown key"),
+    ],
+)
+def test_bad_resources_name_the_key(tmp_path, resources, key, problem):
+    with pytest.raises(ParamsError, match=rf"key '{re.escape(key)}'.*{problem}"):
+        load_batch(write(tmp_path, {"resources": resources, "runs": [{"notebook": "nb"}]}))
+    with pytest.raises(ParamsError, match=rf"key 'runs\.0\.{re.escape(key)}'.*{problem}"):
+        load_batch(write(tmp_path, {"runs": [{"notebook": "nb", "resources": resources}]}))
+
+
 def test_set_parses_yaml_values_and_rejects_garbage():
     assert parse_set_overrides(["a.b=3", "a.c=[1, 2]", "d=true"]) == {"a": {"b": 3, "c": [1, 2]}, "d": True}
     with pytest.raises(ParamsError, match="expected key.sub=value"):

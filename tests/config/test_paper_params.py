@@ -127,3 +127,22 @@ def test_paper_diagnostics_is_the_seeds_suite_on_the_generated_corpus_and_on_rea
             0.95,
         )
     assert set(real.diagnostics.categories.values()) == {"multi_hop"}  # MuSiQue's hop types
+
+
+def test_the_paper_scale_study_is_the_paper_judge_on_a_million_token_corpus_as_one_identity():
+    from ragtrial.runner.combined_runs import identity
+
+    specs, _ = load_batch(
+        PROJECT_ROOT / "params" / "paper_scale_study.yaml", ENDPOINT, notebooks_dir=PROJECT_ROOT / "notebooks"
+    )
+    study, judge = {s.notebook: s for s in specs}, runs("paper_judge")
+    assert list(study) == ["01_build_index", "06_judge_bias_audit", "07_pairwise_method_comparison"]
+    seventh = study["07_pairwise_method_comparison"].settings
+    assert seventh.judge == judge["07_pairwise_method_comparison"].judge and seventh.judge.trials == 25
+    assert seventh.index.model_dump(exclude={"chunking"}) == judge[
+        "07_pairwise_method_comparison"
+    ].index.model_dump(exclude={"chunking"})
+    assert (seventh.data.dataset, seventh.data.size) == ("generated", "large")  # 1.33M cl100k tokens
+    # one data set, model and index: the Ray engine runs them in order, the index built once by 01
+    assert len({str(identity(s.settings.model_dump(mode="json"))) for s in specs}) == 1
+    assert study["01_build_index"].resources.memory == 8 * 2**30 and seventh.llm.concurrency == 32

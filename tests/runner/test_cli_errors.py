@@ -45,6 +45,8 @@ def in_project(monkeypatch):
         (["--workers", "-2"], "--workers -2"),
         (["--workers", "0"], "--workers 0"),
         (["--only", "99_nope"], "--only 99_nope"),
+        (["--engine", "ray", "--workers", "2"], "--workers 2"),  # the cluster's resources say how many
+        (["--address", "auto"], "--address auto"),  # a Ray cluster's, without --engine ray
     ],
 )
 def test_bad_options_fail_in_one_line(capsys, tmp_path, in_project, args, names):
@@ -52,6 +54,33 @@ def test_bad_options_fail_in_one_line(capsys, tmp_path, in_project, args, names)
     code, err = run_cli(capsys, batch, "--outputs", str(tmp_path / "out"), *args)
     assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and names in err[0], err
     assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_the_ray_engine_refuses_a_url_with_credentials_naming_the_key_not_the_secret(
+    capsys, tmp_path, in_project
+):
+    url = "http://user:s3cret-pass@127.0.0.1:9/v1"
+    batch = write_batch(tmp_path, [{"notebook": "00_backend_check"}])
+    code, err = run_cli(
+        capsys,
+        batch,
+        "--engine",
+        "ray",
+        "--set",
+        "llm.backend=openai_compatible",
+        "--set",
+        f"llm.base_url={url}",
+    )
+    assert code == 2 and len(err) == 1 and "key 'llm.base_url'" in err[0] and "object store" in err[0], err
+    assert "s3cret" not in err[0]
+
+
+def test_the_ray_engine_takes_a_url_with_a_user_name_only(tmp_path):
+    from ragtrial.runner.ray_engine import refuse_url_passwords
+
+    batch = write_batch(tmp_path, [{"notebook": "00_backend_check"}])
+    specs, _ = load_batch(batch, {"cache": {"url": "postgresql://ragtrial@127.0.0.1:5432/study"}})
+    refuse_url_passwords(specs)  # the password, if any, is in cache.password_env
 
 
 def test_a_binary_batch_file_fails_in_one_line(capsys, tmp_path, in_project):

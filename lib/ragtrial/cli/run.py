@@ -1,5 +1,6 @@
-"""`ragtrial run params/<batch>.yaml [--set k=v] [--only NB] [--force] [--workers N] [--outputs DIR]` and
-`ragtrial diagnose params/<batch>.yaml [--baseline F] [--tolerance T] [--save-baseline F]` (regression mode).
+"""`ragtrial run params/<batch>.yaml [--set k=v] [--only NB] [--force] [--workers N] [--outputs DIR]
+[--engine ray [--address A]]` and `ragtrial diagnose params/<batch>.yaml [--baseline F] [--tolerance T]
+[--save-baseline F]` (regression mode).
 """
 
 from __future__ import annotations
@@ -12,6 +13,24 @@ from ragtrial.cli.arguments import add_batch_arguments, project_and_batch
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import parse_set_overrides
 from ragtrial.config.paths import outputs_dir
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--engine` and `--address`: where the batch's runs execute."""
+    parser.add_argument(
+        "--engine",
+        choices=["threads", "ray"],
+        default="threads",
+        help="threads: the runs execute on this machine, --workers at a time (default); ray: each run is a "
+        "task on a Ray cluster, as many at once as its free resources allow (the batch's `resources`)",
+    )
+    parser.add_argument(
+        "--address",
+        metavar="A",
+        help="the Ray cluster for --engine ray: auto (one `ray start` started on this machine), host:port "
+        "(its GCS) or ray://host:port (Ray Client); default: $RAY_ADDRESS, else a cluster running here, "
+        "else a single-node Ray for the batch",
+    )
 
 
 def add_parser(sub) -> None:
@@ -29,6 +48,7 @@ def add_parser(sub) -> None:
         "--outputs", help="outputs folder, cache and indexes included (default: <project root>/outputs)"
     )
     run.add_argument("--show-code", action="store_true", help="keep code cells in report.html")
+    add_engine_arguments(run)
     run.set_defaults(handler=run_command)
     check = sub.add_parser(
         "diagnose",
@@ -57,6 +77,7 @@ def add_parser(sub) -> None:
     check.add_argument(
         "--outputs", help="outputs folder, cache and indexes included (default: <project root>/outputs)"
     )
+    add_engine_arguments(check)
     check.set_defaults(show_code=False, handler=diagnose_command)
 
 
@@ -76,6 +97,8 @@ def run_notebooks(args: argparse.Namespace, only: list[str] | None) -> tuple[lis
         force=args.force,
         workers=args.workers,
         show_code=args.show_code,
+        engine=args.engine,
+        address=args.address,
     )
     not_done = [r for r in results if r.status in ("failed", "locked")]
     for r in not_done:

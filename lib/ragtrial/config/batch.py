@@ -1,5 +1,7 @@
 """Batch files: `settings` shared by `runs`, each run a notebook with its own settings and an
-optional grid, and `--set` overrides; expanded into validated `RunSpec`s.
+optional grid, and `--set` overrides; expanded into validated `RunSpec`s. `resources` (batch-wide,
+and per run over it) say what one run asks of a Ray cluster (`ragtrial run --engine ray`); they are
+not settings, so they change no run id.
 
 A params file states only what it changes. Resolution order for one run:
 code defaults <- batch `settings` <- run `settings` <- grid point <- command-line `--set`.
@@ -80,6 +82,53 @@ def settings_hash(settings: Settings) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:10]
 
 
+# The units of `resources.memory` (any case): decimal (MB, GB) and binary (MiB, GiB), as Kubernetes
+# and Ray write them.
+BYTE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+BYTE_UNITS |= {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+BYTE_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*")
+
+
+class RunResources(BaseModel):
+    """What one run asks of a Ray cluster: Ray starts it on a node with that much free. The threaded
+    runner runs `workers` runs at a time whatever these say.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    num_cpus: float = Field(
+        1.0,
+        gt=0,
+        description="CPUs the run holds while it executes (a fraction below 1 packs several runs on one CPU: "
+        "a run mostly waits on model calls)",
+    )
+    memory: int | None = Field(
+        None,
+        gt=0,
+        description="memory the run holds, in bytes or as a size such as 4GiB or 500MB (default: none "
+        "reserved)",
+    )
+
+    @field_validator("num_cpus")
+    @classmethod
+    def _whole_above_one(cls, cpus: float) -> float:
+        if cpus > 1 and not cpus.is_integer():
+            raise ValueError(f"{cpus}: a share above 1 CPU must be a whole number (Ray's rule)")
+        return cpus
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _bytes(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        match = BYTE_SIZE.fullmatch(value)
+        units = {name.lower(): size for name, size in BYTE_UNITS.items()} | {"": 1}
+        if not match or match[2].lower() not in units:
+            raise ValueError(
+                f"{value!r} is not a size: give bytes, or a number and one of {', '.join(BYTE_UNITS)}"
+            )
+        return int(float(match[1]) * units[match[2].lower()])
+
+
 class RunSpec(BaseModel):
     """One notebook execution: the notebook name and its fully resolved settings."""
 
@@ -88,6 +137,7 @@ class RunSpec(BaseModel):
     settings: Settings
     label: str = ""
     source: str = ""  # where the run is set: "<batch file> (runs.<i>, notebook <name>)", for errors
+    resources: RunResources = Field(default_factory=RunResources)  # not part of the run's identity
 
     @property
     def run_id(self) -> str:
@@ -104,6 +154,7 @@ class _RunEntry(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     label: str = ""
+    resources: RunResources | None = None  # over the batch's, key by key
 
     @field_validator("notebook")
     @classmethod
@@ -130,6 +181,7 @@ class BatchFile(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)
     runs: list[_RunEntry] = Field(min_length=1)
     workers: int = Field(1, ge=1)
+    resources: RunResources = Field(default_factory=RunResources)
 
 
 def load_yaml(path: Path) -> Any:
@@ -171,6 +223,8 @@ def load_batch(
         if notebooks_dir is not None:
             notebook_file(notebooks_dir, entry.notebook, f"{path}: key 'runs.{i}.notebook'")
         base = deep_merge(batch.settings, entry.settings)
+        own = entry.resources.model_dump(exclude_unset=True) if entry.resources else {}
+        resources = batch.resources.model_copy(update=own)
         keys = list(entry.grid)
         for point in itertools.product(*(entry.grid[k] for k in keys)) if keys else [()]:
             values = base
@@ -180,5 +234,13 @@ def load_batch(
             source = f"{path} (runs.{i}, notebook {entry.notebook})"
             settings = validate_settings(values, source)
             label = entry.label or ", ".join(f"{k}={v}" for k, v in zip(keys, point, strict=True))
-            specs.append(RunSpec(notebook=entry.notebook, settings=settings, label=label, source=source))
+            specs.append(
+                RunSpec(
+                    notebook=entry.notebook,
+                    settings=settings,
+                    label=label,
+                    source=source,
+                    resources=resources,
+                )
+            )
     return specs, batch.workers

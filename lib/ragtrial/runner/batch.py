@@ -114,10 +114,12 @@ def execute_run(
     show_code: bool = False,
     batch: dict[str, Any] | None = None,
     on_start: Callable[[Path], None] | None = None,
+    command: str | None = None,
 ) -> RunResult:
     """Run one notebook in its run folder, holding the folder's lock (status `locked` if another holds it).
     `batch` (`batch_record`) is recorded in `run.json`, so the verdict can find its batch's runs;
-    `on_start(run_dir)` is called once the folder is cleared and its record says `running`.
+    `on_start(run_dir)` is called once the folder is cleared and its record says `running`; `command`
+    is the command line `run.json` records (default: this process's; a Ray task's is the driver's).
     """
     run_dir = run_folder(outputs, spec.run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -126,7 +128,7 @@ def execute_run(
     except LockHeld as held:
         return RunResult(spec.run_id, spec.notebook, "locked", run_dir, {}, f"{held}; not run")
     try:
-        return _execute_locked(spec, root, run_dir, force, show_code, batch, on_start)
+        return _execute_locked(spec, root, run_dir, force, show_code, batch, on_start, command)
     finally:
         lock.release()
 
@@ -139,6 +141,7 @@ def _execute_locked(
     show_code: bool,
     batch: dict[str, Any] | None,
     on_start: Callable[[Path], None] | None,
+    command: str | None,
 ) -> RunResult:
     import papermill
 
@@ -160,7 +163,7 @@ def _execute_locked(
         "git_commit": git_commit(root),
         "packages": package_versions(),
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": redact(" ".join(sys.argv), secrets),
+        "command": redact(command or " ".join(sys.argv), secrets),
         "attempts": attempts,
         "batch": batch,
     }
@@ -249,6 +252,74 @@ def batch_record(batch_path: str | Path, root: Path, specs: list[RunSpec]) -> di
     }
 
 
+ENGINES = ("threads", "ray")
+
+
+class BatchRecorder:
+    """What a batch says and writes of its runs as they go, whichever engine executes them: a line when
+    a run is picked up; the index page and the progress monitor when it starts; its result line, the
+    index page and its row of the closing table when it ends. Runs are named by their position in the
+    batch (from 1).
+    """
+
+    def __init__(self, specs: list[RunSpec], outputs: Path, log, monitor: BatchMonitor):
+        self.specs, self.outputs, self.log, self.monitor = specs, outputs, log, monitor
+        self.rows: dict[str, dict[str, Any]] = {}
+        # one page at a time, so a later render never loses to an earlier one
+        self._index_lock = threading.Lock()
+
+    def position(self, i: int) -> str:
+        return f"[{i}/{len(self.specs)}]"
+
+    def index(self) -> None:
+        with self._index_lock:
+            render_index(self.outputs)
+
+    def picked(self, i: int, where: str = "") -> None:
+        spec = self.specs[i - 1]
+        label = f" {spec.label}" if spec.label else ""
+        self.log(f"{self.position(i)} {spec.run_id}{label} ...{where}")
+
+    def started(self, i: int, run_dir: Path) -> None:
+        self.index()  # the page no longer links what the clearing of the run's folder removed
+        self.monitor.started(self.position(i), self.specs[i - 1].run_id, run_dir)
+
+    def finished(self, i: int, result: RunResult, seconds: float) -> None:
+        spec = self.specs[i - 1]
+        self.monitor.finished(spec.run_id)
+        s = result.summary
+        self.log(
+            f"{self.position(i)} {spec.run_id}: {result.status} (live calls {s.get('llm_calls_live', 0)}, "
+            f"cached {s.get('llm_calls_cached', 0)}, failures {s.get('failures', 0)}; "
+            f"{duration(seconds)})" + (f" -- {result.error.splitlines()[0]}" if result.error else "")
+        )
+        self.index()
+        self.rows[spec.run_id] = {
+            "run": spec.run_id,
+            "label": spec.label,
+            "status": result.status,
+            "summary": s,
+            "seconds": seconds,
+        }
+
+    def summary(self, batch_seconds: float) -> list[str]:
+        return summary_table([self.rows[spec.run_id] for spec in self.specs], batch_seconds)
+
+
+def _ray_engine():
+    """`runner.ray_engine`, imported only for `--engine ray` (so only then is Ray)."""
+    try:
+        from ragtrial.runner import ray_engine
+    except ImportError as err:
+        if err.name != "ray":
+            raise
+        raise ParamsError(
+            "--engine ray: Ray is not installed here; install it with `pip install 'ragtrial[ray]'` "
+            "(ray 2.60.0)"
+        ) from None
+    return ray_engine
+
+
 def run_batch(
     batch_path: str | Path,
     overrides: dict[str, Any] | None = None,
@@ -260,73 +331,65 @@ def run_batch(
     show_code: bool = False,
     log=print,
     progress_every_s: float = POLL_EVERY_S,
+    engine: str = "threads",
+    address: str | None = None,
 ) -> list[RunResult]:
     """Check the batch first (`runner.checks.check_batch`, the checks `ragtrial check` makes without
     its reads of data and requests: no model call before them), then execute its runs, logging each
     running run's progress every `progress_every_s` (`runner.progress`) and, at the end, a table of
-    the runs.
+    the runs. `engine` "threads" runs `workers` at a time in this process; "ray" runs each as a task
+    on the Ray cluster at `address` (`runner.ray_engine`, imported only then).
     """
+    if engine not in ENGINES:
+        raise ParamsError(f"--engine {engine}: one of {', '.join(ENGINES)}")
     if workers is not None and workers < 1:
         raise ParamsError(f"--workers {workers}: must be at least 1")
+    if engine == "ray" and workers is not None:
+        raise ParamsError(
+            f"--workers {workers}: the Ray engine runs as many runs at once as the cluster's free resources "
+            "allow; set each run's share with `resources` in the batch file"
+        )
+    if engine != "ray" and address:
+        raise ParamsError(f"--address {address}: an address of a Ray cluster, for --engine ray")
     root = Path(root).resolve()
     outputs = outputs_dir(root, outputs)
     checked = check_batch(batch_path, overrides, root, outputs, only)
     batch = batch_record(batch_path, root, checked.specs)
     specs, batch_workers = checked.selected, checked.workers
     outputs.mkdir(parents=True, exist_ok=True)
-    index_lock = threading.Lock()  # one page at a time, so a later render never loses to an earlier one
-
-    def index() -> None:
-        with index_lock:
-            render_index(outputs)
-
-    rows: dict[str, dict[str, Any]] = {}
+    options = {"force": force, "show_code": show_code, "batch": batch}  # execute_run's, for every run
     batch_started = time.perf_counter()
     with BatchMonitor(log, progress_every_s) as monitor:
+        recorder = BatchRecorder(specs, outputs, log, monitor)
 
-        def one(numbered: tuple[int, RunSpec]) -> RunResult:
-            i, spec = numbered
-            position = f"[{i}/{len(specs)}]"
-            log(f"{position} {spec.run_id}" + (f" {spec.label}" if spec.label else "") + " ...")
+        def one(i: int) -> RunResult:
             started = time.perf_counter()
-
-            def on_start(run_dir: Path) -> None:
-                index()  # the page no longer links what the clearing of the run's folder removed
-                monitor.started(position, spec.run_id, run_dir)
-
+            recorder.picked(i)
             try:
                 result = execute_run(
-                    spec, root, outputs, force=force, show_code=show_code, batch=batch, on_start=on_start
+                    specs[i - 1],
+                    root,
+                    outputs,
+                    **options,
+                    on_start=lambda run_dir: recorder.started(i, run_dir),
                 )
             finally:
-                monitor.finished(spec.run_id)
-            seconds = time.perf_counter() - started
-            s = result.summary
-            log(
-                f"{position} {spec.run_id}: {result.status} (live calls {s.get('llm_calls_live', 0)}, "
-                f"cached {s.get('llm_calls_cached', 0)}, failures {s.get('failures', 0)}; "
-                f"{duration(seconds)})" + (f" -- {result.error.splitlines()[0]}" if result.error else "")
-            )
-            index()
-            rows[spec.run_id] = {
-                "run": spec.run_id,
-                "label": spec.label,
-                "status": result.status,
-                "summary": s,
-                "seconds": seconds,
-            }
+                monitor.finished(specs[i - 1].run_id)
+            recorder.finished(i, result, time.perf_counter() - started)
             return result
 
-        numbered = list(enumerate(specs, start=1))
+        positions = range(1, len(specs) + 1)
         n_workers = workers if workers is not None else batch_workers
         try:
-            if n_workers == 1:  # in this thread, so an interrupt stops the running notebook at once
-                results = [one(n) for n in numbered]
+            if engine == "ray":
+                results = _ray_engine().run_on_ray(specs, recorder, address, root, outputs, options)
+            elif n_workers == 1:  # in this thread, so an interrupt stops the running notebook at once
+                results = [one(i) for i in positions]
             else:
                 with ThreadPoolExecutor(max_workers=n_workers) as pool:
-                    results = list(pool.map(one, numbered))
+                    results = list(pool.map(one, positions))
         finally:
-            index()
-    for line in summary_table([rows[spec.run_id] for spec in specs], time.perf_counter() - batch_started):
+            recorder.index()
+    for line in recorder.summary(time.perf_counter() - batch_started):
         log(line)
     return results

@@ -44,11 +44,18 @@ def _replaced(values: Mapping[str, Any], replacements: Mapping[str, str], prefix
     return out
 
 
+def credential_keys(settings: Mapping[str, Any]) -> dict[str, str]:
+    """The settings keys (dotted) of `settings` (a JSON dump) whose values are URLs with user-info, and
+    those values.
+    """
+    return {key: value for key, value in _strings(settings) if redact_url(value) != value}
+
+
 def mask_credentials(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """`settings` (a JSON dump) with the user-info of every URL masked, and the kernel environment
     variables that carry the real values.
     """
-    real = {key: value for key, value in _strings(settings) if redact_url(value) != value}
+    real = credential_keys(settings)
     masked = _replaced(settings, {key: redact_url(value) for key, value in real.items()})
     return masked, {credential_variable(key): value for key, value in real.items()}
 
