@@ -16,6 +16,7 @@ from conftest import SHARED_DATASETS, endpoint_settings, make_llm
 from test_lightrag_worker import GRAPH, KEYWORDS, KIT_CHUNK
 
 from ragtrial.config import Settings
+from ragtrial.config.paths import WORKSPACE_FILE
 from ragtrial.evaluation.run_methods import run_methods
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.embedder import Embedder
@@ -107,6 +108,7 @@ def test_a_repeated_run_pays_nothing_and_reuses_the_systems_index(served, tmp_pa
 
 
 def test_a_relative_index_store_holds_the_systems_index_where_the_kit_reads_it(served, tmp_path, monkeypatch):
+    (tmp_path / WORKSPACE_FILE).write_text("runs: []\n")  # tmp_path is a project root, as `init` makes one
     monkeypatch.chdir(tmp_path)
     ctx = context(served, tmp_path, "run1")
     ctx.settings = ctx.settings.model_copy(

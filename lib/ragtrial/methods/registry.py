@@ -194,6 +194,7 @@ for _store, _twins in STORE_TWINS.items():
             _retrieval(f"{_twin}_{_store}"),
             f"{_entry.description}, in the {_store} store",
             **_entry.metadata,
+            store=_store,
         )
 METHODS.add(
     "kg_triplets_text",
