@@ -124,8 +124,14 @@ def test_open_serve_prints_the_url_serves_the_page_and_stops_at_ctrl_c(outputs):
         "--outputs",
         str(outputs),
     ]
+    # Started as a shell starts a background job, with SIGINT ignored: the command still stops at it.
     proc = subprocess.Popen(
-        command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
         line = proc.stdout.readline()

@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's stop is handled like Ctrl-C
+    # A shell starts a background job with SIGINT ignored, and Python then raises no KeyboardInterrupt:
+    # `kill -INT` must still stop a run or `open --serve` started that way.
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         return args.handler(args)
     except ParamsError as err:
