@@ -39,7 +39,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check lib tests bench
 
 test: lint $(SYSTEMS_STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 bench: $(STAMP)
 	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done

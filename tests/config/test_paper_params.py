@@ -146,3 +146,19 @@ def test_the_paper_scale_study_is_the_paper_judge_on_a_million_token_corpus_as_o
     # one data set, model and index: the Ray engine runs them in order, the index built once by 01
     assert len({str(identity(s.settings.model_dump(mode="json"))) for s in specs}) == 1
     assert study["01_build_index"].resources.memory == 8 * 2**30 and seventh.llm.concurrency == 32
+
+
+def test_the_seed_stores_batch_is_seed_001s_grid_on_postgresql_and_seed_004s_diagnostics_on_kuzu():
+    specs, _ = load_batch(
+        PROJECT_ROOT / "params" / "seed_stores.yaml",
+        {**ENDPOINT, "store": {"url": "postgresql://127.0.0.1:1/ragtrial"}},
+        notebooks_dir=PROJECT_ROOT / "notebooks",
+    )
+    grid = [s.settings for s in specs if s.notebook == "04_rag_vs_graphrag_qa"]
+    assert {s.store.retrieval for s in grid} == {"postgresql"}
+    points = {(s.retrieval.hops, s.retrieval.k, s.retrieval.hub_degree_cap, s.retrieval.keyword) for s in grid}
+    assert len(grid) == len(points) == 16  # every knob of the seed's "what else changed the outcome"
+    assert {"hybrid", "graph_walk", "ts_rank", "bm25"} <= set(grid[0].qa.methods)
+    (diagnostics,) = [s.settings for s in specs if s.notebook == "09_retrieval_diagnostics"]
+    assert (diagnostics.store.graph, diagnostics.store.retrieval) == ("kuzu", "cypher")
+    assert diagnostics.diagnostics.relationship_edges == "induced"  # the seed's edges among retrieved nodes
