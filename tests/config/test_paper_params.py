@@ -156,7 +156,8 @@ def test_the_seed_stores_batch_is_seed_001s_grid_on_postgresql_and_seed_004s_dia
     )
     grid = [s.settings for s in specs if s.notebook == "04_rag_vs_graphrag_qa"]
     assert {s.store.retrieval for s in grid} == {"postgresql"}
-    points = {(s.retrieval.hops, s.retrieval.k, s.retrieval.hub_degree_cap, s.retrieval.keyword) for s in grid}
+    knobs = [(s.retrieval.hops, s.retrieval.k, s.retrieval.hub_degree_cap, s.retrieval.keyword) for s in grid]
+    points = set(knobs)
     assert len(grid) == len(points) == 16  # every knob of the seed's "what else changed the outcome"
     assert {"hybrid", "graph_walk", "ts_rank", "bm25"} <= set(grid[0].qa.methods)
     (diagnostics,) = [s.settings for s in specs if s.notebook == "09_retrieval_diagnostics"]
