@@ -110,6 +110,13 @@ def test_a_batch_on_two_nodes_has_the_threaded_runs_tables_and_calls(cluster, sc
             pd.testing.assert_frame_equal(their_tables[name], frame, obj=f"{run_dir.name}/{name}")
     page = (tmp_path / "ray" / "index.html").read_text()
     assert all(d.name in page for d in (tmp_path / "threaded").glob("0*"))
+    # the kernel was told the cluster's address: its index build ran its stages as tasks there
+    [threaded_index] = (tmp_path / "threaded" / "indexes").glob("*/manifest.json")
+    [ray_index] = (tmp_path / "ray" / "indexes").glob("*/manifest.json")
+    assert threaded_index.parent.name == ray_index.parent.name  # the same index id
+    assert "distributed" not in json.loads(threaded_index.read_text())
+    distributed = json.loads(ray_index.read_text())["distributed"]
+    assert {"chunk", "extract_nlp", "extract_llm", "embeddings"} <= set(distributed["stages"])
 
 
 def test_an_api_key_never_travels_a_node_without_it_fails_the_run_naming_the_variable(
