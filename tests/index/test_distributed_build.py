@@ -9,6 +9,7 @@ The cluster is started once for the module.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from ragtrial.config.base import ParamsError
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.index.build import RAY_ADDRESS_ENV, build_index, index_path
 from ragtrial.index.tables import EMBEDDINGS, SCHEMAS
+from ragtrial.llm.ledger import read_ledger
 from ragtrial.runner.context import open_run
 
 # what the manifest's per-stage ledger holds besides the time the calls took
@@ -89,6 +91,8 @@ def test_a_distributed_build_has_the_single_machine_tables_ids_and_calls_and_a_r
     assert (ray_ctx.ledger.frame()["kind"] != "embedding").sum() == sum(paid_single.values()) - sum(
         n for key, n in paid_single.items() if key.startswith("/v1/embeddings")
     )  # the tasks' rows are in the run's ledger
+    written = read_ledger(ray_ctx.ledger.path)  # the tasks appended theirs as their calls happened
+    assert len(written) == len(ray_ctx.ledger.frame()) == len(read_ledger(single_ctx.ledger.path))
 
     assert "distributed" not in ours
     distributed = theirs["distributed"]
@@ -120,7 +124,7 @@ def test_without_the_address_a_build_imports_nothing_of_ray(scripted, tmp_path):
         "index = build_index(ctx, load_experiment_dataset(ctx.settings.data)); "
         "print(len(index.chunks), 'distributed' in index.manifest, 'ray' in sys.modules)"
     )
-    environment = {k: v for k, v in __import__("os").environ.items() if k != RAY_ADDRESS_ENV}
+    environment = {k: v for k, v in os.environ.items() if k != RAY_ADDRESS_ENV}
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, env=environment
     )

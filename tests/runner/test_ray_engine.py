@@ -259,7 +259,10 @@ def test_a_killed_worker_node_mid_batch_the_batch_completes_paying_no_answered_c
             assert len(on_worker) == 1, records
             [killed] = on_worker
             cluster.kill_node(1)
-            servers[killed].default_reply.drop = True
+            # every call in flight at the kill goes unanswered: the index stages' extraction tasks
+            # run on either node, so the survivor's held call may have been asked from the dead one
+            for server in servers.values():
+                server.default_reply.drop = True
         finally:
             for server in servers.values():
                 server.default_reply.release.set()
@@ -270,7 +273,7 @@ def test_a_killed_worker_node_mid_batch_the_batch_completes_paying_no_answered_c
             assert max(reply.paid.values()) == 1, f"{label}: an answered call was asked again"
             asked = request_keys(server.chat_requests())
             twice = [key for key, n in asked.items() if n > 1]
-            assert len(twice) == (1 if label == killed else 0)  # the call in flight at the kill, unanswered
+            assert len(twice) == 1  # the call in flight at the kill, unanswered, asked again
     results = {
         json.loads(p.read_text())["label"]: json.loads(p.read_text())
         for p in (tmp_path / "out").glob("01_build_index-*/run.json")

@@ -216,7 +216,7 @@ def _extract_nlp(b: _Build) -> None:
 
 
 def _extract_llm(b: _Build) -> None:
-    extract = b.cluster.extraction(b.ctx.ledger, b.ctx.run_id, b.settings) if b.cluster else None
+    extract = b.cluster.extraction(b.ctx.ledger, b.settings) if b.cluster else None
     llm = extract_llm_graph(b.ctx.llm, b.chunks, b.settings, extract)
     b.graphs["llm"] = {"entities": llm.entities, "relations": llm.relations, "claims": llm.claims}
     b.failures.append(llm.failures)

@@ -15,11 +15,13 @@ holds the Ray pieces the engine (`runner.ray_engine`) shares with it.
   for one could wait for ever on a cluster whose CPUs the batch's runs hold.
 - Calls: a task builds the run's LLM client (or embedder) from its settings on its node, with the
   run's cache (`cache.url`, a shared SQLite file or PostgreSQL), so a rebuild or a resumed build
-  pays nothing again. The LLM tasks share the run's `llm.concurrency` and rate limits between them,
-  and return their ledger rows, which the driver records in the run's ledger as each task ends, in
-  the stage's tally: calls and tokens are counted once, per stage, as on one machine. An embedding
-  call is one ledger row, recorded by the driver as on one machine. The embedded backend serves only
-  its own node (127.0.0.1): its extraction calls stay on the driver, and the manifest says so.
+  pays nothing again. The LLM tasks share the run's `llm.concurrency` and rate limits between them;
+  they append their ledger rows to the run's `ledger.csv` as the calls happen (the run folder is on
+  the path every node sees) and return them, and the driver keeps them in the run's ledger and the
+  stage's tally as each task ends: calls and tokens are counted once, per stage, as on one machine.
+  An embedding call is one ledger row, recorded by the driver as on one machine. The embedded backend
+  serves only its own node (127.0.0.1): its extraction calls stay on the driver, and the manifest
+  says so.
 - Honesty: the manifest's `distributed` says how many tasks each stage ran and on which nodes. An
   address that reaches no cluster fails the build, naming it; nothing falls back to one machine.
 - Secrets: no API key travels; a task reads its keys from its node's environment (set them where
@@ -162,10 +164,12 @@ def _extract_part(
     llm: LLMSettings,
     cache: tuple[str | Path, str],
     settings: IndexSettings,
-    run_id: str,
+    ledger_file: tuple[str, Path | None],
 ) -> tuple[list[ChunkGraph], list[CallRecord]]:
-    """The extraction calls of some chunks, through the run's cache; their graphs and ledger rows."""
-    ledger, responses = Ledger(run_id), ResponseCache(*cache)
+    """The extraction calls of some chunks, through the run's cache; their graphs and ledger rows
+    (written to the run's ledger file as the calls happen, when it has one).
+    """
+    ledger, responses = Ledger(*ledger_file), ResponseCache(*cache)
     try:
         client = LLM(llm, responses, ledger, lambda: llm.base_url or "")
         with ledger.tally() as tally:
@@ -314,10 +318,12 @@ class Cluster:
         return [parsed for part in done for parsed in part]
 
     def extraction(
-        self, ledger: Ledger, run_id: str, settings: IndexSettings
+        self, ledger: Ledger, settings: IndexSettings
     ) -> Callable[[list[tuple[str, str]]], list[ChunkGraph]] | None:
-        """What makes `extract_llm_graph`'s per-chunk calls on the cluster, recording their ledger rows
-        in `ledger`; None for the embedded backend (its server answers on its own node only).
+        """What makes `extract_llm_graph`'s per-chunk calls on the cluster: the tasks append their rows
+        to `ledger`'s file as the calls happen (so a build killed mid-stage shows what it paid, as on one
+        machine), and `ledger` keeps them when each task ends. None for the embedded backend (its
+        server answers on its own node only).
         """
         llm = self.settings.llm
         if llm.backend == "embedded":
@@ -333,8 +339,9 @@ class Cluster:
             shared = _shared_limits(llm, len(parts))
 
             def record(result: tuple[list[ChunkGraph], list[CallRecord]]) -> None:
-                for row in result[1]:
-                    ledger.record(row)
+                ledger.extend(result[1])
+
+            ledger.start_file()  # its header, before the tasks append to it
 
             done = self._map(
                 "extract_llm",
@@ -343,7 +350,7 @@ class Cluster:
                 shared,
                 self.cache,
                 settings,
-                run_id,
+                (ledger.run_id, ledger.path),
                 each=record,
             )
             graphs: list[ChunkGraph | None] = [None] * len(units)
