@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
 
 MASK = "***"
 # scheme://user:password@host -> scheme://***@host (also a bare user@ and userinfo inside text)
@@ -37,3 +39,27 @@ def redact(text: str, env_names: Iterable[str] = ()) -> str:
     for value in sorted(secret_values(env_names), key=len, reverse=True):
         text = text.replace(value, MASK)
     return _AUTH_CREDENTIAL.sub(rf"\g<scheme> {MASK}", redact_url(text))
+
+
+def setting_strings(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:
+    """(dotted key, value) of every string setting of `values` (a JSON dump), nested sections included."""
+    for name, value in values.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, Mapping):
+            yield from setting_strings(value, f"{key}.")
+        elif isinstance(value, str):
+            yield key, value
+
+
+def password_key(values: Mapping[str, Any]) -> str | None:
+    """The dotted key of the first setting of `values` (a JSON dump) whose URL carries a password (a
+    user name alone is no secret: `postgresql://ragtrial@host/db` with the password in the environment).
+    """
+    return next(
+        (
+            key
+            for key, value in setting_strings(values)
+            if redact_url(value) != value and urlsplit(value).password
+        ),
+        None,
+    )

@@ -10,6 +10,10 @@ imports, the imported files' bytes; so any notebook asking for the same index fi
 relation and claim ids are prefixed with their origin (`nlp:`, `llm:`), nothing merges across the
 two, and since Leiden communities are connected, every community belongs to one origin.
 `ragtrial.index.tables.select_origin` cuts one graph out of such an index.
+
+With `RAGTRIAL_RAY_ADDRESS` set (the Ray engine sets it in a run's kernel), chunking, the NLP parse,
+the LLM extraction calls and the embeddings run as tasks on that Ray cluster (`index.distribute`,
+imported only then), with the same tables, ids and index folder; the manifest's `distributed` says so.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import datetime as dt
 import functools
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,7 +37,7 @@ from ragtrial.config.base import ParamsError
 from ragtrial.config.data import data_path, data_root_origin
 from ragtrial.config.index import IndexSettings
 from ragtrial.config.paths import output_path
-from ragtrial.index.chunk_documents import chunk_documents, documents_as_chunks
+from ragtrial.index.chunk_documents import chunks_for
 from ragtrial.index.create_communities import create_communities
 from ragtrial.index.create_community_reports import create_community_reports
 from ragtrial.index.create_community_reports import planned_calls as report_plan
@@ -51,6 +56,9 @@ from ragtrial.llm.plan import StagePlan
 from ragtrial.locks import FolderLock
 from ragtrial.prompts import load_prompt
 from ragtrial.records import Dataset, Question
+
+# The Ray cluster whose nodes run the corpus-scale stages (set by `ragtrial run --engine ray`).
+RAY_ADDRESS_ENV = "RAGTRIAL_RAY_ADDRESS"
 
 # ---------------------------------------------------------------- identity of an index
 
@@ -187,6 +195,7 @@ class _Build:
     graphs: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)  # per origin
     failures: list[pd.DataFrame] = field(default_factory=lambda: [empty_tables()["extraction_failures"]])
     index: GraphIndex | None = None
+    cluster: Any = None  # an `index.distribute.Cluster` when the stages run on Ray
 
 
 def _import_graphrag(b: _Build) -> None:
@@ -196,20 +205,19 @@ def _import_graphrag(b: _Build) -> None:
 
 def _chunk(b: _Build) -> None:
     b.documents = b.dataset.documents_frame()
-    b.chunks = (
-        documents_as_chunks(b.documents)
-        if b.settings.chunking == "documents"
-        else chunk_documents(b.documents, b.settings.chunk_size, b.settings.chunk_overlap)
-    )
+    chunk = b.cluster.chunks if b.cluster else chunks_for
+    b.chunks = chunk(b.documents, b.settings)
 
 
 def _extract_nlp(b: _Build) -> None:
-    entities, relations = extract_nlp_graph(b.chunks, cooccurrence=b.settings.nlp_cooccurrence)
+    parse = {"parse": b.cluster.parse} if b.cluster else {}
+    entities, relations = extract_nlp_graph(b.chunks, cooccurrence=b.settings.nlp_cooccurrence, **parse)
     b.graphs["nlp"] = {"entities": entities, "relations": relations, "claims": empty_tables()["claims"]}
 
 
 def _extract_llm(b: _Build) -> None:
-    llm = extract_llm_graph(b.ctx.llm, b.chunks, b.settings)
+    extract = b.cluster.extraction(b.ctx.ledger, b.settings) if b.cluster else None
+    llm = extract_llm_graph(b.ctx.llm, b.chunks, b.settings, extract)
     b.graphs["llm"] = {"entities": llm.entities, "relations": llm.relations, "claims": llm.claims}
     b.failures.append(llm.failures)
     b.notes["llm_extraction"] = llm.stats
@@ -261,7 +269,10 @@ def _date_relations(b: _Build) -> None:
 
 
 def _embed(b: _Build) -> None:
-    b.index = embed_index(b.index, functools.partial(b.ctx.embedder.embed, stage="index_embeddings"))
+    on_cluster = {"compute_batches": b.cluster.embedding(b.ctx.run_id)} if b.cluster else {}
+    b.index = embed_index(
+        b.index, functools.partial(b.ctx.embedder.embed, stage="index_embeddings", **on_cluster)
+    )
 
 
 def _builds_graph(s: IndexSettings) -> bool:
@@ -296,6 +307,18 @@ def _build_lock(path: Path) -> FolderLock:
     return FolderLock(path.parent / f".{path.name}.lock", wait=True, on_wait=say_why)
 
 
+def _cluster(ctx: ModelContext) -> Any:
+    """The Ray cluster at $RAGTRIAL_RAY_ADDRESS (connected; ParamsError naming the address when no
+    cluster is there), or None when it is unset: then nothing of Ray is imported.
+    """
+    address = os.environ.get(RAY_ADDRESS_ENV, "").strip()
+    if not address:
+        return None
+    from ragtrial.index.distribute import Cluster
+
+    return Cluster(address, ctx.settings, RAY_ADDRESS_ENV)
+
+
 def build_index(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None) -> GraphIndex:
     """Build the index the settings describe and save it under `<store_path>/<config hash>/`."""
     s = settings or ctx.settings.index
@@ -310,11 +333,15 @@ def _build(
 ) -> GraphIndex:
     stage = _Stages(ctx.ledger)
     started = time.perf_counter()
-    build = _Build(ctx, s, dataset)
-    for name, applies, step in STAGES:
-        if applies(s):
-            with stage(name):
-                step(build)
+    build = _Build(ctx, s, dataset, cluster=_cluster(ctx))
+    try:
+        for name, applies, step in STAGES:
+            if applies(s):
+                with stage(name):
+                    step(build)
+    finally:
+        if build.cluster:
+            build.cluster.close()
     manifest = {
         "settings": identity,
         "data_settings": ctx.settings.data.model_dump(mode="json"),
@@ -324,6 +351,7 @@ def _build(
         "stages": stage.times,
         "ledger": stage.cost_by_stage(),
         **build.notes,
+        **({"distributed": build.cluster.record()} if build.cluster else {}),
     }
     saved = dataclasses.replace(build.index, manifest=manifest).save(path)
     return GraphIndex.load(saved)  # exactly what a later load_or_build_index returns, full manifest included

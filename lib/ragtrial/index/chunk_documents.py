@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ragtrial.config.index import IndexSettings
 from ragtrial.index.tables import SCHEMAS, conform_table, short_hash
 from ragtrial.llm.tokens import get_encoding
 
@@ -51,3 +52,10 @@ def documents_as_chunks(documents_df: pd.DataFrame, encoding: str = "cl100k_base
         for doc_id, text, n in zip(docs["doc_id"], docs["text"], counts, strict=True)
     ]
     return conform_table("chunks", pd.DataFrame(rows, columns=list(SCHEMAS["chunks"])))
+
+
+def chunks_for(documents_df: pd.DataFrame, settings: IndexSettings) -> pd.DataFrame:
+    """The chunks `settings.chunking` asks for: token windows, or one chunk per document."""
+    if settings.chunking == "documents":
+        return documents_as_chunks(documents_df)
+    return chunk_documents(documents_df, settings.chunk_size, settings.chunk_overlap)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Annotated, Any, Literal
@@ -387,17 +388,29 @@ def summarize_descriptions(
     }
 
 
-def extract_llm_graph(llm: LLM, chunks: pd.DataFrame, settings: IndexSettings) -> LLMGraph:
-    """The LLM graph of (a seeded sample of) the chunks, merged, summarized, with its failures."""
-    attempted = sample_chunks(chunks, settings.llm_max_chunks, settings.seed)
-    # one unit per chunk (its gleaning rounds and claims call stay in order inside it); a chunk
-    # text that recurs is read from the cache after the first
-    graphs = llm.fan_out(
-        lambda chunk: extract_chunk(llm, *chunk, settings),
-        list(zip(attempted["chunk_id"], attempted["text"], strict=True)),
-        label="extract_graph",
-        key=lambda chunk: chunk[1],
+def extract_chunks(llm: LLM, chunks: list[tuple[str, str]], settings: IndexSettings) -> list[ChunkGraph]:
+    """`extract_chunk` of each (chunk id, text), concurrently, in input order: one unit per chunk (its
+    gleaning rounds and claims call stay in order inside it); a chunk text that recurs is read from
+    the cache after the first.
+    """
+    return llm.fan_out(
+        lambda chunk: extract_chunk(llm, *chunk, settings), chunks, label="extract_graph", key=lambda c: c[1]
     )
+
+
+def extract_llm_graph(
+    llm: LLM,
+    chunks: pd.DataFrame,
+    settings: IndexSettings,
+    extract: Callable[[list[tuple[str, str]]], list[ChunkGraph]] | None = None,
+) -> LLMGraph:
+    """The LLM graph of (a seeded sample of) the chunks, merged, summarized, with its failures.
+    `extract` makes the per-chunk calls (default `extract_chunks` with `llm`; `index.distribute` makes
+    them on a Ray cluster); the merge and the description summaries are made here.
+    """
+    attempted = sample_chunks(chunks, settings.llm_max_chunks, settings.seed)
+    units = list(zip(attempted["chunk_id"], attempted["text"], strict=True))
+    graphs = extract(units) if extract else extract_chunks(llm, units, settings)
     entities, relations = merge_extractions(
         [
             (

@@ -5,6 +5,7 @@ chunk) as relations, the way GraphRAG's NLP graph extraction builds it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from itertools import combinations
 
 import pandas as pd
@@ -24,6 +25,26 @@ from ragtrial.index.phrases import lower_case_vocabulary, noun_phrases, sentence
 _MAX_SENTENCE_CHARS = 400
 
 
+# One chunk's sentences (whitespace-collapsed, bounded), each with the names it mentions
+# (normalized key, surface, type).
+ParsedChunk = list[tuple[str, list[tuple[str, str, str]]]]
+Parse = Callable[[list[str], set[str], bool], list[ParsedChunk]]
+
+
+def parse_chunks(texts: list[str], lower_vocab: set[str], common_nouns: bool) -> list[ParsedChunk]:
+    """Pass 1 of `extract_nlp_graph`, chunk by chunk (each chunk's result depends on its text and the
+    corpus's lower-case vocabulary only, so the chunks may be parsed in partitions anywhere).
+    """
+    per_chunk: list[ParsedChunk] = []
+    for text in texts:
+        parsed = []
+        for sentence in sentences(text):
+            found = [(normalize_name(s), s, t) for s, t in noun_phrases(sentence, lower_vocab, common_nouns)]
+            parsed.append((" ".join(sentence.split())[:_MAX_SENTENCE_CHARS], [f for f in found if f[0]]))
+        per_chunk.append(parsed)
+    return per_chunk
+
+
 def extract_nlp_graph(
     chunks_df: pd.DataFrame,
     *,
@@ -31,6 +52,7 @@ def extract_nlp_graph(
     common_nouns: bool = False,
     min_chunks: int = 1,
     max_descriptions: int = 5,
+    parse: Parse = parse_chunks,
 ) -> Frames:
     """GraphRAG's NLP ("fast") graph, without an LLM or a tagger model.
 
@@ -38,20 +60,14 @@ def extract_nlp_graph(
     entities are linked when they co-occur in a chunk (`cooccurrence="chunk"`) or in one sentence
     of a chunk (`"sentence"`); edge weight = number of such chunks. Descriptions are the first
     `max_descriptions` distinct sentences mentioning the entity (for an edge: both endpoints).
-    Deterministic: the output depends only on the chunks and the options.
+    Deterministic: the output depends only on the chunks and the options. `parse` runs pass 1
+    (`parse_chunks`; `index.distribute` runs it over a Ray cluster).
     """
     if cooccurrence not in ("chunk", "sentence"):
         raise ValueError(f"cooccurrence must be 'chunk' or 'sentence', got {cooccurrence!r}")
     texts = list(chunks_df["text"])
-    lower_vocab = lower_case_vocabulary(texts)
-    # Pass 1: per chunk, each sentence (whitespace-collapsed, bounded) with the names it mentions.
-    per_chunk: list[list[tuple[str, list[tuple[str, str, str]]]]] = []
-    for text in texts:
-        parsed = []
-        for sentence in sentences(text):
-            found = [(normalize_name(s), s, t) for s, t in noun_phrases(sentence, lower_vocab, common_nouns)]
-            parsed.append((" ".join(sentence.split())[:_MAX_SENTENCE_CHARS], [f for f in found if f[0]]))
-        per_chunk.append(parsed)
+    # Pass 1: per chunk, each sentence with the names it mentions.
+    per_chunk = parse(texts, lower_case_vocabulary(texts), common_nouns)
     chunk_count = Counter(key for parsed in per_chunk for key in {f[0] for _, found in parsed for f in found})
     keep = {key for key, n in chunk_count.items() if n >= min_chunks}
     # Pass 2: one entity instance per mention, one relation instance per linked pair and chunk.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +61,8 @@ class Embedder:
             )
         return self._model
 
-    def _compute(self, texts: list[str]) -> Computed:
+    def compute(self, texts: list[str]) -> Computed:
+        """The vectors of one batch of texts from the model (no cache, no ledger); LLMError on failure."""
         if self.settings.backend == "local":
             with self._local_lock:
                 model = self._local_model()
@@ -90,8 +92,13 @@ class Embedder:
         computed.attempts = done.attempts
         return computed
 
-    def embed(self, texts: list[str], *, stage: str, method: str = "") -> np.ndarray:
-        """One L2-normalized float32 row per text; one ledger row for the call, failed or not."""
+    def embed(
+        self, texts: list[str], *, stage: str, method: str = "", compute_batches: ComputeBatches | None = None
+    ) -> np.ndarray:
+        """One L2-normalized float32 row per text; one ledger row for the call, failed or not.
+        `compute_batches` computes the texts the cache lacks, batch by batch, in order (default:
+        `compute`, one batch after the other here; `index.distribute` computes them on a Ray cluster).
+        """
         started = time.perf_counter()
         keys = [cache_key({"embedding_model": self.settings.model, "text": t}) for t in texts]
         # a zero or non-finite vector stored before replies were checked is computed again
@@ -105,10 +112,13 @@ class Embedder:
         if missing:
             text_of = dict(zip(keys, texts, strict=True))
             batch = self.settings.batch_size
-            for start in range(0, len(missing), batch):
-                part = missing[start : start + batch]
+            parts = [missing[start : start + batch] for start in range(0, len(missing), batch)]
+            # by default each batch is computed when its result is asked for: a failure stops the rest
+            compute = compute_batches or (lambda batches: map(self.compute, batches))
+            results = iter(compute([[text_of[k] for k in p] for p in parts]))
+            for part in parts:
                 try:
-                    computed = self._compute([text_of[k] for k in part])
+                    computed = next(results)
                 except LLMError as err:
                     failed_tokens = live_tokens + err.prompt_tokens
                     self._record(
@@ -173,6 +183,10 @@ class Computed:
     n_tokens: list[int]
     attempts: int
     served_model: str
+
+
+# The vectors of text batches, in order; a failed batch raises its LLMError when its result is reached.
+ComputeBatches = Callable[[list[list[str]]], Iterable[Computed]]
 
 
 def usable(vector: np.ndarray) -> bool:

@@ -29,6 +29,17 @@ class LLMError(RuntimeError):
         self.cached = False
         self.served_model = ""
 
+    def __reduce__(self) -> tuple:
+        """Pickled with its message and counters (a Ray task returns a failed call's error)."""
+        return _restored, (type(self), self.args, self.__dict__)
+
+
+def _restored(kind: type[LLMError], args: tuple, state: dict) -> LLMError:
+    error = kind.__new__(kind)
+    RuntimeError.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class StructuredOutputError(LLMError):
     """A well-formed reply that does not validate against the schema, after the repair round."""

@@ -84,10 +84,7 @@ class Ledger:
 
     def record(self, row: CallRecord) -> None:
         with self._lock:
-            self._rows.append(row)
-            for ledger, tally in _OPEN_TALLIES.get():
-                if ledger is self:
-                    tally.rows.append(row)
+            self._keep([row])
             if self.path is not None:
                 new = not self.path.exists()
                 with self.path.open("a", newline="") as fh:
@@ -95,6 +92,26 @@ class Ledger:
                     if new:
                         writer.writeheader()
                     writer.writerow(asdict(row))
+
+    def start_file(self) -> None:
+        """Write the file's header now if it has none, so other processes may append rows to it."""
+        with self._lock:
+            if self.path is not None and not self.path.exists():
+                with self.path.open("a", newline="") as fh:
+                    csv.DictWriter(fh, fieldnames=LEDGER_COLUMNS).writeheader()
+
+    def extend(self, rows: list[CallRecord]) -> None:
+        """Rows that another process wrote to this ledger's file as its calls happened (a Ray task's,
+        `index.distribute`): kept and tallied here as `record` keeps them, not written again.
+        """
+        with self._lock:
+            self._keep(rows)
+
+    def _keep(self, rows: list[CallRecord]) -> None:
+        self._rows += rows
+        for ledger, tally in _OPEN_TALLIES.get():
+            if ledger is self:
+                tally.rows += rows
 
     def frame(self) -> pd.DataFrame:
         with self._lock:

@@ -9,11 +9,11 @@ settings key, `runner.kernel`), and `open_run` puts it back before the first cal
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ragtrial.config.base import ParamsError
-from ragtrial.redact import MASK, redact_url
+from ragtrial.redact import MASK, redact_url, setting_strings
 
 VARIABLE_PREFIX = "RAGTRIAL_CREDENTIAL_"
 
@@ -21,16 +21,6 @@ VARIABLE_PREFIX = "RAGTRIAL_CREDENTIAL_"
 def credential_variable(key: str) -> str:
     """The kernel environment variable that carries the real value of settings key `key`."""
     return VARIABLE_PREFIX + key.upper().replace(".", "__")
-
-
-def _strings(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:
-    """(dotted key, value) of every string setting, nested sections included."""
-    for name, value in values.items():
-        key = f"{prefix}{name}"
-        if isinstance(value, Mapping):
-            yield from _strings(value, f"{key}.")
-        elif isinstance(value, str):
-            yield key, value
 
 
 def _replaced(values: Mapping[str, Any], replacements: Mapping[str, str], prefix: str = "") -> dict[str, Any]:
@@ -48,7 +38,7 @@ def credential_keys(settings: Mapping[str, Any]) -> dict[str, str]:
     """The settings keys (dotted) of `settings` (a JSON dump) whose values are URLs with user-info, and
     those values.
     """
-    return {key: value for key, value in _strings(settings) if redact_url(value) != value}
+    return {key: value for key, value in setting_strings(settings) if redact_url(value) != value}
 
 
 def mask_credentials(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -65,7 +55,7 @@ def restore_credentials(settings: Mapping[str, Any], where: str) -> dict[str, An
     A masked URL whose real value is not there (or does not mask to it) raises, naming the key.
     """
     real = {}
-    for key, value in _strings(settings):
+    for key, value in setting_strings(settings):
         if redact_url(value) != value or f"://{MASK}@" not in value:
             continue
         variable = credential_variable(key)

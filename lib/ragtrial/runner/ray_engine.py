@@ -21,48 +21,38 @@ This module is imported only for `--engine ray`.
 - Secrets: no API key travels. A kernel reads its keys from its node's environment (set them where
   `ray start` runs); a run whose node lacks a key variable set here fails, naming the variable. A URL
   with a password is refused before any run: task arguments are kept in the cluster's object store.
-  The non-secret variables the kernels read (`FORWARDED`) are set in the tasks as they are here.
+  The non-secret variables the kernels read (`index.distribute.FORWARDED`) are set in the tasks as
+  they are here.
+- Index builds: a kernel's `RAGTRIAL_RAY_ADDRESS` is the cluster's address, so the corpus-scale stages
+  of the index it builds run as Ray tasks on the cluster (`index.distribute`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
-import signal
 import sys
-import threading
 import time
 from collections import deque
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec
-from ragtrial.config.data import DATA_ROOT_ENV
-from ragtrial.llm.middleware import RETRY_FAILURES_ENV
-from ragtrial.redact import redact
+from ragtrial.index.build import RAY_ADDRESS_ENV
+from ragtrial.index.distribute import FORWARDED, connect, forward, missing_keys
+from ragtrial.redact import password_key, redact
 from ragtrial.runner.batch import BatchRecorder, RunResult, execute_run
 from ragtrial.runner.checks import run_folder
 from ragtrial.runner.combined_runs import identity
 from ragtrial.runner.context import secret_variables
-from ragtrial.runner.credentials import credential_keys
 
 NODE_FAILURE_RETRIES = 3
 POLL_S = 0.25  # how often the driver reads the runs' notices while waiting for a result
 CANCEL_WAIT_S = 60.0  # how long an interrupted batch waits for its running runs to record it
-# What the kernels read from their environment besides the API keys (none of it secret).
-FORWARDED = (
-    DATA_ROOT_ENV,
-    RETRY_FAILURES_ENV,
-    "HF_HUB_OFFLINE",
-    "TRANSFORMERS_OFFLINE",
-    "RAGTRIAL_SYSTEMS_HOME",
-)
 PICKED, STARTED = "picked", "started"
 
 
@@ -97,21 +87,16 @@ def run_notebook(
 ) -> tuple[RunResult, float]:
     """One run on this node: `execute_run` and its wall time. `environment` is the driver's value of
     each `FORWARDED` variable it has (the others are unset here: a worker serves one batch's tasks).
-    The notices are awaited, so the driver has each one before the result it precedes.
+    The notices are awaited, so the driver has each one before the result it precedes. The kernel
+    finds the cluster's address in `RAY_ADDRESS_ENV`, for the index stages it runs on the cluster.
     """
-    for name in FORWARDED:
-        if name in environment:
-            os.environ[name] = environment[name]
-        else:
-            os.environ.pop(name, None)
-    node = ray.get_runtime_context().get_node_id()
+    forward(environment)
+    context = ray.get_runtime_context()
+    os.environ[RAY_ADDRESS_ENV] = context.gcs_address
+    node = context.get_node_id()
     ray.get(notices.note.remote(position, PICKED, node))
-    missing = [name for name in key_variables if not os.environ.get(name)]
-    if missing:
-        reason = (
-            f"{', '.join(missing)} not set on Ray node {node}: a node reads the API keys from its own "
-            "environment; set them where `ray start` runs on it"
-        )
+    reason = missing_keys(key_variables, node)
+    if reason:
         return RunResult(
             spec.run_id, spec.notebook, "failed", run_folder(outputs, spec.run_id), {}, reason
         ), 0.0
@@ -132,37 +117,18 @@ def refuse_url_passwords(specs: list[RunSpec]) -> None:
     secret: `cache.url: postgresql://ragtrial@host/db` with the password in `cache.password_env`).
     """
     for spec in specs:
-        for key, value in credential_keys(spec.settings.model_dump(mode="json")).items():
-            if urlsplit(value).password:
-                raise ParamsError(
-                    f"{spec.source}: key '{key}' carries a password in its URL; the Ray engine keeps a "
-                    "run's settings in the cluster's object store, so give it through the environment "
-                    "(llm.api_key_env, cache.password_env) or run without --engine ray"
-                )
+        key = password_key(spec.settings.model_dump(mode="json"))
+        if key:
+            raise ParamsError(
+                f"{spec.source}: key '{key}' carries a password in its URL; the Ray engine keeps a "
+                "run's settings in the cluster's object store, so give it through the environment "
+                "(llm.api_key_env, cache.password_env) or run without --engine ray"
+            )
 
 
 def chain_key(spec: RunSpec) -> str:
     """The runs that share an index, cached replies or each other's tables: one identity."""
     return json.dumps(identity(spec.settings.model_dump(mode="json")), sort_keys=True, default=str)
-
-
-def connect(address: str | None) -> bool:
-    """Connect this process to the cluster (unless it is already); whether it connected here."""
-    if ray.is_initialized():
-        return False
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # the kit calls no service it was not told of
-    # Ray's own SIGTERM handler ends the process; the command's stops the batch as Ctrl-C does
-    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        # the nodes' own logs stay in their Ray log folders; the batch's terminal shows the kit's lines
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-    except (ConnectionError, ValueError) as err:  # no cluster there; a ray:// address without ray[client]
-        raise ParamsError(f"--address {address}: cannot connect to a Ray cluster there: {err}") from None
-    if threading.current_thread() is threading.main_thread():
-        for number, handler in handlers.items():
-            if handler is not None:
-                signal.signal(number, handler)
-    return True
 
 
 def run_on_ray(
@@ -175,7 +141,7 @@ def run_on_ray(
 ) -> list[RunResult]:
     """Execute the runs as Ray tasks (see the module's notes); the results in batch order."""
     refuse_url_passwords(specs)
-    connected = connect(address)
+    connected = connect(address, f"--address {address}")
     environment = {name: os.environ[name] for name in FORWARDED if name in os.environ}
     try:
         here = ray.get_runtime_context().get_node_id()
