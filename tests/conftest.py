@@ -37,6 +37,18 @@ def scripted():
 
 
 @pytest.fixture(scope="session")
+def cluster():
+    """One real two-node Ray cluster on loopback for the session (its start costs ~15 s): the index
+    build's and the engine's tests share it; the engine's node-kill test, the last to use it, kills
+    its worker node.
+    """
+    from ray_cluster import LocalRayCluster
+
+    with LocalRayCluster(nodes=2, cpus_per_node=1) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
 def postgres_server():
     """A real PostgreSQL server for the whole session (`postgres_server.running_postgres`); fails,
     never skips, on a machine without PostgreSQL.

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from conftest import PROJECT_ROOT, endpoint_settings
 from latency_server import schema_reply
-from ray_cluster import LocalRayCluster, free_port
+from ray_cluster import free_port
 
 from ragtrial.config.base import ParamsError
 from ragtrial.data.experiment_dataset import load_experiment_dataset
@@ -31,12 +31,6 @@ from ragtrial.runner.context import open_run
 
 # what the manifest's per-stage ledger holds besides the time the calls took
 UNTIMED = ("stage", "method", "calls", "cached", "failures", "prompt_tokens", "completion_tokens")
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with LocalRayCluster(nodes=2, cpus_per_node=1) as started:
-        yield started
 
 
 def context(base_url, folder, name, **sections):

@@ -23,7 +23,6 @@ import pytest
 import yaml
 from conftest import PROJECT_ROOT, endpoint_settings
 from latency_server import schema_reply
-from ray_cluster import LocalRayCluster
 from run_outputs import TIMING_COLUMNS, run_tables
 from scripted_server import ScriptedServer
 
@@ -32,12 +31,6 @@ THREADED_WITHOUT_RAY = (
     "import sys; from ragtrial.cli import main; code = main(sys.argv[1:]); "
     "print('ray imported' if 'ray' in sys.modules else 'ray not imported'); sys.exit(code)"
 )
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with LocalRayCluster(nodes=2, cpus_per_node=1) as started:
-        yield started
 
 
 def write_batch(folder: Path, runs: list[dict], base_url: str, **sections) -> Path:
