@@ -3,7 +3,8 @@ one CPU a node) against the scripted endpoint: the same tables, ids, index folde
 single-machine build, a rebuild that pays nothing, and the failures that must not fall back to one
 machine (an address without a cluster, a URL with a password, a node without the API key).
 
-The cluster is started once for the module.
+The cluster is the session's (`conftest.cluster`): this file and the engine's tests are one xdist group,
+so under `make test`'s two workers they run on one worker, in order, on one cluster.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from ragtrial.llm.ledger import read_ledger
 from ragtrial.runner.context import open_run
 
 # what the manifest's per-stage ledger holds besides the time the calls took
+# one worker runs every test of the session's Ray cluster, in order (Makefile: --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("ray_cluster")
+
 UNTIMED = ("stage", "method", "calls", "cached", "failures", "prompt_tokens", "completion_tokens")
 
 

@@ -3,7 +3,8 @@ CPU a node) against the scripted endpoint: the same runs, tables and calls as th
 (which imports no Ray), and a worker node killed mid-batch: the batch completes on the node left, and
 no call that was answered is paid again.
 
-The cluster is started once for the module; the node-kill test comes last, as it leaves one node.
+The cluster is the session's (`conftest.cluster`), shared with the index build's tests as one xdist
+group (one worker, collection order); the node-kill test comes last, as it leaves one node.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from run_outputs import TIMING_COLUMNS, run_tables
 from scripted_server import ScriptedServer
 
 # A `ragtrial run` that says whether it imported Ray.
+# one worker runs every test of the session's Ray cluster, in order (Makefile: --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("ray_cluster")
+
 THREADED_WITHOUT_RAY = (
     "import sys; from ragtrial.cli import main; code = main(sys.argv[1:]); "
     "print('ray imported' if 'ray' in sys.modules else 'ray not imported'); sys.exit(code)"
