@@ -50,6 +50,16 @@ class LocalRayCluster:
         self.killed: set[int] = set()
 
     def __enter__(self) -> LocalRayCluster:
+        # Ray gives a starting node 30 s to register, which a loaded 2-core machine (make test's other
+        # worker) can exceed: a start that fails is cleaned up and made once more, on fresh ports.
+        try:
+            return self._start_cluster()
+        except RuntimeError as first:
+            print(f"the Ray cluster did not start, starting it once more: {first}", file=sys.stderr)
+            return self._start_cluster()
+
+    def _start_cluster(self) -> LocalRayCluster:
+        self.nodes, self.killed = [], set()
         self.folder = Path(tempfile.mkdtemp(prefix="rt-ray-", dir="/tmp"))  # short: socket paths live here
         self.port = free_port(HEAD_ADDRESS)
         self.address = f"{HEAD_ADDRESS}:{self.port}"
