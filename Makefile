@@ -38,11 +38,10 @@ run: $(SYSTEMS_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check lib tests bench
 
-# Three workers: most tests wait on a kernel, a server or a subprocess, so three streams keep two
-# cores busy (two used 1.4 of them); the tests that share the session's Ray cluster are one group,
-# run in order on one worker.
+# Two workers, one a core (three were slower: 24.7 against 22.2 min here); the tests that share the
+# session's Ray cluster are one group, run in order on one worker.
 test: lint $(SYSTEMS_STAMP)
-	$(BIN)/python -m pytest -q -n 3 --dist loadgroup --durations=15
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15
 
 bench: $(STAMP)
 	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done
