@@ -46,8 +46,6 @@ def free_port(host: str = "127.0.0.1") -> int:
 class LocalRayCluster:
     def __init__(self, nodes: int = 2, cpus_per_node: int = 1):
         self.n_nodes, self.cpus_per_node = nodes, cpus_per_node
-        self.nodes: list[subprocess.Popen] = []
-        self.killed: set[int] = set()
 
     def __enter__(self) -> LocalRayCluster:
         # Ray gives a starting node 30 s to register, which a loaded 2-core machine (make test's other
@@ -59,7 +57,8 @@ class LocalRayCluster:
             return self._start_cluster()
 
     def _start_cluster(self) -> LocalRayCluster:
-        self.nodes, self.killed = [], set()
+        self.nodes: list[subprocess.Popen] = []
+        self.killed: set[int] = set()
         self.folder = Path(tempfile.mkdtemp(prefix="rt-ray-", dir="/tmp"))  # short: socket paths live here
         self.port = free_port(HEAD_ADDRESS)
         self.address = f"{HEAD_ADDRESS}:{self.port}"

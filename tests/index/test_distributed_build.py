@@ -30,10 +30,10 @@ from ragtrial.index.tables import EMBEDDINGS, SCHEMAS
 from ragtrial.llm.ledger import read_ledger
 from ragtrial.runner.context import open_run
 
-# what the manifest's per-stage ledger holds besides the time the calls took
 # one worker runs every test of the session's Ray cluster, in order (Makefile: --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("ray_cluster")
 
+# what the manifest's per-stage ledger holds besides the time the calls took
 UNTIMED = ("stage", "method", "calls", "cached", "failures", "prompt_tokens", "completion_tokens")
 
 

@@ -27,10 +27,10 @@ from latency_server import schema_reply
 from run_outputs import TIMING_COLUMNS, run_tables
 from scripted_server import ScriptedServer
 
-# A `ragtrial run` that says whether it imported Ray.
 # one worker runs every test of the session's Ray cluster, in order (Makefile: --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("ray_cluster")
 
+# A `ragtrial run` that says whether it imported Ray.
 THREADED_WITHOUT_RAY = (
     "import sys; from ragtrial.cli import main; code = main(sys.argv[1:]); "
     "print('ray imported' if 'ray' in sys.modules else 'ray not imported'); sys.exit(code)"
