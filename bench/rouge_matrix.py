@@ -1,4 +1,4 @@
-"""Benchmark: rouge-score's per-pair loop vs `ragtrial.evaluation.metrics.rouge_l_matrix` on claim-like texts.
+"""Benchmark: rouge-score's per-pair loop vs `ragtrial.evaluation.answer_metrics.rouge_l_matrix` on claim-like texts.
 
     .venv/bin/python bench/rouge_matrix.py [--n 1000] [--sample-pairs 20000]
 
@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from rouge_score import rouge_scorer
 
-from ragtrial.evaluation.metrics import rouge_l_matrix
+from ragtrial.evaluation.answer_metrics import rouge_l_matrix
 
 SEED = 20240601
 SUFFIXES = ["", "", "", "s", "ed", "ing", "ly", "tion", "er"]  # inflections give the stemmer work

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from ragtrial.data import LOADERS
-from ragtrial.evaluation.metrics import METRICS, metric_entry
+from ragtrial.evaluation.answer_metrics import METRICS, metric_entry
 from ragtrial.methods.registry import METHODS
 from ragtrial.registry import Registry
 from ragtrial.retrieval.registry import RETRIEVERS

@@ -11,7 +11,7 @@ from ragtrial.config.batch import load_batch
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.config.settings import Settings
 from ragtrial.prompts import load_prompt
-from ragtrial.report.judge_narrative import answer_length_sentence
+from ragtrial.report.narrative.judge import answer_length_sentence
 
 pytestmark = pytest.mark.fault
 

@@ -43,7 +43,7 @@ from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.client import LLM
 from ragtrial.llm.ledger import Ledger
 from ragtrial.llm.server import EmbeddedServer
-from ragtrial.report.claims_narrative import agreement_sentences, clusters_html, comparison_sentences
+from ragtrial.report.narrative.claims import agreement_sentences, clusters_html, comparison_sentences
 
 
 def _claim_sets(rows):

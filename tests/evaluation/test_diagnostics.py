@@ -23,7 +23,7 @@ from ragtrial.evaluation.diagnostics import (
     recall_table,
     retrieved_elements,
 )
-from ragtrial.evaluation.metrics import strip_citations
+from ragtrial.evaluation.answer_metrics import strip_citations
 from ragtrial.records import GoldEdge, Question
 from ragtrial.retrieval.packing import context_entries, format_context
 

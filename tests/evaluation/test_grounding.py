@@ -19,7 +19,7 @@ from ragtrial.evaluation.grounding import (
     model_grounding,
     planned_grounding,
 )
-from ragtrial.evaluation.metrics import cited_entries, strip_citations
+from ragtrial.evaluation.answer_metrics import cited_entries, strip_citations
 
 CONTEXT = (
     "[1] (chunk) Marta Ruiz founded Lumo Labs in 2011. Lumo Labs sells solar lamps.\n\n"

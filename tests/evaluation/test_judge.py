@@ -19,7 +19,7 @@ from ragtrial.evaluation.judge.aggregate import (
 )
 from ragtrial.evaluation.judge.answers import SampledLLM, answer_questions
 from ragtrial.evaluation.judge.audits import length_bias, position_table
-from ragtrial.evaluation.judge.estimate import EMBEDDED_THROUGHPUT, estimate_cost, judge_prompt_tokens
+from ragtrial.evaluation.judge.cost_plan import EMBEDDED_THROUGHPUT, estimate_cost, judge_prompt_tokens
 from ragtrial.evaluation.judge.pairs import PAIR_COLUMNS, align_lengths
 from ragtrial.evaluation.judge.protocols import (
     CLASSIC_ASPECTS,
@@ -366,7 +366,7 @@ def test_embedded_model_replies_in_both_judge_schemas(tmp_path):
 
 
 def test_the_estimate_s_question_length_is_the_mean_and_zero_without_questions():
-    from ragtrial.evaluation.judge.estimate import mean_question_tokens
+    from ragtrial.evaluation.judge.cost_plan import mean_question_tokens
     from ragtrial.llm.tokens import count_tokens
 
     questions = ["Who is Ada?", "Which city did Kel leave in the spring of 1920?"]

@@ -18,7 +18,7 @@ from ragtrial.config.judge import JudgeSettings
 from ragtrial.evaluation.claim_verdicts import judge_agreement, judge_verdicts
 from ragtrial.evaluation.judge.aggregate import aggregate_unbiased, classic_summary
 from ragtrial.evaluation.judge.audits import length_bias, order_flip_table, sanity_table
-from ragtrial.evaluation.judge.estimate import estimate_cost
+from ragtrial.evaluation.judge.cost_plan import estimate_cost
 from ragtrial.evaluation.judge.protocols import (
     CALL_KEY,
     CLASSIC_ASPECTS,
@@ -26,8 +26,8 @@ from ragtrial.evaluation.judge.protocols import (
     Judgments,
     judge_classic,
 )
-from ragtrial.report.claims_narrative import tie_share_sentence
-from ragtrial.report.judge_narrative import classic_order_sentences, comparison_findings
+from ragtrial.report.narrative.claims import tie_share_sentence
+from ragtrial.report.narrative.judge import classic_order_sentences, comparison_findings
 
 pytestmark = pytest.mark.fault
 

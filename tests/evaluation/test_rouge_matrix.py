@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rouge_score import rouge_scorer
 
-from ragtrial.evaluation.metrics import rouge_l_distance_matrix, rouge_l_matrix
+from ragtrial.evaluation.answer_metrics import rouge_l_distance_matrix, rouge_l_matrix
 
 WORDS = [
     "the", "cat", "cats", "sat", "sitting", "on", "mat", "mats", "run", "running", "runs", "ran",

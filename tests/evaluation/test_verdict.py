@@ -15,7 +15,7 @@ from scipy import stats as scipy_stats
 from ragtrial import stats
 from ragtrial.config.base import ParamsError
 from ragtrial.config.verdict import VerdictSettings
-from ragtrial.evaluation.measures import MissingTable
+from ragtrial.evaluation.verdict_measures import MissingTable
 from ragtrial.evaluation.verdict import (
     Pricing,
     build_verdict,
@@ -25,7 +25,7 @@ from ragtrial.evaluation.verdict import (
     read_measures,
 )
 from ragtrial.index.costs import COLUMNS
-from ragtrial.report.verdict_narrative import verdict_by_type, verdict_headline, verdict_sentence
+from ragtrial.report.narrative.verdict import verdict_by_type, verdict_headline, verdict_sentence
 
 # Per-question noise that sums to zero within each type, so the true mean difference is exact.
 NOISE = np.tile([0.05, -0.05, 0.1, -0.1], 5)
@@ -343,7 +343,7 @@ def test_missing_inputs_restrict_the_verdict_and_say_why():
     assert "has no table 'per_answer'" in unread["entity_recall"]
     assert read_answers(lambda nb, name: None, {"04_rag_vs_graphrag_qa"}) == {}
     with pytest.raises(MissingTable):
-        from ragtrial.evaluation.measures import observations
+        from ragtrial.evaluation.verdict_measures import observations
 
         observations("qa_f1", lambda name: None)
 
@@ -361,7 +361,7 @@ def test_a_detectable_difference_beyond_the_scale_is_said_so():
 
 
 def test_claims_whose_every_extraction_failed_are_statuses_not_an_error():
-    from ragtrial.evaluation.measures import observations
+    from ragtrial.evaluation.verdict_measures import observations
 
     tables = {
         "claim_metrics": pd.DataFrame(

@@ -18,7 +18,7 @@ from ragtrial.index.extract_llm_graph import claims_schema, graph_schema
 from ragtrial.llm.backend_check import CapitalAnswer
 from ragtrial.methods.map_reduce import map_schema
 from ragtrial.methods.selection import RouteLabel
-from ragtrial.questions.generated import list_schema, one_question_schema
+from ragtrial.questions.generated_records import list_schema, one_question_schema
 from ragtrial.questions.quality import RelevanceRating
 from ragtrial.retrieval.entity_graph import QuestionEntities
 from ragtrial.retrieval.lightrag import QuestionKeywords

@@ -28,7 +28,7 @@ from ragtrial.index.import_graphs import import_graphrag_output
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.hashing_embedder import HashingEmbedder
 from ragtrial.questions.corpus_questions import dataset_description, persona_questions, summary_questions
-from ragtrial.questions.generate import dedup_counts, deduplicate, ground_truth_questions
+from ragtrial.questions.run_generators import dedup_counts, deduplicate, ground_truth_questions
 from ragtrial.questions.graph_questions import graph_questions, sample_edges, sample_nodes, sample_walks
 from ragtrial.questions.quality import (
     MENTION_COLUMNS,
@@ -561,7 +561,7 @@ def test_a_data_set_question_source_without_questions_names_the_key_to_set(scrip
 
 def test_the_plan_of_summary_questions_is_the_requests_they_send(scripted, tmp_path):
     """`ragtrial estimate` finds every summary call in the cache once they were made (one request spec)."""
-    from ragtrial.questions.generate import planned_generation
+    from ragtrial.questions.run_generators import planned_generation
 
     dataset, _ = generate_corpus("small", seed=0)
     documents = dataset.documents_frame()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ragtrial.report.diagnostics_narrative import (
+from ragtrial.report.narrative.diagnostics import (
     contradiction_sentences,
     diagnostics_findings,
     island_sentences,

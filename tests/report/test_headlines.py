@@ -9,14 +9,14 @@ import pandas as pd
 from ragtrial.index.chunk_documents import chunk_documents
 from ragtrial.index.tables import GraphIndex
 from ragtrial.records import Dataset, Document
-from ragtrial.report.backend_narrative import backend_findings, backend_headline
-from ragtrial.report.claims_narrative import claims_headline
-from ragtrial.report.diagnostics_narrative import diagnostics_headline
-from ragtrial.report.index_narrative import index_headline
-from ragtrial.report.judge_narrative import audit_headline, comparison_headline
-from ragtrial.report.narrative import findings_headline
-from ragtrial.report.questions_narrative import entity_distribution_headline, relevance_headline
-from ragtrial.report.upstream_narrative import systems_note, upstream_headline
+from ragtrial.report.narrative.backend import backend_findings, backend_headline
+from ragtrial.report.narrative.claims import claims_headline
+from ragtrial.report.narrative.diagnostics import diagnostics_headline
+from ragtrial.report.narrative.index_build import index_headline
+from ragtrial.report.narrative.judge import audit_headline, comparison_headline
+from ragtrial.report.narrative.common import findings_headline
+from ragtrial.report.narrative.questions import entity_distribution_headline, relevance_headline
+from ragtrial.report.narrative.upstream import systems_note, upstream_headline
 
 
 def one_line(text: str) -> str:

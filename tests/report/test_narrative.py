@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ragtrial.report.index_narrative import index_findings
-from ragtrial.report.judge_narrative import EMBEDDED_NOTE, judge_failure_sentence
+from ragtrial.report.narrative.index_build import index_findings
+from ragtrial.report.narrative.judge import EMBEDDED_NOTE, judge_failure_sentence
 from ragtrial.report.markdown import model_markdown
-from ragtrial.report.narrative import (
+from ragtrial.report.narrative.common import (
     answer_failure_sentence,
     embedded_disclaimer,
     failure_sentence,
@@ -84,7 +84,7 @@ def test_model_headings_sit_below_the_report_headings():
 
 def test_question_findings_use_the_shared_disclaimer_and_failure_sentence():
     from ragtrial.config.questions import RelevanceSettings
-    from ragtrial.report.questions_narrative import relevance_findings
+    from ragtrial.report.narrative.questions import relevance_findings
 
     by_generator = pd.DataFrame(
         [{"generator": "graph", "mean": 2.5, "ci_low": 2.0, "ci_high": 3.0, "n": 4, "share_0_1": 0.25,
@@ -105,7 +105,7 @@ def test_question_findings_use_the_shared_disclaimer_and_failure_sentence():
 
 
 def test_question_findings_count_replies_over_and_questions_at_the_length_cap():
-    from ragtrial.report.questions_narrative import length_cap_note
+    from ragtrial.report.narrative.questions import length_cap_note
 
     questions = pd.DataFrame({"question_id": ["q1", "q2"], "at_length_cap": [True, False]})
     failures = pd.DataFrame({"item_id": ["c1", "c2"], "kind": ["too_long", "parse"]})

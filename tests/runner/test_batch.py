@@ -18,7 +18,8 @@ from conftest import PROJECT_ROOT
 
 from ragtrial.config.batch import load_batch
 from ragtrial.report.index_page import render_index
-from ragtrial.runner.batch import batch_record, run_batch
+from ragtrial.runner.batch import run_batch
+from ragtrial.runner.execute import batch_record
 
 
 def batch_file(tmp_path, llm: dict) -> str:

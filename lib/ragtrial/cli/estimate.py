@@ -25,7 +25,7 @@ def add_parser(sub) -> None:
 
 def print_estimate(args: argparse.Namespace) -> int:
     """`ragtrial estimate`: the readable table on stdout, optionally CSV / JSON files."""
-    from ragtrial.runner.estimate import estimate_batch, render
+    from ragtrial.runner.batch_estimate import estimate_batch, render
 
     root, batch = project_and_batch(args.batch)
     table, notes = estimate_batch(

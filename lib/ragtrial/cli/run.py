@@ -127,7 +127,7 @@ def diagnose_command(args: argparse.Namespace) -> int:
     """
     from ragtrial.config.batch import load_batch, settings_hash
     from ragtrial.config.paths import notebooks_dir
-    from ragtrial.runner.batch import read_run_json
+    from ragtrial.runner.execute import read_run_json
     from ragtrial.runner.regression import (
         DIAGNOSTICS_NOTEBOOK,
         load_baseline,

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.judge import JudgeSettings
-from ragtrial.evaluation.judge.estimate import judge_prompt_tokens
+from ragtrial.evaluation.judge.cost_plan import judge_prompt_tokens
 from ragtrial.evaluation.judge.pairs import all_pairs, make_pairs
 from ragtrial.evaluation.judge.protocols import CLASSIC_OUTCOME, FAILURE_COLUMNS, judge_classic
 from ragtrial.llm.client import LLM

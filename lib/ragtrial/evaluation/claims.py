@@ -27,7 +27,7 @@ import pandas as pd
 from pydantic import BaseModel, Field, create_model
 from sklearn.cluster import AgglomerativeClustering
 
-from ragtrial.evaluation.metrics import METRICS, rouge_l_distance_matrix
+from ragtrial.evaluation.answer_metrics import METRICS, rouge_l_distance_matrix
 from ragtrial.evaluation.run_methods import failures_table
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from ragtrial.evaluation.claims import extract_claims
 from ragtrial.evaluation.claims import planned_calls as planned_extractions
-from ragtrial.evaluation.metrics import is_declined, strip_citations
+from ragtrial.evaluation.answer_metrics import is_declined, strip_citations
 from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.phrases import lower_case_vocabulary, noun_phrases, sentences
 from ragtrial.llm.errors import LLMError

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ragtrial.evaluation.metrics import rouge_scores, token_f1
+from ragtrial.evaluation.answer_metrics import rouge_scores, token_f1
 from ragtrial.stats import bootstrap_mean_ci
 
 ID_KINDS = {

@@ -23,7 +23,7 @@ import pandas as pd
 from ragtrial import stats
 from ragtrial.config.base import ParamsError
 from ragtrial.config.verdict import VerdictSettings
-from ragtrial.evaluation.measures import ANSWER_COSTS, MEASURES, MissingTable, observations
+from ragtrial.evaluation.verdict_measures import ANSWER_COSTS, MEASURES, MissingTable, observations
 from ragtrial.methods.registry import METHODS, index_parts
 
 if TYPE_CHECKING:

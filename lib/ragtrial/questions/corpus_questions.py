@@ -16,7 +16,7 @@ from ragtrial.llm.client import LLM
 from ragtrial.llm.structured import at_length_cap
 from ragtrial.llm.tokens import get_encoding
 from ragtrial.prompts import load_prompt
-from ragtrial.questions.generated import (
+from ragtrial.questions.generated_records import (
     Generated,
     GeneratedQuestion,
     QuestionAsker,

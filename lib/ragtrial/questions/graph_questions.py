@@ -19,7 +19,7 @@ from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
 from ragtrial.llm.structured import at_length_cap
 from ragtrial.prompts import load_prompt
-from ragtrial.questions.generated import (
+from ragtrial.questions.generated_records import (
     Failure,
     Generated,
     GeneratedQuestion,

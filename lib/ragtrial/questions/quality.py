@@ -29,7 +29,7 @@ from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
 from ragtrial.llm.plan import QUESTION_TOKENS, StagePlan, frame_tokens, projected
 from ragtrial.prompts import load_prompt
-from ragtrial.questions.generated import Failure
+from ragtrial.questions.generated_records import Failure
 from ragtrial.records import records_frame
 from ragtrial.retrieval.base import ChunkTable, Retriever, RetrieverParts
 from ragtrial.retrieval.entity_graph import EntityGraph, EntityLinker, Link

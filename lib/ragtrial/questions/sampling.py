@@ -17,7 +17,7 @@ from ragtrial.config.questions import QuestionsSettings
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
 from ragtrial.questions.corpus_questions import persona_questions
-from ragtrial.questions.generated import Failure
+from ragtrial.questions.generated_records import Failure
 from ragtrial.questions.graph_questions import graph_questions
 from ragtrial.records import Dataset, Question, records_frame
 

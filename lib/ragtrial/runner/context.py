@@ -30,7 +30,7 @@ from ragtrial.records import Dataset
 from ragtrial.redact import redact_url
 from ragtrial.report.files import write_table, write_text
 from ragtrial.report.markdown import table_cell
-from ragtrial.report.narrative import data_warnings_note, embedded_disclaimer
+from ragtrial.report.narrative.common import data_warnings_note, embedded_disclaimer
 from ragtrial.report.tables import install_table_formatter
 from ragtrial.runner.credentials import restore_credentials
 from ragtrial.runner.preflight import check_settings

@@ -13,9 +13,9 @@ from pathlib import Path
 from ragtrial.config.batch import RunSpec
 from ragtrial.config.settings import Settings
 from ragtrial.evaluation.calibration.design import Costing
-from ragtrial.evaluation.judge.estimate import planned_calls
+from ragtrial.evaluation.judge.cost_plan import planned_calls
 from ragtrial.llm.plan import QUESTION_TOKENS
-from ragtrial.runner.estimate import measured_latency, plan_row
+from ragtrial.runner.batch_estimate import measured_latency, plan_row
 
 COMPARISON = "07_pairwise_method_comparison"
 JUDGE_STAGE = {"classic": "judge_classic", "unbiased": "judge_unbiased"}

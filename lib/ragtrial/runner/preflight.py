@@ -22,7 +22,7 @@ from ragtrial.config.settings import MarkedValue, Settings, marked_values
 from ragtrial.data.answer_files import method_answers
 from ragtrial.data.registry import LOADERS
 from ragtrial.data.synthetic import PRESETS
-from ragtrial.evaluation.measures import MEASURES
+from ragtrial.evaluation.verdict_measures import MEASURES
 from ragtrial.methods.registry import METHODS
 from ragtrial.records import DataError
 from ragtrial.retrieval.registry import RETRIEVERS

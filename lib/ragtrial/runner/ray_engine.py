@@ -1,5 +1,5 @@
 """The Ray engine of `ragtrial run --engine ray [--address A]`: each run of the batch is a Ray task that
-calls `runner.batch.execute_run` on a node of the cluster (papermill, the notebook in a kernel of its
+calls `runner.execute.execute_run` on a node of the cluster (papermill, the notebook in a kernel of its
 own, as on one machine), so the run folder, `run.json`, the report and the outputs index are written
 as the threaded runner writes them, and the batch logs the same lines and ends with the same table.
 This module is imported only for `--engine ray`.
@@ -45,7 +45,8 @@ from ragtrial.config.batch import RunSpec
 from ragtrial.index.build import RAY_ADDRESS_ENV
 from ragtrial.index.distribute import FORWARDED, connect, forward, missing_keys
 from ragtrial.redact import password_key, redact
-from ragtrial.runner.batch import BatchRecorder, RunResult, execute_run
+from ragtrial.runner.execute import RunResult, execute_run
+from ragtrial.runner.recorder import BatchRecorder
 from ragtrial.runner.checks import run_folder
 from ragtrial.runner.combined_runs import identity
 from ragtrial.runner.context import secret_variables

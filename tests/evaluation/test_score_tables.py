@@ -10,7 +10,7 @@ import pytest
 
 from ragtrial.config.methods import SummarizationSettings
 from ragtrial.evaluation.run_methods import failures_table, fallback_table
-from ragtrial.evaluation.scoring import (
+from ragtrial.evaluation.score_tables import (
     by_question_type,
     complementarity_table,
     cost_table,
@@ -25,7 +25,7 @@ from ragtrial.evaluation.scoring import (
 )
 from ragtrial.questions.sampling import select_questions, task_questions
 from ragtrial.records import Dataset, Question
-from ragtrial.report.narrative import findings, paired_sentences
+from ragtrial.report.narrative.common import findings, paired_sentences
 from ragtrial.stats import holm_correction, p95, paired_comparison_table
 
 

@@ -30,8 +30,8 @@ from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.evaluation.claim_verdicts import planned_calls as planned_verdicts
 from ragtrial.evaluation.claims import planned_calls as planned_claims
 from ragtrial.evaluation.grounding import planned_grounding
-from ragtrial.evaluation.judge.estimate import EMBEDDED_THROUGHPUT
-from ragtrial.evaluation.judge.estimate import planned_calls as planned_judging
+from ragtrial.evaluation.judge.cost_plan import EMBEDDED_THROUGHPUT
+from ragtrial.evaluation.judge.cost_plan import planned_calls as planned_judging
 from ragtrial.evaluation.judge.pairs import all_pairs
 from ragtrial.evaluation.key_facts import planned_key_fact_checks
 from ragtrial.evaluation.run_methods import answered_by_the_kit, planned_answers
@@ -41,7 +41,7 @@ from ragtrial.llm.cache import ResponseCache, cache_location
 from ragtrial.llm.client import LLM
 from ragtrial.llm.ledger import Ledger, read_ledger
 from ragtrial.llm.plan import BASES, QUESTION_TOKENS, StagePlan, unknown
-from ragtrial.questions.generate import generated_at_most, planned_generation
+from ragtrial.questions.run_generators import generated_at_most, planned_generation
 from ragtrial.questions.quality import planned_calls as planned_quality
 from ragtrial.questions.sampling import diagnosis_questions, select_questions, task_questions
 from ragtrial.records import Dataset

@@ -10,10 +10,10 @@ import math
 import pandas as pd
 
 from ragtrial import stats
-from ragtrial.evaluation.measures import MEASURES
+from ragtrial.evaluation.verdict_measures import MEASURES
 from ragtrial.evaluation.verdict import Pricing
 from ragtrial.report.markdown import table_cell
-from ragtrial.report.narrative import embedded_disclaimer
+from ragtrial.report.narrative.common import embedded_disclaimer
 
 UNIT_WORDS = {"tokens": "LLM tokens", "money": "money", "seconds": "seconds", "calls": "calls"}
 MEASURED_BY = {

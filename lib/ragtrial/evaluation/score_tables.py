@@ -4,7 +4,7 @@ paired comparisons against a baseline, complementarity, cost and the quality/cos
 Failed answers (no text because a model call failed) are never scored: their metric cells are
 NaN, every mean and test runs on the answered questions only, and the failures are counted in
 their own column. Paired comparisons use the questions both methods answered; which paired test
-applies is the metric's own (`ragtrial.evaluation.metrics.METRICS`).
+applies is the metric's own (`ragtrial.evaluation.answer_metrics.METRICS`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ragtrial.config.methods import SummarizationSettings
-from ragtrial.evaluation.metrics import (
+from ragtrial.evaluation.answer_metrics import (
     CONTRADICTORY_TYPE,
     BertScoreModel,
     bertscore,

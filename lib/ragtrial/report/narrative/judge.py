@@ -11,7 +11,7 @@ from ragtrial.config.methods import AnswerSettings
 from ragtrial.evaluation.judge.aggregate import ALIGNMENT_OUTCOMES, alignment_summary
 from ragtrial.evaluation.judge.pairs import METHOD_KEY
 from ragtrial.prompts import load_prompt
-from ragtrial.report.narrative import embedded_disclaimer, failure_sentence
+from ragtrial.report.narrative.common import embedded_disclaimer, failure_sentence
 from ragtrial.stats import box_stats, claim_text
 
 

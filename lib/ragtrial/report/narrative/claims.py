@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps, colors
 
-from ragtrial.report.narrative import embedded_disclaimer
+from ragtrial.report.narrative.common import embedded_disclaimer
 from ragtrial.stats import claim_supported, claim_text
 
 # ---------------------------------------------------------------- presentation

@@ -9,7 +9,7 @@ import pandas as pd
 from ragtrial.config.questions import RelevanceSettings
 from ragtrial.llm.structured import TOO_LONG
 from ragtrial.report.markdown import escape_markdown
-from ragtrial.report.narrative import embedded_disclaimer, failure_sentence
+from ragtrial.report.narrative.common import embedded_disclaimer, failure_sentence
 
 
 def _distribution_line(row: pd.Series, community_level: int) -> str:

@@ -23,7 +23,7 @@ from ragtrial.questions.corpus_questions import (
     summary_call_count,
     summary_questions,
 )
-from ragtrial.questions.generated import Embed, Generated, GeneratedQuestion, QuestionAsker
+from ragtrial.questions.generated_records import Embed, Generated, GeneratedQuestion, QuestionAsker
 from ragtrial.questions.graph_questions import graph_questions
 from ragtrial.records import Question
 from ragtrial.text import normalize_answer

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ragtrial.report.markdown import escape_markdown
-from ragtrial.report.narrative import embedded_disclaimer
+from ragtrial.report.narrative.common import embedded_disclaimer
 
 METRIC_NAMES = {
     "entity_recall": "entity recall",

@@ -16,7 +16,7 @@ from ragtrial.cli import main
 from ragtrial.llm.ledger import read_ledger
 from ragtrial.llm.server import _servers
 from ragtrial.runner.batch import run_batch
-from ragtrial.runner.estimate import compare_with_ledger, estimate_batch, totals
+from ragtrial.runner.batch_estimate import compare_with_ledger, estimate_batch, totals
 
 DEFAULT = PROJECT_ROOT / "params" / "default.yaml"
 SMALL = ["00_backend_check", "01_build_index"]

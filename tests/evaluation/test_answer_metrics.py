@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rouge_score import rouge_scorer
 
-from ragtrial.evaluation.metrics import (
+from ragtrial.evaluation.answer_metrics import (
     METRICS,
     QA_SCORE_COLUMNS,
     BertScoreModel,

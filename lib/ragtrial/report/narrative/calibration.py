@@ -9,7 +9,7 @@ import math
 import pandas as pd
 
 from ragtrial.evaluation.calibration.fit import JudgeFit
-from ragtrial.report.narrative import embedded_disclaimer
+from ragtrial.report.narrative.common import embedded_disclaimer
 
 
 def _rate(value: float, low: float, high: float) -> str:

@@ -1,0 +1,1 @@
+"""The words of each notebook's report, one module per notebook family: they word the findings tables."""
