@@ -1,4 +1,5 @@
-"""Benchmark: rouge-score's per-pair loop vs `ragtrial.evaluation.answer_metrics.rouge_l_matrix` on claim-like texts.
+"""Benchmark: rouge-score's per-pair loop vs `ragtrial.evaluation.answer_metrics.rouge_l_matrix`
+on claim-like texts.
 
     .venv/bin/python bench/rouge_matrix.py [--n 1000] [--sample-pairs 20000]
 

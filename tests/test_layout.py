@@ -100,7 +100,8 @@ def import_circles() -> list[list[str]]:
     """Strongly connected groups of more than one module in the import graph (Tarjan)."""
     paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph = {
-        name: imported_modules(ast.parse(path.read_text()), set(paths)) - {name} for name, path in paths.items()
+        name: imported_modules(ast.parse(path.read_text()), set(paths)) - {name}
+        for name, path in paths.items()
     }
     index: dict[str, int] = {}
     low: dict[str, int] = {}

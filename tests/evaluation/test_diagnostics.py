@@ -12,6 +12,7 @@ from retrieval.test_retrieval import EMBEDDER, graph_index
 
 from ragtrial.config.diagnostics import DiagnosticsSettings
 from ragtrial.config.retrieval import RetrievalSettings
+from ragtrial.evaluation.answer_metrics import strip_citations
 from ragtrial.evaluation.diagnostics import (
     attribute_failures,
     attribution_shares,
@@ -23,7 +24,6 @@ from ragtrial.evaluation.diagnostics import (
     recall_table,
     retrieved_elements,
 )
-from ragtrial.evaluation.answer_metrics import strip_citations
 from ragtrial.records import GoldEdge, Question
 from ragtrial.retrieval.packing import context_entries, format_context
 

@@ -10,6 +10,7 @@ import pytest
 from conftest import make_llm
 
 from ragtrial.config.settings import Settings
+from ragtrial.evaluation.answer_metrics import cited_entries, strip_citations
 from ragtrial.evaluation.grounding import (
     CHECK_STAGE,
     CLAIMS_STAGE,
@@ -19,7 +20,6 @@ from ragtrial.evaluation.grounding import (
     model_grounding,
     planned_grounding,
 )
-from ragtrial.evaluation.answer_metrics import cited_entries, strip_citations
 
 CONTEXT = (
     "[1] (chunk) Marta Ruiz founded Lumo Labs in 2011. Lumo Labs sells solar lamps.\n\n"

@@ -15,7 +15,6 @@ from scipy import stats as scipy_stats
 from ragtrial import stats
 from ragtrial.config.base import ParamsError
 from ragtrial.config.verdict import VerdictSettings
-from ragtrial.evaluation.verdict_measures import MissingTable
 from ragtrial.evaluation.verdict import (
     Pricing,
     build_verdict,
@@ -24,6 +23,7 @@ from ragtrial.evaluation.verdict import (
     read_answers,
     read_measures,
 )
+from ragtrial.evaluation.verdict_measures import MissingTable
 from ragtrial.index.costs import COLUMNS
 from ragtrial.report.narrative.verdict import verdict_by_type, verdict_headline, verdict_sentence
 

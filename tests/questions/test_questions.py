@@ -28,7 +28,6 @@ from ragtrial.index.import_graphs import import_graphrag_output
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.hashing_embedder import HashingEmbedder
 from ragtrial.questions.corpus_questions import dataset_description, persona_questions, summary_questions
-from ragtrial.questions.run_generators import dedup_counts, deduplicate, ground_truth_questions
 from ragtrial.questions.graph_questions import graph_questions, sample_edges, sample_nodes, sample_walks
 from ragtrial.questions.quality import (
     MENTION_COLUMNS,
@@ -39,6 +38,7 @@ from ragtrial.questions.quality import (
     rate_relevance,
     top_entities,
 )
+from ragtrial.questions.run_generators import dedup_counts, deduplicate, ground_truth_questions
 from ragtrial.questions.sampling import claims_questions, judge_questions
 from ragtrial.retrieval.base import RetrieverParts
 

@@ -19,8 +19,8 @@ from test_questions import first_user_turn, small_index, structured_reply  # noq
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.llm.hashing_embedder import HashingEmbedder
-from ragtrial.questions.run_generators import generate_questions
 from ragtrial.questions.quality import entity_mentions, make_entity_linker, rate_relevance
+from ragtrial.questions.run_generators import generate_questions
 from ragtrial.retrieval.base import RetrieverParts
 
 CFG = QuestionsSettings(

@@ -11,10 +11,10 @@ from ragtrial.index.tables import GraphIndex
 from ragtrial.records import Dataset, Document
 from ragtrial.report.narrative.backend import backend_findings, backend_headline
 from ragtrial.report.narrative.claims import claims_headline
+from ragtrial.report.narrative.common import findings_headline
 from ragtrial.report.narrative.diagnostics import diagnostics_headline
 from ragtrial.report.narrative.index_build import index_headline
 from ragtrial.report.narrative.judge import audit_headline, comparison_headline
-from ragtrial.report.narrative.common import findings_headline
 from ragtrial.report.narrative.questions import entity_distribution_headline, relevance_headline
 from ragtrial.report.narrative.upstream import systems_note, upstream_headline
 

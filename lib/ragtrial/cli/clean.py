@@ -68,8 +68,8 @@ def plan_clean(outputs: Path, cache: bool, indexes: bool) -> Plan:
     """The folders directly in `outputs` that go: the run folders (with run.json), `interactive/`,
     and on request the cache and the indexes; links are skipped, never followed.
     """
-    from ragtrial.runner.execute import LOCK_FILE
     from ragtrial.runner.checks import run_folder
+    from ragtrial.runner.execute import LOCK_FILE
 
     plan = Plan()
     run_locks: list[Path] = []

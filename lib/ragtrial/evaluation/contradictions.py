@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ragtrial.evaluation.grounding import answer_text
 from ragtrial.evaluation.answer_metrics import answer_contained, cited_entries, flags_conflict, is_declined
+from ragtrial.evaluation.grounding import answer_text
 from ragtrial.retrieval.packing import context_entries
 
 if TYPE_CHECKING:

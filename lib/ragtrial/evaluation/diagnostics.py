@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ragtrial.evaluation.answer_metrics import cited_entries
 from ragtrial.evaluation.grounding import CHECK_STAGE as GROUNDING_CHECK_STAGE
 from ragtrial.evaluation.grounding import CLAIMS_STAGE as GROUNDING_CLAIMS_STAGE
 from ragtrial.evaluation.key_facts import STAGE as KEY_FACTS_STAGE
-from ragtrial.evaluation.answer_metrics import cited_entries
 from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.tables import GraphIndex
 from ragtrial.records import Question, ordered_union

@@ -76,11 +76,18 @@ class FindingsView:
         rows = rows[rows["figure"] == figure]
         if len(rows) != 1:
             raise KeyError(
-                f"findings: {len(rows)} rows for statement {statement!r}, subject {subject!r}, figure {figure!r}"
+                f"findings: {len(rows)} rows for statement {statement!r}, subject {subject!r}, "
+                f"figure {figure!r}"
             )
         r = rows.iloc[0]
         return Finding(
-            r["statement"], r["figure"], float(r["value"]), r["source"], r["subject"], r["ci_low"], r["ci_high"]
+            r["statement"],
+            r["figure"],
+            float(r["value"]),
+            r["source"],
+            r["subject"],
+            r["ci_low"],
+            r["ci_high"],
         )
 
     def value(self, statement: str, figure: str, subject: str = "") -> float:

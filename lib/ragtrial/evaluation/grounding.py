@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 from pydantic import BaseModel
 
+from ragtrial.evaluation.answer_metrics import is_declined, strip_citations
 from ragtrial.evaluation.claims import extract_claims
 from ragtrial.evaluation.claims import planned_calls as planned_extractions
-from ragtrial.evaluation.answer_metrics import is_declined, strip_citations
 from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.phrases import lower_case_vocabulary, noun_phrases, sentences
 from ragtrial.llm.errors import LLMError

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import pandas as pd
 from pydantic import BaseModel, Field, create_model
 
-from ragtrial.evaluation.grounding import NO_ANSWER, answer_text
 from ragtrial.evaluation.answer_metrics import CONTRADICTORY_TYPE, answer_contained, is_declined
+from ragtrial.evaluation.grounding import NO_ANSWER, answer_text
 from ragtrial.llm.errors import LLMError
 from ragtrial.llm.plan import QUESTION_TOKENS, StagePlan, frame_tokens, projected
 from ragtrial.prompts import load_prompt

@@ -19,6 +19,7 @@ from ragtrial.runner.recorder import BatchRecorder
 
 ENGINES = ("threads", "ray")
 
+
 def _ray_engine():
     """`runner.ray_engine`, imported only for `--engine ray` (so only then is Ray)."""
     try:

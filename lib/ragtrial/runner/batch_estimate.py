@@ -41,8 +41,8 @@ from ragtrial.llm.cache import ResponseCache, cache_location
 from ragtrial.llm.client import LLM
 from ragtrial.llm.ledger import Ledger, read_ledger
 from ragtrial.llm.plan import BASES, QUESTION_TOKENS, StagePlan, unknown
-from ragtrial.questions.run_generators import generated_at_most, planned_generation
 from ragtrial.questions.quality import planned_calls as planned_quality
+from ragtrial.questions.run_generators import generated_at_most, planned_generation
 from ragtrial.questions.sampling import diagnosis_questions, select_questions, task_questions
 from ragtrial.records import Dataset
 from ragtrial.runner.checks import select_runs

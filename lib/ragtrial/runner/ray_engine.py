@@ -45,11 +45,11 @@ from ragtrial.config.batch import RunSpec
 from ragtrial.index.build import RAY_ADDRESS_ENV
 from ragtrial.index.distribute import FORWARDED, connect, forward, missing_keys
 from ragtrial.redact import password_key, redact
-from ragtrial.runner.execute import RunResult, execute_run
-from ragtrial.runner.recorder import BatchRecorder
 from ragtrial.runner.checks import run_folder
 from ragtrial.runner.combined_runs import identity
 from ragtrial.runner.context import secret_variables
+from ragtrial.runner.execute import RunResult, execute_run
+from ragtrial.runner.recorder import BatchRecorder
 
 NODE_FAILURE_RETRIES = 3
 POLL_S = 0.25  # how often the driver reads the runs' notices while waiting for a result

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pandas as pd
 
 from ragtrial.evaluation.upstream import ID_KINDS
-from ragtrial.report.narrative.judge import unbiased_pair_sentences
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative.common import embedded_disclaimer
+from ragtrial.report.narrative.judge import unbiased_pair_sentences
 from ragtrial.stats import claim_supported
 
 

@@ -10,8 +10,8 @@ import math
 import pandas as pd
 
 from ragtrial import stats
-from ragtrial.evaluation.verdict_measures import MEASURES
 from ragtrial.evaluation.verdict import Pricing
+from ragtrial.evaluation.verdict_measures import MEASURES
 from ragtrial.report.markdown import table_cell
 from ragtrial.report.narrative.common import embedded_disclaimer
 
