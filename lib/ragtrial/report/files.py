@@ -54,8 +54,3 @@ def write_table(path: Path, frame: pd.DataFrame) -> Path:
     if Path(path).suffix == ".parquet":
         return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
     return atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
-
-
-def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
-    """The tables a run saved (`<run_dir>/tables/<name>.parquet`), by name, in name order."""
-    return {path.stem: pd.read_parquet(path) for path in sorted((Path(run_dir) / "tables").glob("*.parquet"))}

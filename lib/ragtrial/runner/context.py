@@ -28,7 +28,7 @@ from ragtrial.llm.embedder import Embedder
 from ragtrial.llm.ledger import Ledger, answered_by, by_stage
 from ragtrial.records import Dataset
 from ragtrial.redact import redact_url
-from ragtrial.report.files import read_tables, write_table, write_text
+from ragtrial.report.files import write_table, write_text
 from ragtrial.report.markdown import table_cell
 from ragtrial.report.narrative.common import data_warnings_note, embedded_disclaimer
 from ragtrial.report.tables import install_table_formatter
@@ -97,12 +97,6 @@ class RunContext:
         self.tables.append(name)
         write_table(self.run_dir / "tables" / f"{name}.csv", frame)
         return write_table(self.run_dir / "tables" / f"{name}.parquet", frame)
-
-    def saved_tables(self) -> dict[str, pd.DataFrame]:
-        """Every table this run has saved, read back from its Parquet files: what a narrative words
-        (`report.narrative`), so the report's prose can state nothing a saved table does not hold.
-        """
-        return read_tables(self.run_dir)
 
     def load_dataset(self) -> Dataset:
         """The run's data set. Flaws the loader kept as published (`Dataset.warnings`) are shown in
