@@ -124,6 +124,62 @@ _ODSUM = ("yale-nlp/ODSum", "f056912eb85fdcba5f807ce99bca930cc8d4ad97")
 _GRAPHRAG = ("microsoft/graphrag", "6dad6d2b059589624035714d8dcfde94ecc0a5fb")
 _DULCE = "docs/examples_notebooks/inputs/operation dulce"
 
+# fast-graphrag's published retrieval outputs of its four systems (VectorDB, LightRAG local,
+# nano-graphrag local, Circlemind), `benchmarks/results/<system>/<file>` saved as `<system>_<file>`.
+_FASTGRAPHRAG_RESULTS = "fastgraphrag_benchmark_results"
+_FASTGRAPHRAG_PUBLISHED_RESULTS = {
+    "LICENSE.fast-graphrag": (
+        "LICENSE",
+        1_070,
+        "1774ff2102ad79d99d731ed90e1f64116695115133efd78c29a73d2939033875",
+    ),
+    "UPSTREAM_BENCHMARKS_README.md": (
+        "benchmarks/README.md",
+        4_740,
+        "44f17a0da0d331423bfef170b994537dacc5fd3ef159e0eaa85f68b4d750e040",
+    ),
+    "graph_2wikimultihopqa_101.json": (
+        "benchmarks/results/graph/2wikimultihopqa_101.json",
+        56_795,
+        "09ead0aad31db179143dbfaf58efb4201a259eb3768077a927713c993f0b058d",
+    ),
+    "graph_2wikimultihopqa_51.json": (
+        "benchmarks/results/graph/2wikimultihopqa_51.json",
+        28_471,
+        "fad0a6850f1c4c22fcfa7d66954d5cec654c16ecdc2b87c0103984f388df14e0",
+    ),
+    "lightrag_2wikimultihopqa_101_local.json": (
+        "benchmarks/results/lightrag/2wikimultihopqa_101_local.json",
+        55_241,
+        "325a997ad29de6bb8c2c27109531c5fc750b2eee58ee02b0f4d02ed2bdf1eeac",
+    ),
+    "lightrag_2wikimultihopqa_51_local.json": (
+        "benchmarks/results/lightrag/2wikimultihopqa_51_local.json",
+        27_649,
+        "e0e8642ec364d87d141b79e948904fa486cb229cc208a0ae1e26a4b403b23d1b",
+    ),
+    "nano_2wikimultihopqa_101_local.json": (
+        "benchmarks/results/nano/2wikimultihopqa_101_local.json",
+        54_230,
+        "e4db7d94d95ac86e23a960e8d28892b4a9ab9cdca5dc977870103a6ac6d16373",
+    ),
+    "nano_2wikimultihopqa_51_local.json": (
+        "benchmarks/results/nano/2wikimultihopqa_51_local.json",
+        26_813,
+        "f90484c3faf87b5e2fdc230c642d2f741ec216172a093e49040d83fb09729fee",
+    ),
+    "vdb_2wikimultihopqa_101.json": (
+        "benchmarks/results/vdb/2wikimultihopqa_101.json",
+        57_069,
+        "650d6b0e220355b82b1f6cb51429cccae7fe96773ab57d6f6dbad6d2343e57c6",
+    ),
+    "vdb_2wikimultihopqa_51.json": (
+        "benchmarks/results/vdb/2wikimultihopqa_51.json",
+        28_448,
+        "a1bcb654b9196b66182a3eefb4e1caedae0c9530f9b9aed8c5d0740dab0b22b3",
+    ),
+}
+
 # The 232 meeting transcripts of ODSum's Meeting set (data/Meeting/raw/Documents/<id>.txt).
 _ODSUM_MEETINGS = """
 Bdb001 Bed002 Bed003 Bed004 Bed005 Bed006 Bed008 Bed009 Bed010 Bed011 Bed012 Bed013 Bed014 Bed015
@@ -321,6 +377,14 @@ FOLDERS: dict[str, FolderManifest] = {
                         1_070,
                         "1774ff2102ad79d99d731ed90e1f64116695115133efd78c29a73d2939033875",
                     ),
+                },
+            )
+            + _files(
+                "circlemind-ai/fast-graphrag",
+                "23b3a1bef64338faf9f35c521a20465dbd09419f",
+                {
+                    f"{_FASTGRAPHRAG_RESULTS}/{here}": published
+                    for here, published in _FASTGRAPHRAG_PUBLISHED_RESULTS.items()
                 },
             )
             + _files(
