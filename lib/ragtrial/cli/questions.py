@@ -14,6 +14,7 @@ from ragtrial.cli.arguments import add_batch_arguments, project_and_batch
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec, parse_set_overrides
 from ragtrial.redact import redact_url
+from ragtrial.report.files import saved_table_path
 
 
 def add_parser(sub) -> None:
@@ -59,7 +60,7 @@ def notebook_questions(spec: RunSpec, from_run: Path | None) -> pd.DataFrame:
     section, dataset_source = _GENERATED_SOURCE.get(spec.notebook, ("", ""))
     generated = bool(section) and getattr(spec.settings, section).question_source != dataset_source
     if generated or from_run:
-        table = (from_run or Path()) / "tables" / "questions.parquet"
+        table = saved_table_path(from_run or Path(), "questions")
         if not from_run or not table.is_file():
             raise ParamsError(
                 f"{spec.notebook}: {section}.question_source is "

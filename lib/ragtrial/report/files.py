@@ -54,3 +54,19 @@ def write_table(path: Path, frame: pd.DataFrame) -> Path:
     if Path(path).suffix == ".parquet":
         return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
     return atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
+
+
+def saved_table_path(run_dir: Path, name: str) -> Path:
+    """Where a run saves its table `name` (Parquet; the CSV beside it is for quick reading)."""
+    return Path(run_dir) / "tables" / f"{name}.parquet"
+
+
+def read_saved_table(run_dir: Path, name: str) -> pd.DataFrame | None:
+    """The run's saved table `name`, or None when the run did not save it."""
+    path = saved_table_path(run_dir, name)
+    return pd.read_parquet(path) if path.is_file() else None
+
+
+def read_saved_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
+    """Every table the run saved, by name: what its narrative words."""
+    return {path.stem: pd.read_parquet(path) for path in sorted((Path(run_dir) / "tables").glob("*.parquet"))}

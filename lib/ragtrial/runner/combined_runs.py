@@ -20,6 +20,7 @@ import pandas as pd
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.settings import Settings
+from ragtrial.report.files import saved_table_path
 from ragtrial.report.index_page import RunRecord, read_run_record, run_records
 from ragtrial.runner.checks import run_folder
 from ragtrial.runner.credentials import mask_credentials
@@ -103,7 +104,7 @@ class CombinedRuns:
         """
         if notebook not in self.chosen:
             return None
-        path = self.chosen[notebook].run_dir / "tables" / f"{name}.parquet"
+        path = saved_table_path(self.chosen[notebook].run_dir, name)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: run {path.parent.parent.name} saved no {name} table")
         return pd.read_parquet(path)

@@ -28,7 +28,7 @@ from ragtrial.llm.embedder import Embedder
 from ragtrial.llm.ledger import Ledger, answered_by, by_stage
 from ragtrial.records import Dataset
 from ragtrial.redact import redact_url
-from ragtrial.report.files import write_table, write_text
+from ragtrial.report.files import saved_table_path, write_table, write_text
 from ragtrial.report.markdown import table_cell
 from ragtrial.report.narrative.common import data_warnings_note, embedded_disclaimer
 from ragtrial.report.tables import install_table_formatter
@@ -95,8 +95,9 @@ class RunContext:
                 f"table name {name!r}: a plain file name is needed (it is written under tables/)"
             )
         self.tables.append(name)
-        write_table(self.run_dir / "tables" / f"{name}.csv", frame)
-        return write_table(self.run_dir / "tables" / f"{name}.parquet", frame)
+        parquet = saved_table_path(self.run_dir, name)
+        write_table(parquet.with_suffix(".csv"), frame)
+        return write_table(parquet, frame)
 
     def load_dataset(self) -> Dataset:
         """The run's data set. Flaws the loader kept as published (`Dataset.warnings`) are shown in

@@ -17,7 +17,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ragtrial.config.base import ParamsError, conflict, params_error
-from ragtrial.report.files import write_json
+from ragtrial.report.files import saved_table_path, write_json
 
 DIAGNOSTICS_NOTEBOOK = "09_retrieval_diagnostics"
 SUMMARY_TABLE = "diagnostics_summary"
@@ -162,7 +162,7 @@ def regressions(
 
 def summary_path(run_dir: Path) -> Path:
     """Where a notebook-09 run saves its diagnostics summary (`RunContext.save_table`)."""
-    return Path(run_dir) / "tables" / f"{SUMMARY_TABLE}.parquet"
+    return saved_table_path(run_dir, SUMMARY_TABLE)
 
 
 def read_summary(run_dir: Path) -> pd.DataFrame:
