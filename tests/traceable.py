@@ -5,11 +5,18 @@ a report's prose that no cell of the run's saved tables gives, at the precision 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
+import nbformat
 import pandas as pd
+
+from ragtrial.config.notebooks import narrative_of
+from ragtrial.report.files import read_saved_tables
+from ragtrial.report.narrative.common import EMBEDDED_MODEL
 
 # A number standing alone: not part of a name (gpt-4o, ROUGE-2, C0, 270M, answer_v2, 04_rag_vs_graphrag).
 _NUMBER = re.compile(r"(?<![\w.\-/])[-−]?\d[\d,]*(?:\.\d+)?(?![\w\-/])(?:\s?%)?")
@@ -42,9 +49,41 @@ def untraced_numbers(text: str, tables: Mapping[str, pd.DataFrame]) -> list[str]
     """
     cells = _cells(tables)
     untraced = []
-    for match in _NUMBER.finditer(_CODE.sub(" ", text)):
+    prose = _CODE.sub(" ", text.replace(EMBEDDED_MODEL, " "))
+    for match in _NUMBER.finditer(prose):
         value, decimals, percent = _shown(match.group())
         candidates = [c * 100 for c in cells] + cells if percent else cells
         if not any(round(abs(c), decimals) == round(abs(value), decimals) for c in candidates):
             untraced.append(match.group())
     return untraced
+
+
+def report_prose(run_dir: Path) -> list[str]:
+    """The Markdown the executed notebook displayed (its narrative), table rows aside."""
+    executed = nbformat.read(Path(run_dir) / "notebook.ipynb", as_version=4)
+    shown = [
+        output.get("data", {}).get("text/markdown", "")
+        for cell in executed.cells
+        for output in cell.get("outputs", [])
+    ]
+    return [
+        "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("|"))
+        for text in shown
+        if text
+    ]
+
+
+def assert_narrated_from_saved_tables(run_dir: Path) -> None:
+    """The run's narrative, given the tables the run saved and nothing else, words the report's
+    headline and findings as the report shows them; no number in any Markdown the report displayed
+    is missing from the saved tables.
+    """
+    notebook = json.loads((Path(run_dir) / "run.json").read_text())["notebook"]
+    tables = read_saved_tables(run_dir)
+    narration = narrative_of(notebook)(tables)
+    prose = report_prose(run_dir)
+    assert narration.findings in prose, f"{notebook}: the report's findings are not its narrative's"
+    headline = (Path(run_dir) / "headline.txt").read_text().strip()
+    untraced = {text[:80]: untraced_numbers(text, tables) for text in [narration.headline, *prose]}
+    assert headline, notebook
+    assert not {k: v for k, v in untraced.items() if v}, f"{notebook}: numbers no saved table holds"

@@ -4,6 +4,8 @@ data it needs from a data set, and what `ragtrial init` sets so that it runs on 
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,7 +20,8 @@ class NotebookSpec:
     documents alone, perhaps after `without_gold` settings); `without_gold`, dotted settings that make it
     ask generated questions instead of a data set's; `why_not`, the one line saying why it cannot run
     without gold when `needs` is not empty; `methods`, the dotted settings keys naming the methods it
-    runs (`ragtrial check` finds the upstream systems a run needs from them).
+    runs (`ragtrial check` finds the upstream systems a run needs from them); `narrative`, the
+    "module:attribute" of its narrative (`report.narrative.narration.Narrative`), imported when used.
     """
 
     name: str
@@ -27,6 +30,7 @@ class NotebookSpec:
     without_gold: dict[str, Any] = field(default_factory=dict)
     why_not: str = ""
     methods: tuple[str, ...] = ()
+    narrative: str = ""
 
 
 NOTEBOOKS: dict[str, NotebookSpec] = {
@@ -106,3 +110,12 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
         ),
     )
 }
+
+
+def narrative_of(notebook: str) -> Callable[..., Any]:
+    """The narrative of `notebook` (its `NotebookSpec.narrative`), imported now."""
+    spec = NOTEBOOKS.get(notebook)
+    if spec is None or not spec.narrative:
+        raise ValueError(f"notebook {notebook!r} has no narrative registered (config/notebooks.py)")
+    module, attribute = spec.narrative.split(":")
+    return getattr(importlib.import_module(module), attribute)

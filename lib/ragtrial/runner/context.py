@@ -11,13 +11,14 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec, deep_merge, parse_set_overrides, split_overrides
 from ragtrial.config.llm import LLMSettings
+from ragtrial.config.notebooks import narrative_of
 from ragtrial.config.paths import output_path, project_root
 from ragtrial.config.settings import Settings, validate_settings
 from ragtrial.data.experiment_dataset import load_experiment_dataset
@@ -28,12 +29,15 @@ from ragtrial.llm.embedder import Embedder
 from ragtrial.llm.ledger import Ledger, answered_by, by_stage
 from ragtrial.records import Dataset
 from ragtrial.redact import redact_url
-from ragtrial.report.files import saved_table_path, write_table, write_text
+from ragtrial.report.files import read_saved_tables, saved_table_path, write_table, write_text
 from ragtrial.report.markdown import table_cell
 from ragtrial.report.narrative.common import data_warnings_note, embedded_disclaimer
 from ragtrial.report.tables import install_table_formatter
 from ragtrial.runner.credentials import restore_credentials
 from ragtrial.runner.preflight import check_settings
+
+if TYPE_CHECKING:
+    from IPython.display import Markdown
 
 TRACKED_PACKAGES = [
     "ragtrial",
@@ -174,6 +178,17 @@ class RunContext:
         line = " ".join(unmarked.split())
         write_text(self.run_dir / HEADLINE_FILE, line + "\n")
         return line
+
+    def narrate(self) -> Markdown:
+        """The notebook's findings, worded by its narrative (its registry entry's) from the tables
+        the run saved, read back from disk: a report's prose states only what a saved table holds.
+        Records the headline as `headline` does.
+        """
+        from IPython.display import Markdown
+
+        narration = narrative_of(self.notebook)(read_saved_tables(self.run_dir))
+        self.headline(narration.headline)
+        return Markdown(narration.findings)
 
     def prompt_versions(self) -> list[str]:
         ledger = self.ledger.frame()
