@@ -1,4 +1,4 @@
-"""One registry shape for every extension point: methods, retrievers, data loaders, metrics.
+"""One registry shape for every extension point: methods, retrievers, data loaders, metrics, notebooks.
 
 An entry has a name, a description, metadata (what a caller decides from: a metric's direction
 and paired test, a data set's publication), and its target: the object itself, or a

@@ -90,7 +90,8 @@ def export_questions(args: argparse.Namespace) -> int:
 
     root, batch = project_and_batch(args.batch)
     specs, _ = load_batch(batch, parse_set_overrides(args.overrides), notebooks_dir=notebooks_dir(root))
-    specs = [s for s in select_runs(specs, args.only, args.batch) if s.notebook in asking_notebooks()]
+    asking = asking_notebooks()
+    specs = [s for s in select_runs(specs, args.only, args.batch) if s.notebook in asking]
     if args.run:
         specs = [s for s in specs if s.run_id == args.run]
     if len(specs) != 1:
