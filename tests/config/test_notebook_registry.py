@@ -5,6 +5,7 @@ notebook declared through the registry alone is estimated and checked by `ragtri
 
 from __future__ import annotations
 
+import functools
 import json
 
 import nbformat
@@ -15,12 +16,13 @@ from conftest import PROJECT_ROOT, endpoint_settings
 
 from ragtrial.cli import main
 from ragtrial.config.notebooks import NOTEBOOKS, AskedQuestions, NotebookSpec, add_notebook, notebook_specs
+from ragtrial.config.settings import Settings
 from ragtrial.registry import resolve
 
 DUMMY = NotebookSpec(
     "13_dummy_word_count",
     "How many words do the gold answers have?",
-    settings=("qa",),
+    sections=("qa",),
     planner="ragtrial.runner.batch_estimate:plan_backend_check",
     narrative="ragtrial.report.narrative.backend:narrate",
     needs=("answers",),
@@ -33,11 +35,16 @@ def test_every_notebook_in_the_folder_is_registered_once_in_its_order():
     assert list(NOTEBOOKS) == sorted(p.stem for p in (PROJECT_ROOT / "notebooks").glob("*.ipynb"))
 
 
-def test_each_planner_and_question_sampler_resolves_to_a_function():
+def test_each_entry_names_settings_and_functions_that_exist():
+    settings = Settings()
     for spec in notebook_specs():
         assert callable(resolve(spec.planner)), spec.name
         if spec.asks is not None:
             assert callable(resolve(spec.asks.sampler)), spec.name
+            assert not spec.asks.section or spec.asks.section in spec.sections, spec.name
+        assert spec.sections and set(spec.sections) <= set(Settings.model_fields), spec.name
+        for key in [*spec.methods, *spec.without_gold, *spec.on_embedded]:
+            functools.reduce(getattr, key.split("."), settings)  # a key of the settings
 
 
 def test_the_verdict_and_the_questions_export_read_the_registry():
@@ -115,7 +122,7 @@ def test_an_asking_entry_is_what_questions_export_offers(dummy_project, scripted
         NotebookSpec(
             "14_dummy_asking",
             "Which questions?",
-            settings=("qa",),
+            sections=("qa",),
             planner=DUMMY.planner,
             narrative=DUMMY.narrative,
             asks=AskedQuestions("ragtrial.questions.sampling:qa_questions"),

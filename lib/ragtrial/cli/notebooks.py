@@ -84,7 +84,7 @@ def notebooks_reference() -> str:
         rows = {
             "gold it needs": gold_needed(spec),
             "without gold": without_gold(spec),
-            "settings": ", ".join(f"[`{section}`](settings.md#{section})" for section in spec.settings),
+            "settings": ", ".join(f"[`{section}`](settings.md#{section})" for section in spec.sections),
             "methods": ", ".join(f"`{key}`" for key in spec.methods) or "none",
             "questions it asks": _asked(spec),
             "estimate planner": f"`{spec.planner}`",

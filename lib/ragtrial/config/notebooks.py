@@ -39,7 +39,7 @@ class AskedQuestions:
 class NotebookSpec:
     """One notebook.
 
-    `question`: what it answers, in one line. `settings`: the settings sections it is configured by.
+    `question`: what it answers, in one line. `sections`: the settings sections it is configured by.
     `planner`: the "module:attribute" of its estimate planner (`runner.batch_estimate`: RunPlanner ->
     its StagePlans). `narrative`: the "module:attribute" of its narrative
     (`report.narrative.narration.Narrative`). `needs`: the gold it cannot run without (empty: it runs
@@ -54,7 +54,7 @@ class NotebookSpec:
 
     name: str
     question: str
-    settings: tuple[str, ...]
+    sections: tuple[str, ...]
     planner: str
     narrative: str
     needs: tuple[Gold, ...] = ()
@@ -101,7 +101,7 @@ add_notebook(
     NotebookSpec(
         "00_backend_check",
         "Which model answered, and does every kind of call the kit makes work against it?",
-        settings=("backend_check",),
+        sections=("backend_check",),
         planner="ragtrial.runner.batch_estimate:plan_backend_check",
         narrative="ragtrial.report.narrative.backend:narrate",
     )
@@ -110,7 +110,7 @@ add_notebook(
     NotebookSpec(
         "01_build_index",
         "What graph does the kit build from the corpus, at what cost, and how close is it to the truth?",
-        settings=("index",),
+        sections=("index",),
         planner="ragtrial.runner.batch_estimate:plan_index_build",
         narrative="ragtrial.report.narrative.index_build:narrate",
         verdict_input=True,
@@ -120,7 +120,7 @@ add_notebook(
     NotebookSpec(
         "02_question_entity_distribution",
         "Which entities do generated questions talk about, and how concentrated are they?",
-        settings=("questions",),
+        sections=("questions",),
         planner="ragtrial.runner.batch_estimate:plan_entity_distribution",
         narrative="ragtrial.report.narrative.questions:narrate_entity_distribution",
     )
@@ -129,7 +129,7 @@ add_notebook(
     NotebookSpec(
         "03_question_relevance",
         "Does retrieval find context relevant to the questions each generator asks?",
-        settings=("questions",),
+        sections=("questions",),
         planner="ragtrial.runner.batch_estimate:plan_question_relevance",
         narrative="ragtrial.report.narrative.questions:narrate_relevance",
     )
@@ -138,7 +138,7 @@ add_notebook(
     NotebookSpec(
         "04_rag_vs_graphrag_qa",
         "Which method answers questions best, on which question types, and at what cost?",
-        settings=("qa",),
+        sections=("qa",),
         planner="ragtrial.runner.batch_estimate:plan_qa",
         narrative="ragtrial.report.narrative.tasks:narrate_qa",
         needs=("answers",),
@@ -153,7 +153,7 @@ add_notebook(
     NotebookSpec(
         "05_rag_vs_graphrag_summarization",
         "Which method writes the summaries closest to human references (ROUGE-2, BERTScore)?",
-        settings=("summarization",),
+        sections=("summarization",),
         planner="ragtrial.runner.batch_estimate:plan_summarization",
         narrative="ragtrial.report.narrative.tasks:narrate_summarization",
         needs=("reference summaries",),
@@ -168,7 +168,7 @@ add_notebook(
     NotebookSpec(
         "06_judge_bias_audit",
         "Is the LLM judge biased (position, length, trials), and does it call equal answers a draw?",
-        settings=("judge",),
+        sections=("judge",),
         planner="ragtrial.runner.batch_estimate:plan_bias_audit",
         narrative="ragtrial.report.narrative.judge:narrate_bias_audit",
         without_gold={"judge.question_source": "graph"},
@@ -180,7 +180,7 @@ add_notebook(
     NotebookSpec(
         "07_pairwise_method_comparison",
         "Which method answers better, judged pairwise by the classic and the unbiased protocol?",
-        settings=("judge",),
+        sections=("judge",),
         planner="ragtrial.runner.batch_estimate:plan_pairwise_comparison",
         narrative="ragtrial.report.narrative.judge:narrate_pairwise",
         without_gold={"judge.question_source": "graph"},
@@ -194,7 +194,7 @@ add_notebook(
     NotebookSpec(
         "08_claims_comprehensiveness_diversity",
         "Do community-summary answers state more, and more distinct, facts than vector retrieval's?",
-        settings=("claims",),
+        sections=("claims",),
         planner="ragtrial.runner.batch_estimate:plan_claims",
         narrative="ragtrial.report.narrative.claims:narrate",
         without_gold={"claims.question_source": "persona"},
@@ -208,7 +208,7 @@ add_notebook(
     NotebookSpec(
         "09_retrieval_diagnostics",
         "Where does retrieval fail, on which question category: the retriever's fault or the model's?",
-        settings=("diagnostics",),
+        sections=("diagnostics",),
         planner="ragtrial.runner.batch_estimate:plan_diagnostics",
         narrative="ragtrial.report.narrative.diagnostics:narrate",
         # a query log's questions carry no gold, and 09 measures what they support; a folder of
@@ -226,7 +226,7 @@ add_notebook(
     NotebookSpec(
         "10_verdict",
         "Per question type: is the graph worth its indexing bill here?",
-        settings=("verdict",),
+        sections=("verdict",),
         # it reads saved tables and the saved index
         planner="ragtrial.runner.batch_estimate:plan_no_model_call",
         narrative="ragtrial.report.narrative.verdict:narrate",
@@ -236,7 +236,7 @@ add_notebook(
     NotebookSpec(
         "11_upstream_systems",
         "How do the real GraphRAG, LightRAG and fast-graphrag answer beside the kit's versions of them?",
-        settings=("upstream", "systems"),
+        sections=("upstream", "systems"),
         planner="ragtrial.runner.batch_estimate:plan_upstream_comparison",
         narrative="ragtrial.report.narrative.upstream:narrate",
         methods=("upstream.methods",),
@@ -265,7 +265,7 @@ add_notebook(
         "12_judge_calibration",
         "Does the judge protocol find a known truth with this judge, and how many trials, repeats and "
         "questions does it need?",
-        settings=("calibration",),
+        sections=("calibration",),
         planner="ragtrial.runner.batch_estimate:plan_no_model_call",  # it simulates its judge: no call
         narrative="ragtrial.report.narrative.calibration:narrate",
     )
