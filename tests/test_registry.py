@@ -1,4 +1,4 @@
-"""One registry shape for methods, retrievers, data loaders and metrics."""
+"""One registry shape for methods, retrievers, data loaders, metrics and notebooks."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from ragtrial.config.notebooks import NOTEBOOKS
 from ragtrial.data import LOADERS
 from ragtrial.evaluation.answer_metrics import METRICS, metric_entry
 from ragtrial.methods.registry import METHODS
@@ -44,7 +45,7 @@ def test_naming_a_retriever_does_not_import_llama_index():
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize("registry", [METHODS, RETRIEVERS, LOADERS, METRICS], ids=lambda r: r.kind)
+@pytest.mark.parametrize("registry", [METHODS, RETRIEVERS, LOADERS, METRICS, NOTEBOOKS], ids=lambda r: r.kind)
 def test_every_entry_is_described(registry):
     assert len(registry) and all(row["description"] for row in registry.table().to_dict("records"))
 

@@ -1,4 +1,4 @@
-"""One registry shape for every extension point: methods, retrievers, data loaders, metrics.
+"""One registry shape for every extension point: methods, retrievers, data loaders, metrics, notebooks.
 
 An entry has a name, a description, metadata (what a caller decides from: a metric's direction
 and paired test, a data set's publication), and its target: the object itself, or a
@@ -18,6 +18,12 @@ import pandas as pd
 T = TypeVar("T")
 
 
+def resolve(dotted: str) -> Any:
+    """The object a "module:attribute" string names, imported now."""
+    module, attribute = dotted.split(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
 @dataclass
 class Entry(Generic[T]):
     name: str
@@ -28,8 +34,7 @@ class Entry(Generic[T]):
     def load(self) -> T:
         """The registered object (imported now if it was registered by its dotted path)."""
         if isinstance(self.target, str):
-            module, attribute = self.target.split(":")
-            self.target = getattr(importlib.import_module(module), attribute)
+            self.target = resolve(self.target)
         return self.target
 
 
@@ -55,6 +60,11 @@ class Registry(Generic[T]):
             return target
 
         return add
+
+    def remove(self, name: str) -> None:
+        """Take entry `name` out (a test's temporary entry)."""
+        self.entry(name)
+        del self._entries[name]
 
     def entry(self, name: str) -> Entry[T]:
         if name not in self._entries:

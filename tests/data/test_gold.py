@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ragtrial.config.base import ParamsError
-from ragtrial.config.notebooks import NOTEBOOKS
+from ragtrial.config.notebooks import NOTEBOOKS, notebook_specs
 from ragtrial.data.gold import gold_carried, require_gold
 from ragtrial.records import Dataset, Document, Question
 
@@ -40,9 +40,9 @@ def test_the_gold_a_data_set_carries_is_read_from_its_questions():
     }
 
 
-@pytest.mark.parametrize("notebook", [n for n, spec in NOTEBOOKS.items() if spec.needs])
+@pytest.mark.parametrize("notebook", [s.name for s in notebook_specs() if s.needs])
 def test_a_notebook_that_needs_gold_names_the_data_set_what_is_missing_and_why(notebook):
-    spec = NOTEBOOKS[notebook]
+    spec = NOTEBOOKS.get(notebook)
     with pytest.raises(ParamsError) as raised:
         require_gold(dataset(), notebook)
     message = str(raised.value)
@@ -51,6 +51,6 @@ def test_a_notebook_that_needs_gold_names_the_data_set_what_is_missing_and_why(n
 
 
 def test_a_notebook_without_needs_or_unknown_to_the_kit_runs_on_documents_alone():
-    for notebook in [n for n, spec in NOTEBOOKS.items() if not spec.needs] + ["interactive"]:
+    for notebook in [s.name for s in notebook_specs() if not s.needs] + ["interactive"]:
         require_gold(dataset(), notebook)  # no error
     require_gold(dataset(Question(question_id="q", question="Why?")), "09_retrieval_diagnostics")

@@ -80,7 +80,7 @@ def test_every_notebook_that_needs_no_gold_runs_on_a_text_folder_and_records_its
 
 def test_every_notebook_that_needs_gold_stops_with_one_line_naming_what_is_missing(results):
     for notebook in NEED_GOLD:
-        spec, result = NOTEBOOKS[notebook], results[notebook]
+        spec, result = NOTEBOOKS.get(notebook), results[notebook]
         assert result.status == "failed", notebook
         assert result.error.startswith(
             f"ParamsError: notebook {notebook} cannot run on data set 'text_folder'"

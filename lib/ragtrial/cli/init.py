@@ -25,7 +25,7 @@ from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import deep_merge, dotted_to_nested, load_batch
 from ragtrial.config.data import DATA_ROOT_ENV, data_path, data_path_setting
 from ragtrial.config.llm import LLMSettings
-from ragtrial.config.notebooks import NOTEBOOKS, Gold
+from ragtrial.config.notebooks import NOTEBOOKS, Gold, notebook_specs
 from ragtrial.config.paths import (
     NOTEBOOKS_DIR,
     WORKSPACE_FILE,
@@ -49,26 +49,6 @@ _WIDTH = 100
 _FIRST_RUN_QUESTIONS = {"data.limit_questions": 8}
 _FIRST_RUN_DOCUMENTS = {"data.limit_documents": 40}
 _FIRST_RUN_CALLS = {"index.llm_max_chunks": 12, "index.max_reports": 1, "llm.max_tokens": 256}
-# What a notebook needs on the embedded model beyond that (params/default.yaml measured it): notebook
-# 11's systems bring context budgets of 12k-30k tokens the 8k-token window cannot hold, GraphRAG's
-# calls set no reply cap, and each of its questions costs minutes of answering over six methods.
-_EMBEDDED_RUNS: dict[str, dict[str, Any]] = {
-    "11_upstream_systems": {
-        "llm.max_tokens": 128,
-        "systems.graphrag.max_context_tokens": 1500,
-        "systems.graphrag.graphrag_settings": {
-            "global_search": {"map_max_length": 100, "reduce_max_length": 200}
-        },
-        "systems.lightrag.top_k": 10,
-        "systems.lightrag.chunk_top_k": 5,
-        "systems.lightrag.max_entity_tokens": 500,
-        "systems.lightrag.max_relation_tokens": 500,
-        "systems.lightrag.max_total_tokens": 1500,
-        "questions.levels": ["node", "edge"],
-        "questions.per_level": 1,
-        "upstream.trials": 1,
-    }
-}
 
 
 def add_parser(sub) -> None:
@@ -134,15 +114,13 @@ def planned_runs(provided: Collection[Gold], embedded: bool) -> list[PlannedRun]
     out saying what it lacks and why it needs it.
     """
     runs = []
-    for spec in NOTEBOOKS.values():
+    for spec in notebook_specs():
         missing = [kind for kind in spec.needs if kind not in provided]
         if missing:
             runs.append(PlannedRun(spec.name, left_out=f"no {' and no '.join(missing)}, and {spec.why_not}"))
             continue
         settings = {} if "questions" in provided else dict(spec.without_gold)
-        runs.append(
-            PlannedRun(spec.name, {**settings, **(_EMBEDDED_RUNS.get(spec.name, {}) if embedded else {})})
-        )
+        runs.append(PlannedRun(spec.name, {**settings, **(spec.on_embedded if embedded else {})}))
     return runs
 
 
@@ -311,16 +289,17 @@ def batch_text(choice: DataChoice, endpoint: Endpoint, run_root: Path) -> str:
                 f"left out: {run.notebook} cannot run on this data set: it has {run.left_out}.", 2
             )
             continue
-        lines += _comment(f"{run.notebook}: {NOTEBOOKS[run.notebook].question}", 2)
+        spec = NOTEBOOKS.get(run.notebook)
+        lines += _comment(f"{run.notebook}: {spec.question}", 2)
         lines.append(f"  - notebook: {run.notebook}")
-        if run.notebook in _EMBEDDED_RUNS and endpoint.embedded:
+        if spec.on_embedded and endpoint.embedded:
             lines += _comment(
                 "what the embedded model needs here (params/default.yaml measured it): the systems' context "
                 "budgets cut to its 8k-token window, replies capped, two questions, one trial",
                 4,
             )
         if run.settings:
-            without_gold = NOTEBOOKS[run.notebook].without_gold
+            without_gold = spec.without_gold
             comments = {
                 key: f"the data set has no questions: ask generated ones (`ragtrial settings {key}`)"
                 for key in without_gold

@@ -61,7 +61,7 @@ def query_settings(batch: Path | None, overrides: dict[str, Any], notebook: str 
     from ragtrial.config.settings import validate_settings
 
     def section_of(name: str | None) -> str:
-        keys = NOTEBOOKS[name].methods if name in NOTEBOOKS else ()
+        keys = NOTEBOOKS.get(name).methods if name in NOTEBOOKS else ()
         return keys[0].split(".")[0] if keys else DEFAULT_ANSWER_SECTION
 
     if batch is None:
@@ -83,7 +83,7 @@ def query_settings(batch: Path | None, overrides: dict[str, Any], notebook: str 
                 "with --set"
             )
     else:
-        chosen = [s for s in specs if NOTEBOOKS.get(s.notebook) and NOTEBOOKS[s.notebook].methods] or specs
+        chosen = [s for s in specs if s.notebook in NOTEBOOKS and NOTEBOOKS.get(s.notebook).methods] or specs
     return chosen[0].settings, section_of(chosen[0].notebook)
 
 

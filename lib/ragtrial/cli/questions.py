@@ -13,7 +13,9 @@ import pandas as pd
 from ragtrial.cli.arguments import add_batch_arguments, project_and_batch
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec, parse_set_overrides
+from ragtrial.config.notebooks import NOTEBOOKS, notebook_specs
 from ragtrial.redact import redact_url
+from ragtrial.registry import resolve
 from ragtrial.report.files import saved_table_path
 
 
@@ -33,18 +35,9 @@ def add_parser(sub) -> None:
     export.set_defaults(handler=questions_command)
 
 
-# The notebooks that ask a data set's questions, and the section whose question source decides it.
-_GENERATED_SOURCE = {
-    "06_judge_bias_audit": ("judge", "dataset"),
-    "07_pairwise_method_comparison": ("judge", "dataset"),
-    "08_claims_comprehensiveness_diversity": ("claims", "dataset"),
-}
-_ASKING = (
-    "04_rag_vs_graphrag_qa",
-    "05_rag_vs_graphrag_summarization",
-    *_GENERATED_SOURCE,
-    "09_retrieval_diagnostics",
-)
+def asking_notebooks() -> list[str]:
+    """The notebooks that ask questions (their registry entries say which and how)."""
+    return [spec.name for spec in notebook_specs() if spec.asks]
 
 
 def notebook_questions(spec: RunSpec, from_run: Path | None) -> pd.DataFrame:
@@ -53,12 +46,14 @@ def notebook_questions(spec: RunSpec, from_run: Path | None) -> pd.DataFrame:
     run's saved `questions` table (`from_run`), since only a run generates them.
     """
     from ragtrial.data.experiment_dataset import load_experiment_dataset
-    from ragtrial.questions import sampling
 
-    if spec.notebook not in _ASKING:
-        raise ParamsError(f"{spec.notebook} asks no questions; notebooks that do: {', '.join(_ASKING)}")
-    section, dataset_source = _GENERATED_SOURCE.get(spec.notebook, ("", ""))
-    generated = bool(section) and getattr(spec.settings, section).question_source != dataset_source
+    asks = NOTEBOOKS.get(spec.notebook).asks if spec.notebook in NOTEBOOKS else None
+    if asks is None:
+        raise ParamsError(
+            f"{spec.notebook} asks no questions; notebooks that do: {', '.join(asking_notebooks())}"
+        )
+    section = asks.section
+    generated = bool(section) and getattr(spec.settings, section).question_source != asks.dataset_source
     if generated or from_run:
         table = saved_table_path(from_run or Path(), "questions")
         if not from_run or not table.is_file():
@@ -70,26 +65,8 @@ def notebook_questions(spec: RunSpec, from_run: Path | None) -> pd.DataFrame:
                 else f"--from-run: no saved questions table {table}"
             )
         return pd.read_parquet(table)
-    s, dataset = spec.settings, load_experiment_dataset(spec.settings.data)
-    # The notebooks' own calls; with a data-set source none of them touches a model or an index.
-    questions = {
-        "04_rag_vs_graphrag_qa": lambda: sampling.task_questions(
-            dataset, "qa", s.qa.questions_per_type, s.qa.seed
-        ),
-        "05_rag_vs_graphrag_summarization": lambda: sampling.task_questions(
-            dataset, "summarization", s.summarization.questions_per_type, s.summarization.seed
-        ),
-        "06_judge_bias_audit": lambda: sampling.judge_questions(None, dataset, None, s.judge, s.questions)[0],
-        "07_pairwise_method_comparison": lambda: sampling.judge_questions(
-            None, dataset, None, s.judge, s.questions
-        )[0],
-        "08_claims_comprehensiveness_diversity": lambda: sampling.claims_questions(
-            None, dataset, s.claims, s.questions
-        )[0],
-        "09_retrieval_diagnostics": lambda: sampling.diagnosis_questions(
-            dataset, s.diagnostics.questions_per_type, s.diagnostics.seed, s.diagnostics.question_types
-        ),
-    }[spec.notebook]()
+    # The notebook's own choice; with a data-set source it touches no model and no index.
+    questions = resolve(asks.sampler)(load_experiment_dataset(spec.settings.data), spec.settings)
     return pd.DataFrame(
         [(q.question_id, q.question, q.question_type, q.answers) for q in questions],
         columns=["question_id", "question", "question_type", "answers"],
@@ -113,7 +90,8 @@ def export_questions(args: argparse.Namespace) -> int:
 
     root, batch = project_and_batch(args.batch)
     specs, _ = load_batch(batch, parse_set_overrides(args.overrides), notebooks_dir=notebooks_dir(root))
-    specs = [s for s in select_runs(specs, args.only, args.batch) if s.notebook in _ASKING]
+    asking = asking_notebooks()
+    specs = [s for s in select_runs(specs, args.only, args.batch) if s.notebook in asking]
     if args.run:
         specs = [s for s in specs if s.run_id == args.run]
     if len(specs) != 1:

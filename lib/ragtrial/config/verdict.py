@@ -10,16 +10,11 @@ from pydantic import Field
 
 from ragtrial.config.base import Names
 from ragtrial.config.methods import FamilyWiseLevel, MethodName, Resampling
+from ragtrial.config.notebooks import verdict_inputs
 
-# The notebooks whose result tables the verdict reads, in the order of the flow.
-INPUT_NOTEBOOKS = (
-    "01_build_index",
-    "04_rag_vs_graphrag_qa",
-    "05_rag_vs_graphrag_summarization",
-    "07_pairwise_method_comparison",
-    "08_claims_comprehensiveness_diversity",
-    "09_retrieval_diagnostics",
-)
+# The notebooks whose result tables the verdict reads, in the order of the flow (their registry
+# entries say `verdict_input`).
+INPUT_NOTEBOOKS = verdict_inputs()
 # Non-graph methods from most to least retrieval machinery: the strongest present is the baseline.
 BASELINE_ORDER = ("hybrid", "naive_rag", "bm25", "ts_rank", "ts", "closed_book")
 # The measure the verdict sentence states first, in this order of preference.

@@ -28,8 +28,10 @@ def require_gold(dataset: Dataset, notebook: str) -> None:
     """Raise `ParamsError` when `notebook` (a name of `config.notebooks.NOTEBOOKS`; others need
     nothing) needs gold the data set does not carry.
     """
+    if notebook not in NOTEBOOKS:
+        return
     spec = NOTEBOOKS.get(notebook)
-    missing = [kind for kind in spec.needs if kind not in gold_carried(dataset)] if spec else []
+    missing = [kind for kind in spec.needs if kind not in gold_carried(dataset)]
     if missing:
         where = f" ({dataset.source_path})" if dataset.source_path else ""
         raise ParamsError(

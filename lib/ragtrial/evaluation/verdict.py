@@ -22,8 +22,9 @@ import pandas as pd
 
 from ragtrial import stats
 from ragtrial.config.base import ParamsError
+from ragtrial.config.notebooks import answer_cost_tables
 from ragtrial.config.verdict import VerdictSettings
-from ragtrial.evaluation.verdict_measures import ANSWER_COSTS, MEASURES, MissingTable, observations
+from ragtrial.evaluation.verdict_measures import MEASURES, MissingTable, observations
 from ragtrial.methods.registry import METHODS, index_parts
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def read_measures(
 
 def read_answers(table: RunTable, notebooks: Collection[str]) -> dict[str, pd.DataFrame]:
     """The answers table of each combined notebook that answers (what its per-query cost is read from)."""
-    found = {nb: table(nb, name) for nb, name in ANSWER_COSTS.items() if nb in notebooks}
+    found = {nb: table(nb, name) for nb, name in answer_cost_tables().items() if nb in notebooks}
     return {nb: frame for nb, frame in found.items() if frame is not None}
 
 

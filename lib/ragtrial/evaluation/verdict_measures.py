@@ -139,15 +139,6 @@ def _first_diversity(metrics: pd.DataFrame) -> str | None:
     return f"diversity@{min(thresholds):g}" if len(thresholds) else None
 
 
-# How the answers' per-query cost is read for a measure: (notebook, table of answers).
-ANSWER_COSTS = {
-    "04_rag_vs_graphrag_qa": "scores",
-    "05_rag_vs_graphrag_summarization": "scores",
-    "07_pairwise_method_comparison": "answers",
-    "08_claims_comprehensiveness_diversity": "answers",
-    "09_retrieval_diagnostics": "answers",
-}
-
 # `measured_by`: "gold" (retrieval checked against gold, no model in the measurement), "answer" (the
 # generator's answer scored against gold), "judge" (a model judges or extracts). On the embedded
 # model only "gold" measures are findings; the rest prove the pipeline. `binary`: 0/1 per answer

@@ -14,6 +14,7 @@ from ragtrial.config.base import ParamsError
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.judge import UnbiasedJudgeSettings
 from ragtrial.config.questions import QuestionsSettings
+from ragtrial.config.settings import Settings
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
 from ragtrial.questions.corpus_questions import persona_questions
@@ -139,3 +140,36 @@ def claims_questions(
     if not questions:
         questions = select_questions(dataset.questions, cfg.questions_per_type, cfg.seed)[: cfg.n_questions]
     return questions, failures, fell_back
+
+
+# ---------------------------------------------------------------- the questions a notebook asks
+# Each notebook's registry entry (`config.notebooks`, `AskedQuestions.sampler`) names one of these:
+# the data set's questions it asks under `settings`, chosen by the call the notebook makes. None of
+# them touches a model or an index (a generated question source is the notebook's to run).
+
+
+def qa_questions(dataset: Dataset, settings: Settings) -> list[Question]:
+    """Notebook 04's questions."""
+    return task_questions(dataset, "qa", settings.qa.questions_per_type, settings.qa.seed)
+
+
+def summarization_questions(dataset: Dataset, settings: Settings) -> list[Question]:
+    """Notebook 05's questions."""
+    cfg = settings.summarization
+    return task_questions(dataset, "summarization", cfg.questions_per_type, cfg.seed)
+
+
+def judged_questions(dataset: Dataset, settings: Settings) -> list[Question]:
+    """Notebooks 06 and 07's questions, with `judge.question_source: dataset`."""
+    return judge_questions(None, dataset, None, settings.judge, settings.questions)[0]  # type: ignore[arg-type]
+
+
+def claims_dataset_questions(dataset: Dataset, settings: Settings) -> list[Question]:
+    """Notebook 08's questions, with `claims.question_source: dataset`."""
+    return claims_questions(None, dataset, settings.claims, settings.questions)[0]  # type: ignore[arg-type]
+
+
+def diagnosed_questions(dataset: Dataset, settings: Settings) -> list[Question]:
+    """Notebook 09's questions."""
+    cfg = settings.diagnostics
+    return diagnosis_questions(dataset, cfg.questions_per_type, cfg.seed, cfg.question_types)

@@ -143,8 +143,7 @@ def _error_cell(run: RunRecord, status: str) -> str:
 
 
 def _question(notebook: str) -> str:
-    spec = NOTEBOOKS.get(notebook)
-    return spec.question if spec else ""
+    return NOTEBOOKS.get(notebook).question if notebook in NOTEBOOKS else ""
 
 
 RUN_COLUMNS = [

@@ -4,8 +4,9 @@ prompts where the inputs exist, else projected), the completion tokens at their 
 response cache already holds, and the wall time and money they would take. No request is sent and
 no model server starts: the estimate's LLM has an endpoint that refuses to resolve.
 
-`NOTEBOOKS` follows what each notebook calls, composing the planning functions that sit beside the
-stages (`planned_calls` / `planned_*`, built with the stages' own prompts and schemas). An index
+Each notebook's planner (`plan_*` here, named by its registry entry in `config.notebooks`) follows
+what the notebook calls, composing the planning functions that sit beside the stages
+(`planned_calls` / `planned_*`, built with the stages' own prompts and schemas). An index
 that an earlier run of the batch builds is counted once, where it is built. A data set that is not
 under the data root leaves the counts that need it projected from the params' sizes, with a note.
 """
@@ -24,6 +25,7 @@ import pandas as pd
 from ragtrial.config.base import ExistingPath, ParamsError, Section
 from ragtrial.config.batch import RunSpec, load_batch
 from ragtrial.config.data import data_path, data_root_origin
+from ragtrial.config.notebooks import NOTEBOOKS
 from ragtrial.config.paths import notebooks_dir, outputs_dir
 from ragtrial.config.settings import Settings, marked_values
 from ragtrial.data.experiment_dataset import load_experiment_dataset
@@ -45,6 +47,7 @@ from ragtrial.questions.quality import planned_calls as planned_quality
 from ragtrial.questions.run_generators import generated_at_most, planned_generation
 from ragtrial.questions.sampling import diagnosis_questions, select_questions, task_questions
 from ragtrial.records import Dataset
+from ragtrial.registry import resolve
 from ragtrial.runner.checks import select_runs
 from ragtrial.runner.preflight import check_settings
 
@@ -148,8 +151,19 @@ class RunPlanner:
         )
 
 
-def _backend_check(p: RunPlanner) -> list[StagePlan]:
+def plan_backend_check(p: RunPlanner) -> list[StagePlan]:
+    """Notebook 00: its probes."""
     return planned_probes(p.ctx.llm, p.settings.backend_check)
+
+
+def plan_index_build(p: RunPlanner) -> list[StagePlan]:
+    """Notebook 01: the index build."""
+    return p.index()
+
+
+def plan_no_model_call(p: RunPlanner) -> list[StagePlan]:
+    """A notebook that calls no model (10 reads saved tables and the saved index; 12 simulates its judge)."""
+    return []
 
 
 def _question_notebook(listing: bool, rating: bool) -> Callable[[RunPlanner], list[StagePlan]]:
@@ -209,7 +223,7 @@ def _judge_notebook(self_check: bool) -> Callable[[RunPlanner], list[StagePlan]]
     return plan
 
 
-def _upstream_notebook(p: RunPlanner) -> list[StagePlan]:
+def plan_upstream_comparison(p: RunPlanner) -> list[StagePlan]:
     """Notebook 11: the kit's twins as in 07 (their answers, length alignment, the unbiased judge);
     an upstream system's own calls (its prompts, its map batches, its index build) are its to decide.
     """
@@ -231,7 +245,8 @@ def _upstream_notebook(p: RunPlanner) -> list[StagePlan]:
     return plans + retrieval + planned_judging(cfg, n, len(cfg.pairs), **sizes)
 
 
-def _claims_notebook(p: RunPlanner) -> list[StagePlan]:
+def plan_claims(p: RunPlanner) -> list[StagePlan]:
+    """Notebook 08: its questions, answers, claim extraction and claim verdicts."""
     cfg = p.settings.claims
     generated, n = p.sourced_questions(
         "persona" if cfg.question_source == "persona" else None, cfg.questions_per_type, cfg.seed
@@ -249,7 +264,8 @@ def _claims_notebook(p: RunPlanner) -> list[StagePlan]:
     )
 
 
-def _diagnostics_notebook(p: RunPlanner) -> list[StagePlan]:
+def plan_diagnostics(p: RunPlanner) -> list[StagePlan]:
+    """Notebook 09: each method's answers and the oracle's, their grounding and key-fact checks."""
     cfg = p.settings.diagnostics
     index = p.index()
     n = p.diagnosed_questions()
@@ -265,22 +281,13 @@ def _diagnostics_notebook(p: RunPlanner) -> list[StagePlan]:
     )
 
 
-# What each notebook calls, in its order (see notebooks/*.ipynb).
-NOTEBOOKS: dict[str, Callable[[RunPlanner], list[StagePlan]]] = {
-    "00_backend_check": _backend_check,
-    "01_build_index": lambda p: p.index(),
-    "02_question_entity_distribution": _question_notebook(listing=True, rating=False),
-    "03_question_relevance": _question_notebook(listing=False, rating=True),
-    "04_rag_vs_graphrag_qa": _task_notebook("qa"),
-    "05_rag_vs_graphrag_summarization": _task_notebook("summarization"),
-    "06_judge_bias_audit": _judge_notebook(self_check=True),
-    "07_pairwise_method_comparison": _judge_notebook(self_check=False),
-    "08_claims_comprehensiveness_diversity": _claims_notebook,
-    "09_retrieval_diagnostics": _diagnostics_notebook,
-    "10_verdict": lambda p: [],  # reads saved tables and the saved index: no model call
-    "11_upstream_systems": _upstream_notebook,
-    "12_judge_calibration": lambda p: [],  # simulates its judge: no model call
-}
+# The planners the factories above make, one per notebook
+plan_entity_distribution = _question_notebook(listing=True, rating=False)  # 02
+plan_question_relevance = _question_notebook(listing=False, rating=True)  # 03
+plan_qa = _task_notebook("qa")  # 04
+plan_summarization = _task_notebook("summarization")  # 05
+plan_bias_audit = _judge_notebook(self_check=True)  # 06
+plan_pairwise_comparison = _judge_notebook(self_check=False)  # 07
 
 
 # ---------------------------------------------------------------- time and money
@@ -433,6 +440,7 @@ def estimate_batch(
             raise ParamsError(
                 f"{where}: no estimate for notebook {spec.notebook!r} (known: {', '.join(NOTEBOOKS)})"
             )
+        plan_notebook = resolve(NOTEBOOKS.get(spec.notebook).planner)
         location = cache_location(settings.cache, root, outputs)
         if str(location) not in caches:
             caches[str(location)] = ResponseCache(location, settings.cache.password_env)
@@ -441,7 +449,7 @@ def estimate_batch(
         ctx = PlanContext(settings, spec.run_id, ledger, LLM(settings.llm, cache, ledger, _no_endpoint))
         dataset = None if "data.path" in absent else load_experiment_dataset(settings.data)
         planner = RunPlanner(spec, ctx, dataset, built, absent)
-        for plan in NOTEBOOKS[spec.notebook](planner):
+        for plan in plan_notebook(planner):
             rows.append(plan_row(spec, asked_earlier(plan, asked), measured))
         notes += [f"{spec.run_id}: {n}" for n in ([note] if note else []) + planner.notes]
     for cache in caches.values():

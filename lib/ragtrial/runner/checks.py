@@ -144,7 +144,7 @@ def data_checks(specs: Iterable[RunSpec]) -> list[str]:
     lines = []
     for dataset, notebooks in loaded.values():
         carried = ", ".join(sorted(gold_carried(dataset) - {"questions"})) or "no gold"
-        needing = [n for n in dict.fromkeys(notebooks) if n in NOTEBOOKS and NOTEBOOKS[n].needs]
+        needing = [n for n in dict.fromkeys(notebooks) if n in NOTEBOOKS and NOTEBOOKS.get(n).needs]
         lines.append(
             f"data set {dataset.name!r}{f' ({dataset.source_path})' if dataset.source_path else ''}: "
             f"{len(dataset.documents)} documents, {len(dataset.questions)} questions ({carried})"
@@ -181,7 +181,7 @@ def systems_needed(spec: RunSpec) -> list[str]:
     from ragtrial.methods.registry import METHODS
 
     names: list[str] = []
-    for key in NOTEBOOKS[spec.notebook].methods if spec.notebook in NOTEBOOKS else ():
+    for key in NOTEBOOKS.get(spec.notebook).methods if spec.notebook in NOTEBOOKS else ():
         value = functools.reduce(getattr, key.split("."), spec.settings)
         names += [value] if isinstance(value, str) else list(value)
     imported = spec.settings.methods.answer_files
