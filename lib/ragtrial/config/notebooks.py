@@ -83,6 +83,7 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
             "Do community-summary answers state more, and more distinct, facts than vector retrieval's?",
             without_gold={"claims.question_source": "persona"},
             methods=("claims.methods",),
+            narrative="ragtrial.report.narrative.claims:narrate",
         ),
         NotebookSpec(
             "09_retrieval_diagnostics",
@@ -107,6 +108,7 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
             "12_judge_calibration",
             "Does the judge protocol find a known truth with this judge, and how many trials, repeats and "
             "questions does it need?",
+            narrative="ragtrial.report.narrative.calibration:narrate",
         ),
     )
 }
