@@ -13,7 +13,7 @@ import pandas as pd
 
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.evaluation.findings import Finding
-from ragtrial.evaluation.run_findings import answer_length_findings, embedded_finding
+from ragtrial.evaluation.run_findings import answer_length_findings, embedded_finding, interval_level_finding
 
 PAPER = "Edge et al. 2024, Section 5.2"
 # The paper's judge: the share of question pairs whose majority was not a tie, and the claim-based
@@ -60,7 +60,7 @@ def claims_findings(
     """The closing figures of notebook 08 beside its tables: the answers' length limits, the answers
     excluded, at the claim cap and in all (summed over conditions, from `extraction_counts`), the claim
     cap, whether the verdicts' judge could call a tie (1, 0; NaN: not known, verdicts read from a
-    file), the paper's figures and whether the embedded default answered.
+    file), the paper's figures, the intervals' level and whether the embedded default answered.
     """
     counted = "extraction_counts"
     return [
@@ -105,5 +105,6 @@ def claims_findings(
             )
             for measure, (low, high) in PAPER_AGREEMENT.items()
         ],
+        interval_level_finding(),
         embedded_finding(embedded),
     ]

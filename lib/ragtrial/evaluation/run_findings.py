@@ -1,7 +1,7 @@
 """Findings on the run's settings that several notebooks' prose states: how long the answers may be
 (the answer prompts' own length rule and the reply token cap) and whether the embedded default
 model answered. Each is a `findings` row with source `run.json` (a prompt's rule is the text of the
-prompt the settings name).
+prompt the settings name); and the confidence level of the intervals the prose states.
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ from ragtrial.config.methods import AnswerSettings
 from ragtrial.evaluation.findings import Finding
 from ragtrial.prompts import load_prompt
 
+# The confidence level of the kit's intervals (the `confidence` default of `ragtrial.stats`' and
+# `summarize_studies`' intervals), which the prose states.
+INTERVAL_LEVEL = 0.95
 # Seed 000's methods answered without a length limit, in about this many tokens.
 SEED_ANSWER_TOKENS = 200
 
@@ -54,3 +57,8 @@ def embedded_finding(embedded: bool) -> Finding:
     return Finding(
         "embedded_default", "the embedded default model answered (1) or not (0)", float(embedded), "run.json"
     )
+
+
+def interval_level_finding() -> Finding:
+    """The confidence level of the intervals the prose states ("95% interval")."""
+    return Finding("interval_level", "confidence level of the intervals", INTERVAL_LEVEL, "ragtrial.stats")

@@ -92,6 +92,7 @@ def tie_share_sentence(findings: pd.DataFrame) -> str:
 
 
 def agreement_sentences(agreement: pd.DataFrame, findings: pd.DataFrame) -> list[str]:
+    level = stated(findings, "interval_level").value
     lines = []
     for r in agreement.itertuples(index=False):
         head = (
@@ -109,7 +110,8 @@ def agreement_sentences(agreement: pd.DataFrame, findings: pd.DataFrame) -> list
             continue
         lines.append(
             f"{head}; on the {r.compared} with claim values for both answers the claim-based winner "
-            f"agreed {r.agree} times ({r.agreement:.0%}, 95% interval [{r.ci_low:.0%}, {r.ci_high:.0%}]; "
+            f"agreed {r.agree} times ({r.agreement:.0%}, {level:.0%} interval "
+            f"[{r.ci_low:.0%}, {r.ci_high:.0%}]; "
             f"{r.claim_ties} claim-based ties count as disagreement). "
             f"Paper: {paper_agreement(findings, r.metric)}."
         )
