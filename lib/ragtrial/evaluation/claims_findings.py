@@ -48,7 +48,7 @@ def question_findings(
         Finding(
             "dataset_questions_stood_in",
             "persona generation gave none (1) or not (0)",
-            fell_back,
+            float(fell_back),
             "questions",
         ),
     ]
