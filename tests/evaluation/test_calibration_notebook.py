@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 from conftest import PROJECT_ROOT
+from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.runner.batch import run_batch
 from ragtrial.runner.context import HEADLINE_FILE
@@ -43,3 +44,4 @@ def test_notebook_12_runs_against_nothing_and_recommends_a_design(tmp_path):
     assert not read("classic_spurious_winners").empty and not read("design_check").empty
     headline = (result.run_dir / HEADLINE_FILE).read_text()
     assert headline.startswith("Calibration by simulation:") and "10-point win-rate difference" in headline
+    assert_narrated_from_saved_tables(result.run_dir)

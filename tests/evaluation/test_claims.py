@@ -39,11 +39,18 @@ from ragtrial.evaluation.claims import (
     pairwise_tests,
     run_failures,
 )
+from ragtrial.evaluation.claims_findings import claims_findings
+from ragtrial.evaluation.findings import findings_table
 from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.client import LLM
 from ragtrial.llm.ledger import Ledger
 from ragtrial.llm.server import EmbeddedServer
 from ragtrial.report.narrative.claims import agreement_sentences, clusters_html, comparison_sentences
+
+# extraction_counts of a run with no answer
+NO_COUNTS = pd.DataFrame(
+    columns=["method", "answers", "declined", "at_cap", "failed_answer", "failed_extraction"]
+)
 
 
 def _claim_sets(rows):
@@ -479,7 +486,8 @@ def test_sentences_claim_only_what_the_intervals_and_tests_support():
             },
         ]
     )
-    tie, half = agreement_sentences(agreement)
+    findings = findings_table(claims_findings(NO_COUNTS, ClaimsSettings(), judge_ties=True, embedded=False))
+    tie, half = agreement_sentences(agreement, findings)
     assert "no verdict to check" in tie
     assert "agreed 1 times (50%" in half and "69-70%" in half
 

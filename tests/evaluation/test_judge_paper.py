@@ -16,6 +16,8 @@ from test_judge import first_position_judge, self_pairs
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.evaluation.claim_verdicts import judge_agreement, judge_verdicts
+from ragtrial.evaluation.claims_findings import claims_findings
+from ragtrial.evaluation.findings import findings_table
 from ragtrial.evaluation.judge.aggregate import aggregate_unbiased, classic_summary
 from ragtrial.evaluation.judge.audits import length_bias, order_flip_table, sanity_table
 from ragtrial.evaluation.judge.cost_plan import estimate_cost
@@ -119,8 +121,14 @@ def test_claims_agreement_collapses_five_repeats_with_ties_by_majority(scripted,
     agreement = judge_agreement(metrics, verdicts, n_resamples=200).iloc[0]
     # q0: 3 of 5 votes for c0, a majority; q1: 2 wins, 2 ties, 1 loss, no majority, a tie.
     assert (agreement["judged"], agreement["non_tie"], agreement["agree"]) == (2, 1, 1)
-    assert "means what the paper's 33% / 39% mean" in tie_share_sentence(judge_cfg.classic_ties)
-    assert "not comparable" in tie_share_sentence(False)
+    assert "means what the paper's 33% / 39% mean" in tie_share_sentence(judge_ties(judge_cfg.classic_ties))
+    assert "not comparable" in tie_share_sentence(judge_ties(False))
+
+
+def judge_ties(could_tie: bool):
+    """Notebook 08's findings with whether its judge could call a tie."""
+    counts = pd.DataFrame(columns=["answers", "at_cap", "failed_answer", "failed_extraction"])
+    return findings_table(claims_findings(counts, ClaimsSettings(), could_tie, embedded=False))
 
 
 def classic_votes(**columns) -> Judgments:

@@ -14,6 +14,7 @@ import yaml
 from conftest import PROJECT_ROOT, endpoint_settings
 from latency_server import schema_reply
 from scripted_server import ScriptedServer
+from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.cli.init import planned_runs
 from ragtrial.config.notebooks import NOTEBOOKS
@@ -76,6 +77,12 @@ def test_every_notebook_that_needs_no_gold_runs_on_a_text_folder_and_records_its
     ):
         asked = pd.read_parquet(results[notebook].run_dir / "tables" / "questions.parquet")
         assert len(asked) and set(asked["question_type"]) <= kinds, notebook
+
+
+def test_the_claims_and_calibration_reports_are_narrated_from_their_saved_tables(results):
+    # 12 here fits its judge to this batch's 06 audit
+    for notebook in ("08_claims_comprehensiveness_diversity", "12_judge_calibration"):
+        assert_narrated_from_saved_tables(results[notebook].run_dir)
 
 
 def test_every_notebook_that_needs_gold_stops_with_one_line_naming_what_is_missing(results):

@@ -1,5 +1,6 @@
 """What notebook 12 says of its simulated studies: where the judge came from, what each protocol does
-with a known truth, and the design the targets need, generated from the numbers.
+with a known truth, and the design the targets need, worded from its saved tables (the rows of its
+`findings` table, `evaluation.calibration.findings`, name the extremes of `calibration_summary`).
 """
 
 from __future__ import annotations
@@ -8,19 +9,28 @@ import math
 
 import pandas as pd
 
-from ragtrial.evaluation.calibration.fit import JudgeFit
+from ragtrial.evaluation.findings import FINDINGS_TABLE, stated, statements
 from ragtrial.report.narrative.common import embedded_disclaimer
+from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 
 
-def _rate(value: float, low: float, high: float) -> str:
-    return f"{value:.0%} (95% interval {low:.0%}–{high:.0%})"
+def _rate(rate: pd.Series, level: float) -> str:
+    """A rate finding with its interval at `level`."""
+    return f"{rate.value:.0%} ({level:.0%} interval {rate.ci_low:.0%}–{rate.ci_high:.0%})"
 
 
-def _design(row: pd.Series | tuple) -> str:
-    if row.protocol == "classic":
+def _design(protocol: str, trials: float, repeats: float) -> str:
+    if protocol == "classic":
         return "the classic protocol (one trial)"
-    trials, repeats = int(row.trials), int(row.repeats)
+    trials, repeats = int(trials), int(repeats)
     return f"M = {trials} trial{'s' * (trials != 1)} and N = {repeats} repeat{'s' * (repeats != 1)}"
+
+
+def _stated_design(findings: pd.DataFrame, statement: str) -> str:
+    """The unbiased design whose rows `statement` gives."""
+    return _design(
+        "unbiased", stated(findings, statement, "trials").value, stated(findings, statement, "repeats").value
+    )
 
 
 def _points(difference: float) -> str:
@@ -28,77 +38,92 @@ def _points(difference: float) -> str:
     return f"{difference * 100:g}-point"
 
 
-def fit_note(audit_run: str | None, fit: JudgeFit, overrides: dict[str, float]) -> str:
-    """Where the simulated judge's parameters come from, and which were not measured or were set."""
-    source = fit.source or f"fitted to the notebook-06 audit **{audit_run}**"
+def fit_note(parameters: pd.DataFrame, findings: pd.DataFrame) -> str:
+    """Where the simulated judge's parameters come from (`fitted_parameters`, the `judge_fitted` and
+    `parameter_set` findings), and which were not measured or were set.
+    """
+    judge = statements(findings, "judge_fitted").iloc[0]
+    source = f"fitted to the notebook-06 audit **{judge.subject}**" if judge.value else judge.figure
     parts = [f"The simulated judge is {source}."]
-    parts += [f"`{r.parameter}`: {r.note}." for r in fit.parameters.itertuples(index=False) if r.note]
-    if overrides:
+    parts += [f"`{r.parameter}`: {r.note}." for r in parameters.itertuples(index=False) if r.note]
+    overrides = statements(findings, "parameter_set")
+    if not overrides.empty:
         parts.append(
             "Set over it (`calibration.parameters`): "
-            + ", ".join(f"`{k}` = {v:g}" for k, v in overrides.items())
+            + ", ".join(f"`{r.subject}` = {r.value:g}" for r in overrides.itertuples(index=False))
             + "."
         )
     return " ".join(parts)
 
 
-def classic_spurious_sentence(summary: pd.DataFrame, closed_form: float | None) -> str:
+def classic_spurious_sentence(findings: pd.DataFrame) -> str:
     """The paper's point as a number: how often the classic protocol declares a winner in A/A studies
     (and the closed form of its first-shown rate), beside the unbiased protocol's worst rate.
     """
-    null = summary[summary["truth"] == 0]
-    classic = null[null["protocol"] == "classic"]
-    unbiased = null[null["protocol"] == "unbiased"]
-    if classic.empty:
+    if statements(findings, "classic_spurious").empty:
         return ""
-    worst = classic.loc[classic["winner_rate"].idxmax()]
+    rate = stated(findings, "classic_spurious", "winner_rate")
+    level = stated(findings, "interval_level").value
     text = (
         f"**The classic protocol manufactures winners**: with no true difference it declared a winner in "
-        f"{_rate(worst.winner_rate, worst.winner_rate_low, worst.winner_rate_high)} of the simulated "
-        f"studies at {worst.questions} questions, almost always the method it shows first "
-        f"({worst.a_winner_rate:.0%})"
+        f"{_rate(rate, level)} of the simulated "
+        f"studies at {stated(findings, 'classic_spurious', 'questions').value:.0f} questions, almost always "
+        f"the method it shows first ({stated(findings, 'classic_spurious', 'a_winner_rate').value:.0%})"
     )
-    if closed_form is not None:
-        text += f"; the closed form for this judge's position bias says {closed_form:.0%}"
-    if not unbiased.empty:
-        top = unbiased.loc[unbiased["winner_rate"].idxmax()]
+    closed_form = statements(findings, "classic_closed_form")
+    if not closed_form.empty:
+        text += f"; the closed form for this judge's position bias says {closed_form['value'].iloc[0]:.0%}"
+    if not statements(findings, "unbiased_spurious").empty:
+        top = stated(findings, "unbiased_spurious", "winner_rate")
         text += (
             f". The unbiased protocol's highest spurious-winner rate is "
-            f"{_rate(top.winner_rate, top.winner_rate_low, top.winner_rate_high)} ({_design(top)}, "
-            f"{top.questions} questions)"
+            f"{_rate(top, level)} ({_stated_design(findings, 'unbiased_spurious')}, "
+            f"{stated(findings, 'unbiased_spurious', 'questions').value:.0f} questions)"
         )
     return text + "."
 
 
-def coverage_sentence(summary: pd.DataFrame) -> str:
+def coverage_sentence(findings: pd.DataFrame) -> str:
     """The unbiased intervals' coverage of the truth, lowest and highest over the designs, and the bias."""
-    unbiased = summary[summary["protocol"] == "unbiased"]
-    if unbiased.empty:
+    if statements(findings, "coverage_lowest").empty:
         return ""
-    low, high = unbiased.loc[unbiased["coverage"].idxmin()], unbiased.loc[unbiased["coverage"].idxmax()]
-    effect = unbiased[unbiased["truth"] != 0]
+    low = stated(findings, "coverage_lowest", "coverage").value
+    high = stated(findings, "coverage_highest", "coverage").value
+    level = stated(findings, "interval_level").value
     text = (
-        f"The unbiased protocol's 95% intervals covered the truth in {low.coverage:.0%} to "
-        f"{high.coverage:.0%} of the studies (lowest: {low.scenario}, {_design(low)}, {low.questions} "
-        "questions)"
+        f"The unbiased protocol's {level:.0%} intervals covered the truth in {low:.0%} to "
+        f"{high:.0%} of the studies (lowest: {stated(findings, 'coverage_lowest', 'scenario').figure}, "
+        f"{_stated_design(findings, 'coverage_lowest')}, "
+        f"{stated(findings, 'coverage_lowest', 'questions').value:.0f} questions)"
     )
-    if not effect.empty:
-        worst = effect.loc[effect["bias"].abs().idxmax()]
+    if not statements(findings, "bias_largest").empty:
+        truth = stated(findings, "bias_largest", "truth").value
+        bias = stated(findings, "bias_largest", "bias").value
         text += (
-            f"; with a true relative win rate of {worst.truth:+.2f} its estimate is off by {worst.bias:+.3f} "
-            f"on average at worst ({_design(worst)}): ties and per-call noise pull it toward zero"
+            f"; with a true relative win rate of {truth:+.2f} its estimate is off by {bias:+.3f} "
+            f"on average at worst ({_stated_design(findings, 'bias_largest')}): ties and per-call noise "
+            "pull it toward zero"
         )
     return text + "."
 
 
-def recommendation_sentence(
-    recommendation: pd.DataFrame, difference: float, power: float, false: float
-) -> str:
+def _targets(findings: pd.DataFrame) -> tuple[float, float, float]:
+    """The win-rate difference to detect, the target power and false-winner rate."""
+    difference, power, false = (
+        stated(findings, "target", t).value for t in ("difference", "power", "false_winner_rate")
+    )
+    return difference, power, false
+
+
+def recommendation_sentence(recommendation: pd.DataFrame, findings: pd.DataFrame) -> str:
     """The smallest design meeting the targets, with its cost; or why none does."""
+    difference, power, false = _targets(findings)
     chosen = recommendation[recommendation["chosen"]]
     if chosen.empty:
         reasons = "; ".join(
-            f"{_design(r)}: {r.why_not}" for r in recommendation.itertuples(index=False) if r.why_not
+            f"{_design(r.protocol, r.trials, r.repeats)}: {r.why_not}"
+            for r in recommendation.itertuples(index=False)
+            if r.why_not
         )
         return (
             f"**No simulated design** detects a {_points(difference)} win-rate difference with {power:.0%} "
@@ -106,22 +131,23 @@ def recommendation_sentence(
             "(`calibration.simulated_trials`) or a judge with less noise and trial variation are needed."
         )
     r = chosen.iloc[0]
+    design = _design(r.protocol, r.trials, r.repeats)
+    hours = statements(findings, "recommended_model_hours")
     cost = "" if r.cost is None or pd.isna(r.cost) else f", {r.cost:,.2f} in the price settings' currency"
-    wall = "" if r.wall_s is None or pd.isna(r.wall_s) else f", about {r.wall_s / 3600:.1f} h of model time"
+    wall = "" if hours.empty else f", about {hours['value'].iloc[0]:.1f} h of model time"
     return (
-        f"**This judge needs {_design(r)} and {int(r.questions)} questions** to detect a "
+        f"**This judge needs {design} and {int(r.questions)} questions** to detect a "
         f"{_points(difference)} win-rate difference with {r.power:.0%} power at a false-winner rate of "
         f"{r.false_winner_rate:.1%} (targets {power:.0%} and {false:.0%}): {int(r.judge_calls):,} judge "
         f"calls per method pair{cost}{wall}."
     )
 
 
-def calibration_headline(
-    recommendation: pd.DataFrame, summary: pd.DataFrame, difference: float, power: float, false: float
-) -> str:
+def calibration_headline(recommendation: pd.DataFrame, findings: pd.DataFrame) -> str:
     """The one line of notebook 12 for the index page: the design this judge needs, and the classic
     protocol's spurious-winner rate.
     """
+    difference, power, false = _targets(findings)
     chosen = recommendation[recommendation["chosen"]]
     if chosen.empty:
         need = (
@@ -130,36 +156,52 @@ def calibration_headline(
         )
     else:
         r = chosen.iloc[0]
+        design = _design(r.protocol, r.trials, r.repeats)
         need = (
-            f"this judge needs {_design(r)} and {int(r.questions)} questions to detect a "
+            f"this judge needs {design} and {int(r.questions)} questions to detect a "
             f"{_points(difference)} win-rate difference ({r.power:.0%} power, "
             f"{r.false_winner_rate:.1%} false winners)"
         )
-    null = summary[(summary["truth"] == 0) & (summary["protocol"] == "classic")]
     spurious = (
-        f"; the classic protocol declared a winner in {null['winner_rate'].max():.0%} of A/A studies"
-        if not null.empty
+        f"; the classic protocol declared a winner in "
+        f"{stated(findings, 'classic_spurious', 'winner_rate').value:.0%} of A/A studies"
+        if not statements(findings, "classic_spurious").empty
         else ""
     )
     return f"Calibration by simulation: {need}{spurious}."
 
 
 def calibration_findings(
-    fit: str, classic: str, coverage: str, recommendation: str, check_gap: float, embedded: bool
+    parameters: pd.DataFrame, recommendation: pd.DataFrame, findings: pd.DataFrame
 ) -> str:
     """The closing Markdown: the judge, each protocol against the truth, the design, and how far the
     normal model that extrapolates in questions is from the simulated rates.
     """
-    parts = [fit, classic, coverage, recommendation]
-    if math.isfinite(check_gap):
+    parts = [
+        fit_note(parameters, findings),
+        classic_spurious_sentence(findings),
+        coverage_sentence(findings),
+        recommendation_sentence(recommendation, findings),
+    ]
+    gap = stated(findings, "model_check_gap").value
+    if math.isfinite(gap):
         parts.append(
             f"The question counts beyond the simulated ones come from a normal model of the claim rule's two "
-            f"statistics, fitted to the studies; at the simulated counts it is within {check_gap:.0%} of the "
+            f"statistics, fitted to the studies; at the simulated counts it is within {gap:.0%} of the "
             "simulated winner rates (table above)."
         )
-    if embedded:
+    if stated(findings, "embedded_default").value:
         parts.append(
             embedded_disclaimer("The judge's fitted parameters")
             + " The protocols' behaviour for a judge with these parameters is what the simulation shows."
         )
     return "\n\n".join(p for p in parts if p)
+
+
+def narrate(tables: SavedTables) -> Narration:
+    """Notebook 12's headline and closing findings, from its saved tables alone."""
+    recommendation, findings = saved(tables, "recommendation"), saved(tables, FINDINGS_TABLE)
+    return Narration(
+        calibration_headline(recommendation, findings),
+        calibration_findings(saved(tables, "fitted_parameters"), recommendation, findings),
+    )

@@ -1,17 +1,22 @@
-"""What notebook 08 says of the claim tables: the comparisons, the agreement with the judge beside
-the paper's figures, and the claim clusters of an answer as HTML.
+"""What notebook 08 says of its saved tables: the questions it asked, the comparisons, the agreement
+with the judge beside the paper's figures (rows of its `findings` table,
+`evaluation.claims_findings`), and the claim clusters of an answer as HTML.
 """
 
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps, colors
 
+from ragtrial.evaluation.findings import FINDINGS_TABLE, stated, statements
 from ragtrial.report.narrative.common import embedded_disclaimer
+from ragtrial.report.narrative.narration import Narration, SavedTables, saved
+from ragtrial.report.narrative.wording import answer_length_sentence, signed_interval
 from ragtrial.stats import claim_supported, claim_text
 
 # ---------------------------------------------------------------- presentation
@@ -31,13 +36,6 @@ def clusters_html(claims: Sequence[str], labels: Sequence[int]) -> str:
     return f"<ul style='padding-left:0'>{''.join(items)}</ul>"
 
 
-# Edge et al. 2024, Section 5.2: the judge's non-tie share and the claim-based agreement on it.
-PAPER_AGREEMENT = {
-    "comprehensiveness": "78% on 33% non-tie pairs",
-    "diversity": "69-70% on 39% non-tie pairs",
-}
-
-
 def comparison_sentences(tests: pd.DataFrame) -> list[str]:
     """One sentence per tested pair and measure, saying what the numbers support."""
     lines = []
@@ -47,9 +45,10 @@ def comparison_sentences(tests: pd.DataFrame) -> list[str]:
                 f"{r.method_a} vs {r.method_b} on {r.measure}: no question with a value for both; not tested."
             )
             continue
+        difference = signed_interval(r.mean_diff, r.ci_low, r.ci_high)
         head = (
-            f"**{r.method_a}** vs {r.method_b} on {r.measure}: {r.mean_diff:+.2f} "
-            f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}] per answer over {r.n_shared} shared questions "
+            f"**{r.method_a}** vs {r.method_b} on {r.measure}: {difference} "
+            f"per answer over {r.n_shared} shared questions "
             f"(Wilcoxon p={r.p_value:.3g}, Holm {r.p_holm:.3g})"
         )
         more = "more" if r.mean_diff > 0 else "fewer"
@@ -58,27 +57,42 @@ def comparison_sentences(tests: pd.DataFrame) -> list[str]:
     return lines
 
 
-def tie_share_sentence(judge_ties: bool | None) -> str:
+def _share(low: float, high: float) -> str:
+    """A share, or a range of shares in whole percent: "78%", "69-70%"."""
+    return f"{low:.0%}" if round(low, 2) == round(high, 2) else f"{low * 100:.0f}-{high:.0%}"
+
+
+def paper_agreement(findings: pd.DataFrame, metric: str) -> str:
+    """The paper's agreement of the claim-based winner with the judge, and on which share of pairs."""
+    agreed = stated(findings, "paper_agreement", metric)
+    non_tie = stated(findings, "paper_non_tie_share", metric).value
+    return f"{_share(agreed.ci_low, agreed.ci_high)} on {non_tie:.0%} non-tie pairs"
+
+
+def tie_share_sentence(findings: pd.DataFrame) -> str:
     """What the judge's non-tie share means: the paper's 33% / 39% are the share of pairs whose
     majority over five repeats of a judge that may call a tie was not a tie.
     """
-    if judge_ties is None:
+    could_tie = stated(findings, "judge_ties").value
+    paper = " / ".join(f"{v:.0%}" for v in statements(findings, "paper_non_tie_share")["value"])
+    if math.isnan(could_tie):
         return (
             "Verdicts were read from a file, which does not record whether their judge could call a tie; "
             "compare the non-tie share with the paper's only if it could."
         )
-    if judge_ties:
+    if could_tie:
         return (
             "The judge could call a tie and its votes were collapsed by strict majority, as in the paper, "
-            "so the non-tie share means what the paper's 33% / 39% mean."
+            f"so the non-tie share means what the paper's {paper} mean."
         )
     return (
         "The judge could not call a tie (`judge.classic_ties` false): a tie here is only votes that "
-        "disagree, so the non-tie share is not comparable with the paper's 33% / 39%."
+        f"disagree, so the non-tie share is not comparable with the paper's {paper}."
     )
 
 
-def agreement_sentences(agreement: pd.DataFrame) -> list[str]:
+def agreement_sentences(agreement: pd.DataFrame, findings: pd.DataFrame) -> list[str]:
+    level = stated(findings, "interval_level").value
     lines = []
     for r in agreement.itertuples(index=False):
         head = (
@@ -96,30 +110,29 @@ def agreement_sentences(agreement: pd.DataFrame) -> list[str]:
             continue
         lines.append(
             f"{head}; on the {r.compared} with claim values for both answers the claim-based winner "
-            f"agreed {r.agree} times ({r.agreement:.0%}, 95% interval [{r.ci_low:.0%}, {r.ci_high:.0%}]; "
-            f"{r.claim_ties} claim-based ties count as disagreement). Paper: {PAPER_AGREEMENT[r.metric]}."
+            f"agreed {r.agree} times ({r.agreement:.0%}, {level:.0%} interval "
+            f"[{r.ci_low:.0%}, {r.ci_high:.0%}]; "
+            f"{r.claim_ties} claim-based ties count as disagreement). "
+            f"Paper: {paper_agreement(findings, r.metric)}."
         )
     return lines
 
 
-def questions_note(
-    dataset_name: str,
-    n_documents: int,
-    report_levels: Sequence[int],  # the level of each community report
-    questions: pd.DataFrame,
-    question_failures: pd.DataFrame,
-    fell_back: bool,
-) -> str:
+def questions_note(questions: pd.DataFrame, findings: pd.DataFrame) -> str:
     """What notebook 08 asks: the corpus, the community reports there are, the questions and the
-    failures of generating them (and whether the data set's own questions stood in).
+    failures of generating them (and whether the data set's own questions stood in), from the
+    `questions` table and the `findings` rows of `evaluation.claims_findings.question_findings`.
     """
+    levels = [int(v) for v in statements(findings, "report_level")["value"]]
+    corpus = statements(findings, "documents").iloc[0]
     note = (
-        f"Data set **{dataset_name}**: {n_documents} documents, index with {len(report_levels)} community "
-        f"reports at levels {sorted(set(report_levels)) or 'none'}. {len(questions)} question(s) "
-        f"({', '.join(sorted(set(questions['question_type'])))}); {len(question_failures)} "
-        "question-generation failure(s)."
+        f"Data set **{corpus.subject}**: {corpus.value:.0f} documents, index with "
+        f"{stated(findings, 'community_reports').value:.0f} community "
+        f"reports at levels {levels or 'none'}. {stated(findings, 'questions').value:.0f} question(s) "
+        f"({', '.join(sorted(set(questions['question_type'])))}); "
+        f"{stated(findings, 'question_failures').value:.0f} question-generation failure(s)."
     )
-    if fell_back:
+    if stated(findings, "dataset_questions_stood_in").value:
         note += (
             " **Persona generation produced no question** (its failures are listed at the end), "
             "so the data set's own questions are used instead."
@@ -132,35 +145,32 @@ def claims_findings(
     tests: pd.DataFrame,
     agreement: pd.DataFrame,
     counts: pd.DataFrame,
-    max_claims: int | None,
-    answer_note: str,
-    judge_ties: bool | None,
-    embedded: bool,
+    findings: pd.DataFrame,
 ) -> str:
-    """The closing list of notebook 08, generated from its tables; `judge_ties` says whether the
-    verdicts' judge could call a tie (None: not known, verdicts read from a file).
-    """
-    lines = [f"- {answer_note}"] + [
+    """The closing list of notebook 08, worded from its tables."""
+    lines = [f"- {answer_length_sentence(findings)}"] + [
         f"- {r.method}: {r.mean:.2f} claims per answer [{r.ci_low:.2f}, {r.ci_high:.2f}] over {r.n} answers."
         for r in summary[summary["measure"] == "comprehensiveness"].itertuples(index=False)
     ]
     lines += [f"- {s}" for s in comparison_sentences(tests)] if not tests.empty else []
     lines += (
-        [f"- {s}" for s in agreement_sentences(agreement)] + [f"- {tie_share_sentence(judge_ties)}"]
+        [f"- {s}" for s in agreement_sentences(agreement, findings)] + [f"- {tie_share_sentence(findings)}"]
         if not agreement.empty
         else ["- No judge verdicts for these conditions, so no agreement is reported."]
     )
-    excluded = counts["failed_answer"].sum() + counts["failed_extraction"].sum()
     declined = (
         ", ".join(f"{r.method} {r.declined}" for r in counts.itertuples(index=False) if r.declined) or "none"
     )
+    max_claims = stated(findings, "max_claims").value
+    excluded, answers = stated(findings, "excluded_answers").value, stated(findings, "answers").value
     lines.append(
-        f"- {excluded} of {counts['answers'].sum()} answers were excluded (failed answer or extraction); "
+        f"- {excluded:.0f} of {answers:.0f} answers were excluded (failed answer or extraction); "
         'answers that were the fixed decline "Insufficient information." (0 claims, 0 clusters): '
         f"{declined}; "
-        f"{counts['at_cap'].sum()} reached the claim cap of {max_claims}, so their counts are lower bounds."
+        f"{stated(findings, 'answers_at_cap').value:.0f} reached the claim cap of "
+        f"{'None' if math.isnan(max_claims) else f'{max_claims:.0f}'}, so their counts are lower bounds."
     )
-    if embedded:
+    if stated(findings, "embedded_default").value:
         lines.append("- " + embedded_disclaimer("These answers and the claims listed from them"))
     return "\n".join(lines)
 
@@ -186,3 +196,16 @@ def claims_headline(summary: pd.DataFrame, tests: pd.DataFrame) -> str:
         if supported
         else "no difference between conditions is a finding under the claim rule."
     )
+
+
+def narrate(tables: SavedTables) -> Narration:
+    """Notebook 08's headline and closing findings, from its saved tables alone."""
+    summary, tests = saved(tables, "condition_summary"), saved(tables, "pairwise_tests")
+    findings = claims_findings(
+        summary,
+        tests,
+        saved(tables, "judge_agreement"),
+        saved(tables, "extraction_counts"),
+        saved(tables, FINDINGS_TABLE),
+    )
+    return Narration(claims_headline(summary, tests), findings)

@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 
 from ragtrial.config.methods import AnswerSettings
+from ragtrial.evaluation.findings import findings_table
 from ragtrial.evaluation.judge.aggregate import ALIGNMENT_OUTCOMES, alignment_summary
 from ragtrial.evaluation.judge.pairs import METHOD_KEY
-from ragtrial.prompts import load_prompt
+from ragtrial.evaluation.run_findings import answer_length_findings
+from ragtrial.report.narrative import wording
 from ragtrial.report.narrative.common import embedded_disclaimer, failure_sentence
 from ragtrial.stats import box_stats, claim_text
 
@@ -30,28 +32,8 @@ def estimate_sentence(estimate: pd.DataFrame) -> str:
 
 
 def answer_length_sentence(settings: AnswerSettings) -> str:
-    """How long the judged answers may be: the answer prompt's own length rule, if any, and the
-    reply token cap (seed 000's methods answered without a length limit, about 200 tokens).
-    """
-    prompts = dict.fromkeys([settings.answer_prompt, settings.reduce_prompt])
-    rules = [
-        f"`{load_prompt(n).tag}` asks for {load_prompt(n).length_rule.strip('()')}"
-        if load_prompt(n).length_rule
-        else f"`{load_prompt(n).tag}` sets no length limit"
-        for n in prompts
-    ]
-    capped = any(load_prompt(n).length_rule for n in prompts)
-    return (
-        "**Answer length**: the answer prompt "
-        + "; the reduce prompt ".join(rules)
-        + f"; replies stop at {settings.answer_max_tokens} tokens."
-        + (
-            " Seed 000's methods answered without a length limit (about 200 tokens); this cap narrows the "
-            "length differences its headline rests on."
-            if capped
-            else ""
-        )
-    )
+    """How long the judged answers may be (`wording.answer_length_sentence` of the settings' rows)."""
+    return wording.answer_length_sentence(findings_table(answer_length_findings(settings)))
 
 
 ORDER_NAMES = {"AB": "A shown first", "BA": "B shown first"}

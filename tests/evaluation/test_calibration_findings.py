@@ -1,0 +1,132 @@
+"""Notebook 12's findings (`evaluation.calibration.findings`) pick the extremes of hand-made study
+summaries, and its narrative words them from the saved tables alone: every number it states is a
+cell of those tables.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from traceable import untraced_numbers
+
+from ragtrial.config.calibration import CalibrationSettings
+from ragtrial.evaluation.calibration.findings import calibration_findings, judge_findings, scenario_findings
+from ragtrial.evaluation.calibration.fit import PARAMETER_COLUMNS, JudgeFit
+from ragtrial.evaluation.calibration.model import JudgeModel
+from ragtrial.evaluation.calibration.studies import Scenario
+from ragtrial.evaluation.findings import findings_table, stated
+from ragtrial.report.narrative.calibration import fit_note, narrate
+
+MODEL = JudgeModel(aspects=("comprehensiveness",))
+
+
+def _study(scenario, protocol, trials, questions, truth, winner, coverage, bias):
+    return {
+        "scenario": scenario,
+        "protocol": protocol,
+        "trials": trials,
+        "repeats": 1,
+        "questions": questions,
+        "truth": truth,
+        "winner_rate": winner,
+        "winner_rate_low": winner / 2,
+        "winner_rate_high": (1 + winner) / 2,
+        "a_winner_rate": winner,
+        "coverage": coverage,
+        "bias": bias,
+    }
+
+
+SUMMARY = pd.DataFrame(
+    [
+        _study("A/A", "classic", 1, 8, 0.0, 0.25, 0.5, 0.0),
+        _study("A/A", "classic", 1, 12, 0.0, 0.75, 0.25, 0.0),  # the classic protocol's worst
+        _study("A/A", "unbiased", 2, 8, 0.0, 0.125, 0.875, 0.0),  # the unbiased protocol's worst
+        _study("A/A", "unbiased", 3, 12, 0.0, 0.0, 1.0, 0.0),  # the highest coverage
+        _study("A better", "unbiased", 2, 8, 0.1, 0.625, 0.75, -0.05),  # the lowest coverage
+        _study("A better", "unbiased", 3, 12, 0.1, 0.875, 0.875, -0.025),
+    ]
+)
+CHECK = pd.DataFrame({"winner_rate": [0.25, 0.5], "predicted_winner_rate": [0.2, 0.6]})
+RECOMMENDATION = pd.DataFrame(
+    [
+        {"protocol": "classic", "trials": 1, "repeats": 1, "questions": None, "power": 0.3,
+         "false_winner_rate": 0.7, "why_not": "false-winner rate 70% above 5%", "judge_calls": 100,
+         "cost": None, "wall_s": 360.0, "chosen": False},
+        {"protocol": "unbiased", "trials": 3, "repeats": 1, "questions": 40, "power": 0.81,
+         "false_winner_rate": 0.012, "why_not": "", "judge_calls": 2400, "cost": 1234.5, "wall_s": 5400.0,
+         "chosen": True},
+    ]
+)  # fmt: skip
+
+
+def _tables(recommendation=RECOMMENDATION, source="", parameters=None):
+    fit = JudgeFit(MODEL, pd.DataFrame(columns=PARAMETER_COLUMNS), pd.DataFrame(), source)
+    settings = CalibrationSettings(parameters=parameters or {})
+    findings = [
+        *judge_findings("06-audit" if not source else None, fit, settings),
+        *scenario_findings(MODEL, Scenario("A better", (0.25,))),
+        *calibration_findings(SUMMARY, 0.375, recommendation, CHECK, settings, embedded=False),
+    ]
+    return {
+        "findings": findings_table(findings),
+        "recommendation": recommendation,
+        "fitted_parameters": fit.parameters,
+        "calibration_summary": SUMMARY,
+        "design_check": CHECK,
+    }
+
+
+def test_the_findings_are_the_extremes_of_the_studies_and_the_chosen_designs_hours():
+    findings = _tables()["findings"]
+    assert stated(findings, "classic_spurious", "winner_rate")[["value", "ci_low", "ci_high"]].tolist() == [
+        0.75,
+        0.375,
+        0.875,
+    ]
+    assert stated(findings, "classic_spurious", "questions").value == 12
+    assert stated(findings, "unbiased_spurious", "trials").value == 2
+    assert stated(findings, "coverage_lowest", "coverage").value == 0.75
+    assert stated(findings, "coverage_lowest", "scenario").figure == "A better"
+    assert stated(findings, "coverage_highest", "coverage").value == 1.0
+    assert stated(findings, "bias_largest", "bias").value == -0.05  # the largest in size, sign kept
+    assert stated(findings, "recommended_model_hours").value == 1.5
+    assert stated(findings, "model_check_gap").value == pytest.approx(0.1)
+    assert stated(findings, "judge_fitted", "06-audit").value == 1
+
+
+def test_the_narrative_words_the_saved_tables_alone():
+    tables = _tables()
+    narration = narrate(tables)
+    assert narration.headline == (
+        "Calibration by simulation: this judge needs M = 3 trials and N = 1 repeat and 40 questions to "
+        "detect a 10-point win-rate difference (81% power, 1.2% false winners); the classic protocol "
+        "declared a winner in 75% of A/A studies."
+    )
+    text = narration.findings
+    assert text.startswith("The simulated judge is fitted to the notebook-06 audit **06-audit**.")
+    assert "declared a winner in 75% (95% interval 38%–88%) of the simulated studies at 12 questions" in text
+    assert "closed form for this judge's position bias says 38%" in text
+    assert (
+        "highest spurious-winner rate is 12% (95% interval 6%–56%) (M = 2 trials and N = 1 repeat, 8" in text
+    )
+    assert "covered the truth in 75% to 100% of the studies (lowest: A better, M = 2 trials" in text
+    assert "off by -0.050 on average at worst (M = 2 trials and N = 1 repeat)" in text
+    assert "2,400 judge calls per method pair, 1,234.50 in the price settings' currency, about 1.5 h" in text
+    assert "within 10% of the simulated winner rates" in text
+    assert untraced_numbers(narration.headline + "\n" + text, tables) == []
+
+
+def test_without_a_design_meeting_the_targets_the_narrative_says_why_and_names_the_defaults():
+    refused = RECOMMENDATION.assign(chosen=False, why_not=["power stays below 80% up to 500 questions", ""])
+    tables = _tables(refused, source="the model's defaults (`calibration.fit_audit` is false)",
+                     parameters={"position_bias": 0.3})  # fmt: skip
+    narration = narrate(tables)
+    assert "no simulated (M, N) detects a 10-point win-rate difference" in narration.headline
+    assert "**No simulated design** detects" in narration.findings
+    assert "the classic protocol (one trial): power stays below 80% up to 500 questions" in narration.findings
+    note = fit_note(tables["fitted_parameters"], tables["findings"])
+    assert note == (
+        "The simulated judge is the model's defaults (`calibration.fit_audit` is false). "
+        "Set over it (`calibration.parameters`): `position_bias` = 0.3."
+    )
