@@ -58,6 +58,7 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
             needs=("answers",),
             why_not="it scores answers against a data set's gold answers (EM, F1, accuracy)",
             methods=("qa.methods",),
+            narrative="ragtrial.report.narrative.tasks:narrate_qa",
         ),
         NotebookSpec(
             "05_rag_vs_graphrag_summarization",
@@ -65,6 +66,7 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
             needs=("reference summaries",),
             why_not="it scores summaries against a data set's reference summaries",
             methods=("summarization.methods",),
+            narrative="ragtrial.report.narrative.tasks:narrate_summarization",
         ),
         NotebookSpec(
             "06_judge_bias_audit",
@@ -93,6 +95,7 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
             why_not="it diagnoses a data set's own questions (a benchmark's, measured against their gold "
             "passages and entities, or a query log's)",
             methods=("diagnostics.methods",),
+            narrative="ragtrial.report.narrative.diagnostics:narrate",
         ),
         NotebookSpec(
             "10_verdict",
