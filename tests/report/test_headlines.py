@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ragtrial.evaluation.diagnostics_findings import attribution_findings
+from ragtrial.evaluation.findings import findings_table
 from ragtrial.evaluation.task_findings import task_findings
 from ragtrial.index.chunk_documents import chunk_documents
 from ragtrial.index.tables import GraphIndex
@@ -184,14 +186,16 @@ def test_the_diagnostics_headline_counts_means_under_threshold_and_the_top_failu
             "attributed": 5,
         }
     )
-    line = one_line(diagnostics_headline(summary, shares))
+
+    def headline(shares: pd.DataFrame) -> str:
+        return one_line(diagnostics_headline(findings_table(attribution_findings(summary, shares))))
+
+    line = headline(shares)
     assert line == (
         "1 of 2 measured (method, category, metric) means are under the seed's starting thresholds; the most "
         "common failure is the retrieval failure (3 of 5 attributed answers)."
     )
-    assert line.startswith("1 of 2") and diagnostics_headline(summary, shares.iloc[:0]).endswith(
-        "thresholds."
-    )
+    assert line.startswith("1 of 2") and headline(shares.iloc[:0]).endswith("thresholds.")
 
 
 def test_the_upstream_headline_and_a_system_whose_index_was_not_built():

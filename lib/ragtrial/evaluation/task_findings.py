@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ragtrial.evaluation.findings import Finding, findings_table
+from ragtrial.evaluation.findings import Finding, embedded_model_finding, findings_table
 from ragtrial.stats import CLAIM_ALPHA
 
 if TYPE_CHECKING:  # the setup table reads live methods and settings once, when the run starts
@@ -131,11 +131,6 @@ def task_findings(
         Finding(
             "claim_alpha", "level at which the Holm-adjusted test must reject", CLAIM_ALPHA, "ragtrial.stats"
         ),
-        Finding(
-            "embedded_model",
-            "1 when the embedded default model answered, else 0",
-            float(embedded),
-            "run.json",
-        ),
+        embedded_model_finding(embedded),
     ]
     return findings_table(findings)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ragtrial.evaluation.answer_metrics import reported_metrics
-from ragtrial.evaluation.findings import stated, statements
+from ragtrial.evaluation.findings import answered_by_embedded_model, stated, statements
 from ragtrial.evaluation.task_findings import on_all_questions
 from ragtrial.report.narrative.common import embedded_disclaimer, failure_sentence
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
@@ -183,7 +183,7 @@ def findings_text(
         f"excludes zero and the Holm-adjusted test rejects at {alpha:g}; anything else is reported "
         "as no claim rather than as a trend."
     )
-    if stated(findings, "embedded_model")["value"] == 1:
+    if answered_by_embedded_model(findings):
         lines.append(
             embedded_disclaimer("These answers")
             + " The retrieval recall numbers, computed against the data set's gold passages, are the "
