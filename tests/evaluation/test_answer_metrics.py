@@ -18,7 +18,6 @@ from rouge_score import rouge_scorer
 
 from ragtrial.evaluation.answer_metrics import (
     METRICS,
-    QA_SCORE_COLUMNS,
     BertScoreModel,
     all_supporting_retrieved,
     answer_contained,
@@ -28,6 +27,7 @@ from ragtrial.evaluation.answer_metrics import (
     exact_match,
     is_declined,
     normalize_answer,
+    qa_metrics,
     qa_scores,
     recall_at_k,
     retrieval_scores,
@@ -256,7 +256,7 @@ def test_answers_are_not_refusals(answer: str) -> None:
 
 def test_null_questions_are_right_only_when_declined() -> None:
     null_gold = ["Insufficient information."]
-    right, wrong = dict.fromkeys(QA_SCORE_COLUMNS, 1.0), dict.fromkeys(QA_SCORE_COLUMNS, 0.0)
+    right, wrong = dict.fromkeys(qa_metrics(), 1.0), dict.fromkeys(qa_metrics(), 0.0)
     assert score_qa("Insufficient information.", null_gold, is_null=True) == right
     assert score_qa("I don't know", null_gold, is_null=True) == right
     assert score_qa("Paris", null_gold, is_null=True) == wrong
@@ -291,7 +291,7 @@ def test_contradictory_questions_are_right_only_when_the_answer_surfaces_the_con
 ) -> None:
     golds = ["Tucson", "Phoenix"]
     assert surfaces_conflict(answer, golds) is right
-    assert score_qa(answer, golds, is_contradictory=True) == dict.fromkeys(QA_SCORE_COLUMNS, float(right))
+    assert score_qa(answer, golds, is_contradictory=True) == dict.fromkeys(qa_metrics(), float(right))
     # the rule is stated where a report reads what a column means
     assert "contradictory" in METRICS.entry("accuracy").metadata["special_questions"]
 

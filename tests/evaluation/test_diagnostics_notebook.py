@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 from conftest import PROJECT_ROOT, cited_answer_reply, endpoint_settings
+from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.runner.batch import run_batch
 from ragtrial.runner.regression import SUMMARY_COLUMNS
@@ -64,6 +65,7 @@ def test_notebook_09_writes_every_diagnostics_table(scripted, tmp_path):
     assert set(contradictions["question_id"]) <= set(oracle["question_id"])
     report = (run_dir / "report.html").read_text()
     assert "Failure attribution" in report and "islands of context" in report.lower()
+    assert_narrated_from_saved_tables(run_dir)
 
 
 def test_notebook_09_on_a_query_log_samples_clusters_and_reports_gold_metrics_unavailable(scripted, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 from conftest import PROJECT_ROOT
+from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.runner.batch import run_batch
 
@@ -51,3 +52,4 @@ def test_qa_tables_pair_em_count_fallbacks_and_name_the_graph_walked(scripted, t
     assert (em["method_fallback_rate"] == fallbacks.loc["graph_hybrid", "fallback_rate"]).all()
     report = (result.run_dir / "report.html").read_text()
     assert "retrieval.graph_fallback = none" in report and "fell back" in report
+    assert_narrated_from_saved_tables(result.run_dir)

@@ -23,9 +23,10 @@ from ragtrial.evaluation.score_tables import (
     score_summaries,
     summarization_bertscore_model,
 )
+from ragtrial.evaluation.task_findings import task_findings
 from ragtrial.questions.sampling import select_questions, task_questions
 from ragtrial.records import Dataset, Question
-from ragtrial.report.narrative.common import findings, paired_sentences
+from ragtrial.report.narrative.tasks import findings_text, paired_sentences
 from ragtrial.stats import holm_correction, p95, paired_comparison_table
 
 
@@ -195,14 +196,16 @@ def test_paired_table_compares_on_questions_both_answered_with_the_stats_module(
     sentences = paired_sentences(table.reset_index())
     assert all("no claim" in s for s, ok in zip(sentences, table["supported"], strict=True) if not ok)
     summary = method_summary(scores, ["accuracy", "recall@1"], n_resamples=200)
-    text = findings(
+    paired = table.reset_index()
+    found = task_findings(summary, paired, answers, quality="accuracy", recall="recall@1", embedded=True)
+    text = findings_text(
         summary,
-        table.reset_index(),
+        paired,
         complementarity_table(scores, "naive_rag"),
-        answers,
+        fallback_table(answers),
+        found,
         quality="accuracy",
         recall="recall@1",
-        embedded=True,
     )
     assert "graph_walk 2 of 4" in text and "naive_rag 0.38" in text and "Gemma 3 270M" in text
     assert "(naive_rag)" in text  # the only passage method whose every answer took one model call
@@ -322,14 +325,11 @@ def test_fallbacks_are_counted_and_pairs_are_also_tested_without_them():
     assert by_subset.loc["no fallback", ["n", "wins", "losses"]].tolist() == [4, 3, 0]
     assert paired["method_fallback_rate"].tolist() == pytest.approx([2 / 5, 2 / 5])
     assert (paired["baseline_fallback_rate"] == 0).all() and set(paired["metric"]) == {"em"}
-    text = findings(
-        method_summary(scores.assign(failure=""), ["em"], 200),
-        paired,
-        pd.DataFrame(),
-        scores.assign(calls=1),
-        quality="em",
-        recall=None,
-        embedded=False,
+    summary = method_summary(scores.assign(failure=""), ["em"], 200)
+    answers = scores.assign(calls=1, route="")
+    found = task_findings(summary, paired, answers, quality="em", recall=None, embedded=False)
+    text = findings_text(
+        summary, paired, pd.DataFrame(), fallbacks.reset_index(), found, quality="em", recall=None
     )
     assert "**graph_walk** 2 of 5 (40%; most often `no usable entity -> vector`)" in text
     tail = text.split("On the questions where neither method fell back:")[1]

@@ -13,9 +13,9 @@ import pytest
 from ragtrial.evaluation.judge.audits import sanity_table
 from ragtrial.questions.quality import compare_generators
 from ragtrial.report.narrative.claims import comparison_sentences
-from ragtrial.report.narrative.common import paired_sentences
 from ragtrial.report.narrative.index_build import index_findings
 from ragtrial.report.narrative.judge import audit_findings, classic_order_sentences, comparison_findings
+from ragtrial.report.narrative.tasks import paired_sentences
 from ragtrial.stats import Interval, McNemarResult, paired_comparison_table
 
 # (low, high, adjusted p, whether the rule supports a claim)

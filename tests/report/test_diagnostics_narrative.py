@@ -1,15 +1,24 @@
-"""Notebook 09's narrative from hand-built tables: by category, indexing failures first, methods under
-threshold, islands of context, attribution with the seed's advice, temporal and contradiction handling.
+"""Notebook 09's findings and narrative from hand-built tables: by category, indexing failures first,
+methods under threshold, islands of context, attribution with the seed's advice, temporal and
+contradiction handling; the narrative words the saved tables alone.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from ragtrial.evaluation.diagnostics_findings import (
+    contradiction_findings,
+    diagnostics_findings,
+    island_findings,
+    pair_subject,
+    temporal_findings,
+)
+from ragtrial.evaluation.findings import findings_table, stated
 from ragtrial.report.narrative.diagnostics import (
     contradiction_sentences,
-    diagnostics_findings,
     island_sentences,
+    narrate,
     temporal_sentences,
 )
 
@@ -58,28 +67,61 @@ CONTRADICTIONS = pd.DataFrame(
 
 
 def test_islands_are_high_entity_low_relationship_recall():
-    (sentence,) = island_sentences(SUMMARY)
-    assert "naive_rag" in sentence and "islands of context" in sentence
+    (island,) = island_findings(SUMMARY)
+    assert (island.subject, island.value) == (pair_subject("multi_hop", "naive_rag"), 0.3)
+    (sentence,) = island_sentences(SUMMARY, findings_table([island]))
+    assert "naive_rag: entity recall 0.90 but relationship recall 0.30" in sentence
+    assert "islands of context" in sentence
 
 
 def test_temporal_sentences_count_determined_answers_and_retrieval_origin():
-    lines = temporal_sentences(TEMPORAL, time_filter=False)
+    found = findings_table(temporal_findings(TEMPORAL, time_filter=False))
+    assert stated(found, "answer_window_undetermined", "naive_rag")["value"] == 1
+    assert stated(found, "wrong_time_from_retrieval", "naive_rag")["value"] == 1
+    lines = temporal_sentences(found)
     assert "does not filter" in lines[0]
     assert "answer in the window 1 of 2 (1 undetermined)" in lines[1]
     assert "1 of 1 wrong-time answers had out-of-window context" in lines[1]
+    assert temporal_sentences(findings_table(temporal_findings(TEMPORAL.iloc[:0], True))) == [
+        "No question has a time window."
+    ]
 
 
 def test_contradiction_sentences_name_silent_picks_as_failures():
-    (line,) = contradiction_sentences(CONTRADICTIONS)
+    found = findings_table(contradiction_findings(CONTRADICTIONS))
+    assert stated(found, "silent_picks", "hybrid")["value"] == 1
+    (line,) = contradiction_sentences(found)
     assert "silent pick 1" in line and "1 silent picks: the seed's failure" in line
 
 
-def test_findings_put_indexing_first_and_advise_fixing_retrieval():
-    text = diagnostics_findings(
-        SUMMARY, SHARES, LINKING, TEMPORAL, CONTRADICTIONS, False, ["global_search"], True
+def saved_tables(model_retrieval: list[str]) -> dict[str, pd.DataFrame]:
+    """What notebook 09 saves, as its narrative reads it back."""
+    findings = diagnostics_findings(
+        SUMMARY, SHARES, LINKING, TEMPORAL, CONTRADICTIONS, False, model_retrieval, True
     )
+    return {
+        "diagnostics_summary": SUMMARY,
+        "attribution_shares": SHARES,
+        "linking_rates": LINKING,
+        "findings": findings,
+    }
+
+
+def test_findings_put_indexing_first_and_advise_fixing_retrieval():
+    tables = saved_tables(["global_search"])
+    found = tables["findings"]
+    assert stated(found, "not_indexed", pair_subject("multi_hop", "entity"))["value"] == 2
+    assert stated(found, "most_common_failure", "retrieval failure")["value"] == 3
+    assert stated(found, "means_below_threshold")["value"] == 1
+    text = narrate(tables).findings
     assert text.index("Indexing") < text.index("Under the seed's starting thresholds") < text.index("Islands")
     assert "2 of 10 gold entities are not in the index" in text
     assert "fix retrieval (ingestion, traversal depth, query expansion) before tuning prompts" in text
-    assert "for global_search the context itself came through model calls" in text
+    assert "measured without a model call for graph_walk, naive_rag." in text
     assert "not research findings" in text
+    with_model = narrate(saved_tables(["naive_rag"])).findings
+    assert "for naive_rag the context itself came through model calls" in with_model
+    assert narrate(tables).headline == (
+        "1 of 4 measured (method, category, metric) means are under the seed's starting thresholds; the most "
+        "common failure is the retrieval failure (3 of 4 attributed answers)."
+    )

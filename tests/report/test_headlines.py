@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ragtrial.evaluation.diagnostics_findings import attribution_findings
+from ragtrial.evaluation.findings import findings_table
+from ragtrial.evaluation.task_findings import task_findings
 from ragtrial.index.chunk_documents import chunk_documents
 from ragtrial.index.tables import GraphIndex
 from ragtrial.records import Dataset, Document
 from ragtrial.report.narrative.backend import backend_findings, backend_headline
 from ragtrial.report.narrative.claims import claims_headline
-from ragtrial.report.narrative.common import findings_headline
 from ragtrial.report.narrative.diagnostics import diagnostics_headline
 from ragtrial.report.narrative.index_build import index_headline
 from ragtrial.report.narrative.judge import audit_headline, comparison_headline
 from ragtrial.report.narrative.questions import entity_distribution_headline, relevance_headline
+from ragtrial.report.narrative.tasks import findings_headline
 from ragtrial.report.narrative.upstream import systems_note, upstream_headline
 
 
@@ -32,6 +35,7 @@ def test_the_qa_and_summary_headline_names_the_best_mean_and_the_supported_compa
             "accuracy_low": [0.3, 0.6],
             "accuracy_high": [0.7, 0.9],
             "accuracy_n": [8, 8],
+            "questions": [8, 8],
         }
     )
     paired = pd.DataFrame(
@@ -46,12 +50,18 @@ def test_the_qa_and_summary_headline_names_the_best_mean_and_the_supported_compa
             "p_holm": [0.01, 0.01],
         }
     )
-    line = one_line(findings_headline(summary, paired, "accuracy"))
+    answers = pd.DataFrame({"method": ["hybrid", "graph_hybrid"], "calls": [1, 2], "route": ["", ""]})
+
+    def headline(summary: pd.DataFrame, paired: pd.DataFrame) -> str:
+        found = task_findings(summary, paired, answers, quality="accuracy", recall=None, embedded=False)
+        return one_line(findings_headline(summary, paired, found, "accuracy"))
+
+    line = headline(summary, paired)
     assert line.startswith("Highest mean accuracy: graph_hybrid 0.75 [0.60, 0.90] over 8 questions")
     assert "graph_hybrid better than hybrid on accuracy (+0.25 [+0.10, +0.40])" in line
-    unsupported = one_line(findings_headline(summary, paired.assign(p_holm=0.2), "accuracy"))
+    unsupported = headline(summary, paired.assign(p_holm=0.2))
     assert unsupported.endswith("no paired accuracy difference with the baseline is a finding (1 compared).")
-    failed = one_line(findings_headline(summary.drop(columns=["accuracy"]), paired, "accuracy"))
+    failed = headline(summary.drop(columns=["accuracy"]), paired)
     assert failed.startswith("No method has a accuracy value")
 
 
@@ -176,14 +186,16 @@ def test_the_diagnostics_headline_counts_means_under_threshold_and_the_top_failu
             "attributed": 5,
         }
     )
-    line = one_line(diagnostics_headline(summary, shares))
+
+    def headline(shares: pd.DataFrame) -> str:
+        return one_line(diagnostics_headline(findings_table(attribution_findings(summary, shares))))
+
+    line = headline(shares)
     assert line == (
         "1 of 2 measured (method, category, metric) means are under the seed's starting thresholds; the most "
         "common failure is the retrieval failure (3 of 5 attributed answers)."
     )
-    assert line.startswith("1 of 2") and diagnostics_headline(summary, shares.iloc[:0]).endswith(
-        "thresholds."
-    )
+    assert line.startswith("1 of 2") and headline(shares.iloc[:0]).endswith("thresholds.")
 
 
 def test_the_upstream_headline_and_a_system_whose_index_was_not_built():

@@ -5,14 +5,10 @@ from __future__ import annotations
 import pandas as pd
 
 from ragtrial.report.markdown import model_markdown
-from ragtrial.report.narrative.common import (
-    answer_failure_sentence,
-    embedded_disclaimer,
-    failure_sentence,
-    paired_sentences,
-)
+from ragtrial.report.narrative.common import embedded_disclaimer, failure_sentence
 from ragtrial.report.narrative.index_build import index_findings
 from ragtrial.report.narrative.judge import EMBEDDED_NOTE, judge_failure_sentence
+from ragtrial.report.narrative.tasks import answer_failure_sentence, paired_sentences
 from ragtrial.runner.context import EMBEDDED_WARNING
 from ragtrial.stats import NO_CLAIM, Interval, McNemarResult, claim_supported, claim_text
 

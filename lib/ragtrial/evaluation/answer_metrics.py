@@ -28,7 +28,6 @@ from rouge_score import rouge_scorer, tokenizers
 from ragtrial.registry import Entry, Registry
 from ragtrial.text import normalize_answer
 
-QA_SCORE_COLUMNS = ("em", "f1", "token_precision", "token_recall", "accuracy")
 # The generated corpus's question type for a fact two outlets state differently (FalkorDB's
 # "contradictory or ambiguous" category); its gold answers are every conflicting value.
 CONTRADICTORY_TYPE = "contradictory"
@@ -72,6 +71,16 @@ def exact_match(prediction: str, golds: Sequence[str]) -> float:
 def token_f1(prediction: str, golds: Sequence[str]) -> float:
     """HotpotQA token F1 (SQuAD F1 plus the yes/no/noanswer rule), max over gold aliases."""
     return token_prf(prediction, golds)[2]
+
+
+def token_precision(prediction: str, golds: Sequence[str]) -> float:
+    """HotpotQA token precision against the gold alias with the highest F1 (`token_prf`)."""
+    return token_prf(prediction, golds)[0]
+
+
+def token_recall(prediction: str, golds: Sequence[str]) -> float:
+    """HotpotQA token recall against the gold alias with the highest F1 (`token_prf`)."""
+    return token_prf(prediction, golds)[1]
 
 
 def token_prf(prediction: str, golds: Sequence[str]) -> tuple[float, float, float]:
@@ -131,7 +140,8 @@ def strip_citations(prediction: str) -> str:
 def score_qa(
     prediction: str, golds: Sequence[str], is_null: bool = False, is_contradictory: bool = False
 ) -> dict[str, float]:
-    """EM, F1, token precision and recall, and accuracy of one answer.
+    """Every registered QA metric (`qa_metrics`: EM, F1, token precision and recall, accuracy, ...)
+    of one answer.
 
     Two kinds of question score every column 1 or 0 by their own rule: a null question is
     answered right only by declining (`is_declined`); a contradictory question (its golds are
@@ -140,17 +150,10 @@ def score_qa(
     """
     prediction = strip_citations(prediction)
     if is_null:
-        return dict.fromkeys(QA_SCORE_COLUMNS, float(is_declined(prediction)))
+        return dict.fromkeys(qa_metrics(), float(is_declined(prediction)))
     if is_contradictory:
-        return dict.fromkeys(QA_SCORE_COLUMNS, float(surfaces_conflict(prediction, golds)))
-    precision, recall, f1 = token_prf(prediction, golds)
-    return {
-        "em": exact_match(prediction, golds),
-        "f1": f1,
-        "token_precision": precision,
-        "token_recall": recall,
-        "accuracy": answer_contained(prediction, golds),
-    }
+        return dict.fromkeys(qa_metrics(), float(surfaces_conflict(prediction, golds)))
+    return {name: float(METRICS.get(name)(prediction, golds)) for name in qa_metrics()}
 
 
 def qa_scores(
@@ -160,7 +163,7 @@ def qa_scores(
     null_col: str | None = None,
     contradictory_col: str | None = None,
 ) -> pd.DataFrame:
-    """Copy of `df` with per-row `QA_SCORE_COLUMNS` (`score_qa`); rows without a prediction score NaN.
+    """Copy of `df` with a column per QA metric (`score_qa`); rows without a prediction score NaN.
 
     `null_col` / `contradictory_col` name boolean columns marking null and contradictory questions.
     """
@@ -169,15 +172,13 @@ def qa_scores(
         prediction: Any, golds: Sequence[str], is_null: bool = False, is_contradictory: bool = False
     ) -> dict[str, float]:
         if not isinstance(prediction, str) and pd.isna(prediction):
-            return dict.fromkeys(QA_SCORE_COLUMNS, float("nan"))
+            return dict.fromkeys(qa_metrics(), float("nan"))
         return score_qa(prediction, golds, bool(is_null), bool(is_contradictory))
 
     flags = {"is_null": null_col, "is_contradictory": contradictory_col}
     frame = df.assign(**{flag: df[col] if col else False for flag, col in flags.items()})
     columns = [prediction_col, answers_col, *flags]
-    scores = pd.DataFrame(
-        _per_row(frame, columns, row_scores), index=df.index, columns=list(QA_SCORE_COLUMNS)
-    )
+    scores = pd.DataFrame(_per_row(frame, columns, row_scores), index=df.index, columns=qa_metrics())
     return _with_columns(df, scores)
 
 
@@ -511,54 +512,159 @@ def _with_columns(df: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- registry
 
-# Every score column the kit reports, with what a table decides from: its direction and the
-# paired test that applies (McNemar for 0/1 scores, Wilcoxon signed-rank otherwise). The target is
-# the per-example function that computes it.
+# Every score column the kit reports, registered once: its per-example function (the target), its
+# direction, the paired test that applies (McNemar for 0/1 scores, Wilcoxon signed-rank otherwise),
+# the `task` whose scoring computes it ("qa": `score_qa` calls the target on (answer, golds) for every
+# answer; "retrieval", "summarization", "claims": the task's own scoring), and `reported`: in which
+# tables of which notebook task it appears (`REPORT_ROLES`). Adding a metric is one `register_metric`.
 METRICS: Registry[Callable[..., Any]] = Registry("metric")
+# The tables a notebook task reports a metric in: its per-method summary, its paired comparisons with
+# the baseline, its per-question-type table, and the paired comparisons its findings state besides
+# the task's quality metric.
+REPORT_ROLES = ("summary", "paired", "by_question_type", "stated")
 # How a QA column scores the two kinds of question with a rule of their own (`score_qa`).
 QA_SPECIAL_QUESTIONS = (
     "null question (metadata is_null): 1 when the answer declines, else 0; contradictory question "
     f"(question_type {CONTRADICTORY_TYPE!r}): 1 when the answer surfaces the conflict (names every "
     "conflicting value, or says its sources disagree), else 0, as FalkorDB's evaluation asks"
 )
-for _name, _score, _description, _test in [
-    ("em", exact_match, "exact match after SQuAD normalization, max over gold aliases", "mcnemar"),
-    ("f1", token_f1, "HotpotQA token F1, max over gold aliases", "wilcoxon"),
-    ("token_precision", token_prf, "HotpotQA token precision against the best-F1 gold alias", "wilcoxon"),
-    ("token_recall", token_prf, "HotpotQA token recall against the best-F1 gold alias", "wilcoxon"),
-    ("accuracy", answer_contained, "a normalized gold answer occurs in the normalized answer", "mcnemar"),
-]:
-    METRICS.add(
-        _name,
-        _score,
-        _description,
-        higher_is_better=True,
-        paired_test=_test,
-        special_questions=QA_SPECIAL_QUESTIONS,
+
+
+def register_metric(
+    name: str,
+    score: Callable[..., Any],
+    description: str,
+    *,
+    task: str,
+    paired_test: str,
+    reported: dict[str, tuple[str, ...]] | None = None,
+    higher_is_better: bool = True,
+    **metadata: Any,
+) -> Entry[Callable[..., Any]]:
+    """Register a score column: the one place a metric is declared. `reported` maps a notebook
+    task ("qa", "summarization") to the `REPORT_ROLES` it has there; a QA metric's `score` is
+    called as score(answer, golds) -> float for every answered question.
+    """
+    roles = reported or {}
+    unknown = {role for task_roles in roles.values() for role in task_roles} - set(REPORT_ROLES)
+    if unknown:
+        raise ValueError(f"metric {name!r}: unknown report roles {sorted(unknown)}; known: {REPORT_ROLES}")
+    if task == "qa":
+        metadata["special_questions"] = QA_SPECIAL_QUESTIONS
+    return METRICS.add(
+        name,
+        score,
+        description,
+        task=task,
+        higher_is_better=higher_is_better,
+        paired_test=paired_test,
+        reported=roles,
+        **metadata,
     )
-for _name, _score, _description, _test in [
+
+
+def qa_metrics() -> list[str]:
+    """The QA score columns `score_qa` computes, in registration order."""
+    return [name for name in METRICS if METRICS.entry(name).metadata["task"] == "qa"]
+
+
+def reported_metrics(task: str, role: str, k: int) -> list[str]:
+    """The score columns notebook task `task` reports in its `role` table, in registration order
+    ("recall@k" becomes recall@`k`). Paired comparisons list the 0/1 metrics (McNemar) first.
+    """
+    if role not in REPORT_ROLES:
+        raise ValueError(f"unknown report role {role!r}; known: {REPORT_ROLES}")
+    names = [n for n in METRICS if role in METRICS.entry(n).metadata["reported"].get(task, ())]
+    if role == "paired":
+        names.sort(key=lambda n: METRICS.entry(n).metadata["paired_test"] != "mcnemar")
+    return [n.replace("@k", f"@{k}") for n in names]
+
+
+_QA_TABLES = ("summary", "paired", "by_question_type")
+for _name, _score, _description, _test, _roles in [
+    (
+        "em",
+        exact_match,
+        "exact match after SQuAD normalization, max over gold aliases",
+        "mcnemar",
+        ("summary", "paired", "stated"),
+    ),
+    ("f1", token_f1, "HotpotQA token F1, max over gold aliases", "wilcoxon", ("summary", "paired")),
+    (
+        "token_precision",
+        token_precision,
+        "HotpotQA token precision against the best-F1 gold alias",
+        "wilcoxon",
+        ("summary",),
+    ),
+    (
+        "token_recall",
+        token_recall,
+        "HotpotQA token recall against the best-F1 gold alias",
+        "wilcoxon",
+        ("summary",),
+    ),
+    (
+        "accuracy",
+        answer_contained,
+        "a normalized gold answer occurs in the normalized answer",
+        "mcnemar",
+        _QA_TABLES,
+    ),
+]:
+    register_metric(_name, _score, _description, task="qa", paired_test=_test, reported={"qa": _roles})
+for _name, _score, _description, _test, _reported in [
+    ("rouge2_p", rouge_scores, "ROUGE-2 precision against the best reference", "wilcoxon", {}),
+    ("rouge2_r", rouge_scores, "ROUGE-2 recall against the best reference", "wilcoxon", {}),
+    (
+        "rouge2_f",
+        rouge_scores,
+        "ROUGE-2 F1 against the best reference",
+        "wilcoxon",
+        {"summarization": ("summary", "paired", "by_question_type")},
+    ),
+    (
+        "rougeL_f",
+        rouge_scores,
+        "ROUGE-L F1 against the best reference",
+        "wilcoxon",
+        {"summarization": ("summary",)},
+    ),
+    ("bertscore_precision", bertscore, "BERTScore precision against the best reference", "wilcoxon", {}),
+    ("bertscore_recall", bertscore, "BERTScore recall against the best reference", "wilcoxon", {}),
+    (
+        "bertscore_f1",
+        bertscore,
+        "BERTScore F1 against the best reference",
+        "wilcoxon",
+        {"summarization": ("summary", "paired", "by_question_type")},
+    ),
+]:
+    register_metric(_name, _score, _description, task="summarization", paired_test=_test, reported=_reported)
+for _name, _score, _description, _test, _reported in [
     (
         "recall@k",
         recall_at_k,
         "share of gold documents among the first k distinct documents shown",
         "wilcoxon",
+        {"qa": _QA_TABLES, "summarization": ("summary",)},
     ),
-    ("recall", recall_at_k, "share of gold documents among all passages shown", "wilcoxon"),
+    (
+        "recall",
+        recall_at_k,
+        "share of gold documents among all passages shown",
+        "wilcoxon",
+        {"qa": ("summary",)},
+    ),
     (
         "all_supporting",
         all_supporting_retrieved,
         "every gold document was among the passages shown",
         "mcnemar",
+        {"qa": ("summary",)},
     ),
-    ("rouge2_p", rouge_scores, "ROUGE-2 precision against the best reference", "wilcoxon"),
-    ("rouge2_r", rouge_scores, "ROUGE-2 recall against the best reference", "wilcoxon"),
-    ("rouge2_f", rouge_scores, "ROUGE-2 F1 against the best reference", "wilcoxon"),
-    ("rougeL_f", rouge_scores, "ROUGE-L F1 against the best reference", "wilcoxon"),
-    ("bertscore_precision", bertscore, "BERTScore precision against the best reference", "wilcoxon"),
-    ("bertscore_recall", bertscore, "BERTScore recall against the best reference", "wilcoxon"),
-    ("bertscore_f1", bertscore, "BERTScore F1 against the best reference", "wilcoxon"),
 ]:
-    METRICS.add(_name, _score, _description, higher_is_better=True, paired_test=_test)
+    register_metric(_name, _score, _description, task="retrieval", paired_test=_test, reported=_reported)
 
 
 def metric_entry(column: str) -> Entry[Callable[..., Any]]:

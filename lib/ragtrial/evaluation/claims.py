@@ -27,7 +27,7 @@ import pandas as pd
 from pydantic import BaseModel, Field, create_model
 from sklearn.cluster import AgglomerativeClustering
 
-from ragtrial.evaluation.answer_metrics import METRICS, rouge_l_distance_matrix
+from ragtrial.evaluation.answer_metrics import register_metric, rouge_l_distance_matrix
 from ragtrial.evaluation.run_methods import failures_table
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
@@ -384,14 +384,14 @@ def run_failures(
     )
 
 
-METRICS.add(
-    "comprehensiveness", comprehensiveness, "claims per answer", higher_is_better=True, paired_test="wilcoxon"
+register_metric(
+    "comprehensiveness", comprehensiveness, "claims per answer", task="claims", paired_test="wilcoxon"
 )
-METRICS.add(
+register_metric(
     "diversity",
     diversity,
     "claim clusters per answer at a 1 - ROUGE-L distance threshold",
-    higher_is_better=True,
+    task="claims",
     paired_test="wilcoxon",
 )
 

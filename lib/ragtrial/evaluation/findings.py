@@ -54,3 +54,21 @@ def stated(findings: pd.DataFrame, statement: str, subject: str = "") -> pd.Seri
 def statements(findings: pd.DataFrame, statement: str) -> pd.DataFrame:
     """Every row of `findings` for `statement`, in their saved order (one per subject)."""
     return findings[findings["statement"] == statement]
+
+
+EMBEDDED_MODEL_STATEMENT = "embedded_model"
+
+
+def embedded_model_finding(embedded: bool) -> Finding:
+    """Whether the embedded default model answered the run: a report's disclaimer depends on it."""
+    return Finding(
+        EMBEDDED_MODEL_STATEMENT,
+        "1 when the embedded default model answered, else 0",
+        float(embedded),
+        "run.json",
+    )
+
+
+def answered_by_embedded_model(findings: pd.DataFrame) -> bool:
+    """The `embedded_model_finding` of a saved findings table."""
+    return bool(stated(findings, EMBEDDED_MODEL_STATEMENT)["value"] == 1)

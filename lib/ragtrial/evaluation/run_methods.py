@@ -187,8 +187,8 @@ def planned_answers(
                 )
             )
             continue
-        family = METHODS.entry(name).metadata.get("family", "") if name in METHODS else ""
-        map_reduce = family == "community_reports" or name == "ts"
+        metadata = METHODS.entry(name).metadata if name in METHODS else {}
+        family, map_reduce = metadata.get("family", ""), metadata.get("map_reduce", False)
         answer_calls = n_questions * (2 if cfg.first_line_only else 1)
         why = [
             *(["a reply opening with a line break is asked again"] if cfg.first_line_only else []),
@@ -206,8 +206,8 @@ def planned_answers(
                 method=name,
             )
         )
-        if name == "selection":  # one routing call, then the RAG or the graph method's retrieval
-            route = load_prompt("route_question")
+        if "route_prompt" in metadata:  # one routing call, then the routed method's retrieval
+            route = load_prompt(metadata["route_prompt"])
             plans.append(
                 projected(
                     "route",
@@ -232,7 +232,7 @@ def planned_answers(
                     settings.retrieval.keywords_max_tokens
                     if setting == "lightrag_keywords"
                     else settings.retrieval.entity_max_tokens,
-                    "upper bound" if name == "selection" else basis,
+                    "upper bound" if "route_prompt" in metadata else basis,
                     "json",
                     f"retrieval.{setting} = llm (one listing per question, shared through the cache)",
                     method=name,

@@ -125,9 +125,8 @@ def _hybrid_parts(kit: Toolkit) -> list[RetrievalMethod]:
 
 def _selection(name: str, kit: Toolkit) -> Method:
     rag, graph = _hybrid_parts(kit)
-    return SelectionMethod(
-        name, {"fact": rag, "reasoning": graph}, kit.ctx.llm, load_prompt("route_question")
-    )
+    prompt = load_prompt(METHODS.entry("selection").metadata["route_prompt"])
+    return SelectionMethod(name, {"fact": rag, "reasoning": graph}, kit.ctx.llm, prompt)
 
 
 # What each graph retriever reads from the index ("chunk_embeddings" is added when the graph falls
@@ -148,6 +147,9 @@ _GRAPH_ORIGINS = {"both": ("nlp", "llm"), "nlp": ("nlp",), "llm": ("llm",), "imp
 # Every method by name: how it is built from the run's retrievers and the shared generator.
 # `family`: what the context is built from (none, passages, graph, both, or community reports).
 # `index_parts`: what it reads from the index (None: its parts' union, see `index_parts`).
+# The model calls it makes besides the answer, which `ragtrial estimate` plans from this metadata
+# (`evaluation.run_methods.planned_answers`): `map_reduce`, map calls over what it retrieves;
+# `route_prompt`, one routing call per question with that prompt.
 METHODS: Registry[Callable[[str, Toolkit], Method]] = Registry("method")
 METHODS.add(
     "closed_book",
@@ -209,6 +211,7 @@ METHODS.add(
     "GraphRAG global search at level methods.global_level",
     family="community_reports",
     index_parts=("community_reports",),
+    map_reduce=True,
 )
 for _level in range(4):
     METHODS.add(
@@ -217,6 +220,7 @@ for _level in range(4):
         f"GraphRAG global search over the C{_level} community reports",
         family="community_reports",
         index_parts=("community_reports",),
+        map_reduce=True,
     )
 METHODS.add(
     "ts",
@@ -224,6 +228,7 @@ METHODS.add(
     "the GraphRAG paper's TS: map-reduce over source chunks",
     family="passages",
     index_parts=("chunks",),
+    map_reduce=True,
 )
 METHODS.add(
     "selection",
@@ -231,6 +236,7 @@ METHODS.add(
     "Han et al.'s Selection: routed to RAG or GraphRAG per question",
     family="both",
     index_parts=None,
+    route_prompt="route_question",
 )
 METHODS.add(
     "integration",
