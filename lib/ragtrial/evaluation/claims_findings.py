@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ragtrial.config.claims import ClaimsSettings
-from ragtrial.evaluation.findings import Finding
-from ragtrial.evaluation.run_findings import answer_length_findings, embedded_finding, interval_level_finding
+from ragtrial.evaluation.findings import Finding, embedded_model_finding
+from ragtrial.evaluation.run_findings import answer_length_findings, interval_level_finding
 
 PAPER = "Edge et al. 2024, Section 5.2"
 # The paper's judge: the share of question pairs whose majority was not a tie, and the claim-based
@@ -106,5 +106,5 @@ def claims_findings(
             for measure, (low, high) in PAPER_AGREEMENT.items()
         ],
         interval_level_finding(),
-        embedded_finding(embedded),
+        embedded_model_finding(embedded),
     ]

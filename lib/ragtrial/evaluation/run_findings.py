@@ -1,7 +1,7 @@
 """Findings on the run's settings that several notebooks' prose states: how long the answers may be
-(the answer prompts' own length rule and the reply token cap) and whether the embedded default
-model answered. Each is a `findings` row with source `run.json` (a prompt's rule is the text of the
-prompt the settings name); and the confidence level of the intervals the prose states.
+(the answer prompts' own length rule and the reply token cap), each a `findings` row with source
+`run.json` (a prompt's rule is the text of the prompt the settings name); and the confidence level of
+the intervals the prose states. Whether the embedded model answered is `findings.embedded_model_finding`.
 """
 
 from __future__ import annotations
@@ -48,15 +48,6 @@ def answer_length_findings(settings: AnswerSettings) -> list[Finding]:
             "seed 000",
         ),
     ]
-
-
-def embedded_finding(embedded: bool) -> Finding:
-    """Whether the embedded default model answered (1) or another model (0): its numbers then prove
-    only that the pipeline runs, and the prose says so.
-    """
-    return Finding(
-        "embedded_default", "the embedded default model answered (1) or not (0)", float(embedded), "run.json"
-    )
 
 
 def interval_level_finding() -> Finding:

@@ -15,8 +15,8 @@ from ragtrial.config.calibration import CalibrationSettings
 from ragtrial.evaluation.calibration.fit import JudgeFit
 from ragtrial.evaluation.calibration.model import JudgeModel, true_relative_win_rate
 from ragtrial.evaluation.calibration.studies import Scenario
-from ragtrial.evaluation.findings import Finding
-from ragtrial.evaluation.run_findings import embedded_finding, interval_level_finding
+from ragtrial.evaluation.findings import Finding, embedded_model_finding
+from ragtrial.evaluation.run_findings import interval_level_finding
 
 SUMMARY = "calibration_summary"
 DESIGN = ("trials", "repeats", "questions")
@@ -167,5 +167,5 @@ def calibration_findings(
         interval_level_finding(),
         *study_findings(summary, closed_form),
         *design_findings(recommendation, check, settings),
-        embedded_finding(embedded),
+        embedded_model_finding(embedded),
     ]

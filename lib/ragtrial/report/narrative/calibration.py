@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from ragtrial.evaluation.findings import FINDINGS_TABLE, stated, statements
+from ragtrial.evaluation.findings import FINDINGS_TABLE, answered_by_embedded_model, stated, statements
 from ragtrial.report.narrative.common import embedded_disclaimer
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 
@@ -190,7 +190,7 @@ def calibration_findings(
             f"statistics, fitted to the studies; at the simulated counts it is within {gap:.0%} of the "
             "simulated winner rates (table above)."
         )
-    if stated(findings, "embedded_default").value:
+    if answered_by_embedded_model(findings):
         parts.append(
             embedded_disclaimer("The judge's fitted parameters")
             + " The protocols' behaviour for a judge with these parameters is what the simulation shows."

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps, colors
 
-from ragtrial.evaluation.findings import FINDINGS_TABLE, stated, statements
+from ragtrial.evaluation.findings import FINDINGS_TABLE, answered_by_embedded_model, stated, statements
 from ragtrial.report.narrative.common import embedded_disclaimer
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 from ragtrial.report.narrative.wording import answer_length_sentence, signed_interval
@@ -170,7 +170,7 @@ def claims_findings(
         f"{stated(findings, 'answers_at_cap').value:.0f} reached the claim cap of "
         f"{'None' if math.isnan(max_claims) else f'{max_claims:.0f}'}, so their counts are lower bounds."
     )
-    if stated(findings, "embedded_default").value:
+    if answered_by_embedded_model(findings):
         lines.append("- " + embedded_disclaimer("These answers and the claims listed from them"))
     return "\n".join(lines)
 
