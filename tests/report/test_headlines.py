@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ragtrial.evaluation.backend_findings import backend_findings
+from ragtrial.evaluation.run_facts import quoted_names_table
 from ragtrial.index.chunk_documents import chunk_documents
 from ragtrial.index.tables import GraphIndex
 from ragtrial.records import Dataset, Document
-from ragtrial.report.narrative.backend import backend_findings, backend_headline
+from ragtrial.report.narrative.backend import narrate as narrate_backend
 from ragtrial.report.narrative.claims import claims_headline
 from ragtrial.report.narrative.common import findings_headline
 from ragtrial.report.narrative.diagnostics import diagnostics_headline
@@ -229,11 +231,24 @@ def test_the_upstream_headline_and_a_system_whose_index_was_not_built():
     assert "**graphrag\\_local** did not run: its index could not be built" in note
 
 
+def backend_tables(failures: list[str]) -> dict[str, pd.DataFrame]:
+    probes = pd.DataFrame({"probe": ["completion", "structured"], "failure": failures})
+    return {
+        "probes": probes,
+        "findings": backend_findings(probes),
+        "quoted_names": quoted_names_table({"llm.model": "m"}),
+        "answered_by": pd.DataFrame(
+            {"source": ["live"], "calls": [2], "models": ["m-2024"], "failures": [""]}
+        ),
+        "prompt_versions": pd.DataFrame({"prompt": ["answer@1"]}),
+    }
+
+
 def test_the_backend_headline_says_what_answered_and_which_probes_failed():
-    probes = pd.DataFrame({"probe": ["completion", "structured"], "failure": ["", "invalid *JSON*"]})
-    assert one_line(backend_headline(probes, "m", "m-2024 (2 calls live)")) == (
+    narration = narrate_backend(backend_tables(["", "invalid *JSON*"]))
+    assert one_line(narration.headline) == (
         "Answered by m-2024 (2 calls live) (m requested). 1 of 2 probe(s) failed: structured."
     )
-    findings = backend_findings(probes, "m", "m-2024", ["answer@1"])
-    assert "structured — invalid \\*JSON\\*" in findings and "Prompt versions used: answer@1." in findings
-    assert backend_headline(probes.assign(failure=""), "m", "m").endswith("All 2 probes succeeded.")
+    assert "structured — invalid \\*JSON\\*" in narration.findings
+    assert "Prompt versions used: answer@1." in narration.findings
+    assert narrate_backend(backend_tables(["", ""])).headline.endswith("All 2 probes succeeded.")

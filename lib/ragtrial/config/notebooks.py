@@ -39,18 +39,22 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
         NotebookSpec(
             "00_backend_check",
             "Which model answered, and does every kind of call the kit makes work against it?",
+            narrative="ragtrial.report.narrative.backend:narrate",
         ),
         NotebookSpec(
             "01_build_index",
             "What graph does the kit build from the corpus, at what cost, and how close is it to the truth?",
+            narrative="ragtrial.report.narrative.index_build:narrate",
         ),
         NotebookSpec(
             "02_question_entity_distribution",
             "Which entities do generated questions talk about, and how concentrated are they?",
+            narrative="ragtrial.report.narrative.questions:narrate_entity_distribution",
         ),
         NotebookSpec(
             "03_question_relevance",
             "Does retrieval find context relevant to the questions each generator asks?",
+            narrative="ragtrial.report.narrative.questions:narrate_relevance",
         ),
         NotebookSpec(
             "04_rag_vs_graphrag_qa",
@@ -97,6 +101,7 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
         NotebookSpec(
             "10_verdict",
             "Per question type: is the graph worth its indexing bill here?",
+            narrative="ragtrial.report.narrative.verdict:narrate",
         ),
         NotebookSpec(
             "11_upstream_systems",
