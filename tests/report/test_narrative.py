@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+from traceable import untraced_numbers
 
 from ragtrial.report.markdown import model_markdown
 from ragtrial.report.narrative.common import (
@@ -82,35 +83,96 @@ def test_model_headings_sit_below_the_report_headings():
     assert model_markdown("# Title\n## Part\ntext") == "#### Title\n##### Part\ntext"
 
 
-def test_question_findings_use_the_shared_disclaimer_and_failure_sentence():
+def relevance_tables(rating_failures: pd.DataFrame, embedded: bool) -> dict[str, pd.DataFrame]:
     from ragtrial.config.questions import RelevanceSettings
-    from ragtrial.report.narrative.questions import relevance_findings
+    from ragtrial.evaluation.question_findings import relevance_findings
+    from ragtrial.evaluation.run_facts import quoted_names_table
 
+    questions = pd.DataFrame({"question_id": ["q1"], "generator": ["graph"], "at_length_cap": [False]})
     by_generator = pd.DataFrame(
         [{"generator": "graph", "mean": 2.5, "ci_low": 2.0, "ci_high": 3.0, "n": 4, "share_0_1": 0.25,
           "share_0_1_low": 0.0, "share_0_1_high": 0.5}]
     )  # fmt: skip
-    comparison = pd.DataFrame({"verdict": ["graph vs summary: no claim."]})
-    text = relevance_findings(
-        by_generator, comparison, RelevanceSettings(), "tiny", pd.DataFrame([{"x": 1}]), True, "Cap note."
+    findings = relevance_findings(
+        questions, pd.DataFrame(), rating_failures, None, RelevanceSettings(), embedded
     )
+    return {
+        "findings": findings,
+        "relevance_by_generator": by_generator,
+        "generator_comparison": pd.DataFrame({"verdict": ["graph vs summary: no claim."]}),
+        "quoted_names": quoted_names_table({"data set": "tiny", "questions.relevance.retriever": "vector"}),
+    }
+
+
+def test_question_findings_use_the_shared_disclaimer_and_failure_sentence():
+    from ragtrial.report.narrative.questions import narrate_relevance
+
+    tables = relevance_tables(pd.DataFrame([{"x": 1}]), embedded=True)
+    narration = narrate_relevance(tables)
+    text = narration.findings
     assert "mean relevance 2.50 [2.00, 3.00] over 4 rated questions" in text
+    assert "Retriever `vector` (top 5, 600 context tokens) on *tiny*." in text
     assert embedded_disclaimer("Questions and ratings") in text
     assert "Questions without a rating (retrieval or rating failed) (questions 1)" in text
-    assert text.endswith("Cap note.")
-    clean = relevance_findings(
-        by_generator, comparison, RelevanceSettings(), "tiny", pd.DataFrame(), False, "Cap note."
-    )
+    assert text.endswith("Questions have no length cap (questions.question_max_chars is None).")
+    assert narration.headline.endswith("graph 2.50 [2.00, 3.00].")
+    assert untraced_numbers(text, tables) == []
+    clean = narrate_relevance(relevance_tables(pd.DataFrame(), embedded=False)).findings
     assert "Every question was rated." in clean and "Gemma" not in clean
 
 
 def test_question_findings_count_replies_over_and_questions_at_the_length_cap():
+    from ragtrial.evaluation.findings import findings_table
+    from ragtrial.evaluation.question_findings import generated_question_findings
     from ragtrial.report.narrative.questions import length_cap_note
 
-    questions = pd.DataFrame({"question_id": ["q1", "q2"], "at_length_cap": [True, False]})
+    questions = pd.DataFrame(
+        {"question_id": ["q1", "q2"], "generator": ["graph", "summary"], "at_length_cap": [True, False]}
+    )
     failures = pd.DataFrame({"item_id": ["c1", "c2"], "kind": ["too_long", "parse"]})
-    note = length_cap_note(questions, failures, 140)
-    assert "1 generation call(s) failed on a reply over it (kind too_long" in note
-    assert "1 kept question(s) reached it" in note
-    assert "No reply reached the 140-character" in length_cap_note(questions.iloc[1:], failures.iloc[1:], 140)
-    assert "no length cap" in length_cap_note(questions, pd.DataFrame(), None)
+
+    def note(questions, failures, cap):
+        return length_cap_note(findings_table(generated_question_findings(questions, failures, cap)))
+
+    capped = findings_table(generated_question_findings(questions, failures, 140)).set_index(
+        ["statement", "subject"]
+    )
+    assert (
+        capped.loc[("questions kept", ""), "value"] == 2
+        and capped.loc[("questions kept", "graph"), "value"] == 1
+    )
+    assert capped[("replies over the length cap", "")] == 1
+    assert "1 generation call(s) failed on a reply over it (kind too_long" in note(questions, failures, 140)
+    assert "1 kept question(s) reached it" in note(questions, failures, 140)
+    assert "No reply reached the 140-character" in note(questions.iloc[1:], failures.iloc[1:], 140)
+    assert "no length cap" in note(questions, pd.DataFrame(), None)
+
+
+def test_the_entity_distribution_is_worded_from_its_tables_alone():
+    from ragtrial.evaluation.question_findings import entity_distribution_findings
+    from ragtrial.evaluation.run_facts import quoted_names_table
+    from ragtrial.report.narrative.questions import narrate_entity_distribution
+
+    questions = pd.DataFrame(
+        {
+            "question_id": ["q1", "q2", "q3"],
+            "generator": ["summary", "graph", "graph"],
+            "at_length_cap": False,
+        }
+    )
+    distribution = pd.DataFrame([{"linker": "ngram", "generator": "graph", "questions": 2, "mentions": 0}])
+    findings = entity_distribution_findings(
+        questions, pd.DataFrame(), pd.DataFrame([{"x": 1}]), None, 1, False
+    )
+    tables = {
+        "findings": findings,
+        "entity_distribution": distribution,
+        "quoted_names": quoted_names_table({"data set": "tiny"}),
+    }
+    narration = narrate_entity_distribution(tables)
+    assert "- **graph** (ngram): no entity found in 2 questions." in narration.findings
+    assert "These counts come from 2 graph, 1 summary questions on *tiny*" in narration.findings
+    assert "(150 questions per generator)" in narration.findings
+    assert "Calls that failed (entity listings 1)" in narration.findings
+    assert narration.headline.endswith("graph none.")
+    assert untraced_numbers(narration.findings, tables) == []
