@@ -122,7 +122,7 @@ def test_question_findings_use_the_shared_disclaimer_and_failure_sentence():
 
 
 def test_question_findings_count_replies_over_and_questions_at_the_length_cap():
-    from ragtrial.evaluation.findings import findings_table
+    from ragtrial.evaluation.findings import findings_table, stated
     from ragtrial.evaluation.question_findings import generated_question_findings
     from ragtrial.report.narrative.questions import length_cap_note
 
@@ -134,14 +134,10 @@ def test_question_findings_count_replies_over_and_questions_at_the_length_cap():
     def note(questions, failures, cap):
         return length_cap_note(findings_table(generated_question_findings(questions, failures, cap)))
 
-    capped = findings_table(generated_question_findings(questions, failures, 140)).set_index(
-        ["statement", "subject"]
-    )
-    assert (
-        capped.loc[("questions kept", ""), "value"] == 2
-        and capped.loc[("questions kept", "graph"), "value"] == 1
-    )
-    assert capped[("replies over the length cap", "")] == 1
+    capped = findings_table(generated_question_findings(questions, failures, 140))
+    assert stated(capped, "questions kept")["value"] == 2
+    assert stated(capped, "questions kept", "graph")["value"] == 1
+    assert stated(capped, "replies over the length cap")["value"] == 1
     assert "1 generation call(s) failed on a reply over it (kind too_long" in note(questions, failures, 140)
     assert "1 kept question(s) reached it" in note(questions, failures, 140)
     assert "No reply reached the 140-character" in note(questions.iloc[1:], failures.iloc[1:], 140)
