@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ragtrial.evaluation.backend_findings import backend_findings
+from ragtrial.evaluation.index_findings import index_findings
 from ragtrial.evaluation.run_facts import quoted_names_table
 from ragtrial.index.chunk_documents import chunk_documents
 from ragtrial.index.tables import GraphIndex
@@ -62,7 +63,10 @@ def test_the_index_headline_states_each_graph_and_its_gold_relation_recall():
         name="d", documents=[Document(doc_id=d, title=d, text=f"{d} met Kel. " * 200) for d in ("a", "b")]
     ).documents_frame()
     chunks = chunk_documents(documents, 200, 20)
-    index = GraphIndex(documents=documents, chunks=chunks)
+    settings = {"chunk_size": 200, "chunk_overlap": 20}
+    findings = index_findings(
+        GraphIndex(documents=documents, chunks=chunks, manifest={"settings": {"index": settings}})
+    )
     counts = pd.DataFrame(
         {"origin": ["nlp", "llm"], "entities": [10, 5], "relations": [11, 2], "communities": [2, 1]}
     )
@@ -75,12 +79,12 @@ def test_the_index_headline_states_each_graph_and_its_gold_relation_recall():
             "high": [0.75, float("nan"), 1.0],
         }
     )
-    line = one_line(index_headline(index, counts, quality))
+    line = one_line(index_headline(findings, counts, quality))
     assert line.startswith(
         f"2 documents in {len(chunks)} chunks: the nlp graph 10 entities, 11 relations, 2 communities;"
     )
     assert line.endswith("Gold relations recovered: nlp 50% [25%, 75%], llm n/a.")
-    assert "Gold" not in index_headline(index, counts, None)
+    assert "Gold" not in index_headline(findings, counts, None)
 
 
 def test_the_question_headlines_give_each_generator_its_numbers():
