@@ -14,10 +14,11 @@ import pandas as pd
 
 from ragtrial.evaluation.findings import Finding, findings_table
 from ragtrial.index.tables import GraphIndex
-from ragtrial.stats import Interval, McNemarResult
+from ragtrial.stats import CONFIDENCE, Interval, McNemarResult
 
 DOCUMENTS, CHUNKS, MEDIAN_CHUNK_TOKENS = "documents", "chunks", "median chunk tokens"
 CHUNK_SIZE, CHUNK_OVERLAP = "chunk size", "chunk overlap"
+COVERAGE_LEVEL = "coverage interval level"
 LLM_EXTRACTION = "llm extraction"  # 1 when the index has an LLM extraction record, else 0
 LLM_CHUNKS, LLM_CHUNKS_READ = "chunks for the llm", "chunks the llm read"
 LLM_FAILURES = "llm failures"  # subject: the stage that failed
@@ -72,6 +73,7 @@ def index_findings(index: GraphIndex) -> pd.DataFrame:
         Finding(MEDIAN_CHUNK_TOKENS, "median tokens per chunk", index.chunks["n_tokens"].median(), "index"),
         Finding(CHUNK_SIZE, "tokens (index.chunk_size)", chunk_settings["chunk_size"], "run.json"),
         Finding(CHUNK_OVERLAP, "tokens (index.chunk_overlap)", chunk_settings["chunk_overlap"], "run.json"),
+        Finding(COVERAGE_LEVEL, "confidence of the bootstrap intervals", CONFIDENCE, "extraction_coverage"),
     ]
     llm: dict[str, Any] = manifest.get("llm_extraction") or {}
     findings.append(Finding(LLM_EXTRACTION, "1 if an LLM extraction ran, else 0", bool(llm), MANIFEST))

@@ -12,6 +12,7 @@ from ragtrial.evaluation.index_findings import (
     CHUNK_OVERLAP,
     CHUNK_SIZE,
     CHUNKS,
+    COVERAGE_LEVEL,
     DOCUMENTS,
     ENDPOINT_ONLY_ENTITIES,
     ENDPOINTS_ADDED,
@@ -53,19 +54,20 @@ def index_note(build: pd.DataFrame, findings: pd.DataFrame) -> str:
     )
 
 
-def extraction_failed_fact(coverage: pd.DataFrame) -> str:
+def extraction_failed_fact(coverage: pd.DataFrame, findings: pd.DataFrame) -> str:
     """The headline fact: on how many of the chunks it read the LLM extraction failed."""
     failed = coverage[(coverage["origin"] == "llm") & (coverage["measure"] == "extraction failed")].iloc[0]
+    level = stated(findings, COVERAGE_LEVEL)["value"]
     return (
         f"LLM extraction failed on {failed['count']} of {failed['of']} chunks read "
-        f"({failed['share']:.0%}, 95% interval {failed['low']:.0%}–{failed['high']:.0%})."
+        f"({failed['share']:.0%}, {level:.0%} interval {failed['low']:.0%}–{failed['high']:.0%})."
     )
 
 
 def extraction_headline(coverage: pd.DataFrame, findings: pd.DataFrame) -> str:
     if not _count(findings, LLM_EXTRACTION):
         return "No LLM extraction in this index (graph source without an LLM)."
-    headline = f"**{extraction_failed_fact(coverage)}** "
+    headline = f"**{extraction_failed_fact(coverage, findings)}** "
     read, chunks = _count(findings, LLM_CHUNKS_READ), _count(findings, LLM_CHUNKS)
     if read < chunks:
         headline += (
@@ -116,7 +118,7 @@ def _index_findings(tables: SavedTables) -> str:
     """
     findings = saved(tables, FINDINGS_TABLE)
     parts = [
-        extraction_failed_fact(saved(tables, "extraction_coverage"))
+        extraction_failed_fact(saved(tables, "extraction_coverage"), findings)
         if _count(findings, LLM_EXTRACTION)
         else "No LLM graph was built."
     ]
