@@ -54,3 +54,8 @@ def stated(findings: pd.DataFrame, statement: str, subject: str = "") -> pd.Seri
 def statements(findings: pd.DataFrame, statement: str) -> pd.DataFrame:
     """Every row of `findings` for `statement`, in their saved order (one per subject)."""
     return findings[findings["statement"] == statement]
+
+
+def stated_count(findings: pd.DataFrame, statement: str, subject: str = "") -> int:
+    """The value of `stated(findings, statement, subject)` as the count it is."""
+    return int(stated(findings, statement, subject)["value"])

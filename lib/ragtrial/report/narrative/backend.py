@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ragtrial.evaluation.backend_findings import PROBES, PROBES_FAILED
-from ragtrial.evaluation.findings import FINDINGS_TABLE, stated
+from ragtrial.evaluation.findings import FINDINGS_TABLE, stated_count
 from ragtrial.evaluation.run_facts import QUOTED_NAMES_TABLE, quoted_name
 from ragtrial.llm.ledger import answered_by_text
 from ragtrial.report.markdown import escape_markdown
@@ -16,7 +16,7 @@ from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 
 def _probe_verdict(probes: pd.DataFrame, findings: pd.DataFrame, with_failures: bool) -> str:
     """Whether every probe succeeded; else which failed (`with_failures`: and each one's failure)."""
-    run, failed = (int(stated(findings, s)["value"]) for s in (PROBES, PROBES_FAILED))
+    run, failed = (stated_count(findings, s) for s in (PROBES, PROBES_FAILED))
     if not failed:
         return f"All {run} probes succeeded."
     failures = probes[probes["failure"] != ""]

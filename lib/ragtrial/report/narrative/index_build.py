@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ragtrial.evaluation.findings import FINDINGS_TABLE, stated, statements
+from ragtrial.evaluation.findings import FINDINGS_TABLE, stated, stated_count, statements
 from ragtrial.evaluation.index_findings import (
     CHUNK_OVERLAP,
     CHUNK_SIZE,
@@ -31,10 +31,6 @@ from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 from ragtrial.stats import claim_text
 
 
-def _count(findings: pd.DataFrame, statement: str, subject: str = "") -> int:
-    return int(stated(findings, statement, subject)["value"])
-
-
 def index_note(build: pd.DataFrame, findings: pd.DataFrame) -> str:
     """Where the index is, whether this run built it, and what it holds (tables `index_build`,
     `findings`).
@@ -47,9 +43,9 @@ def index_note(build: pd.DataFrame, findings: pd.DataFrame) -> str:
     )
     return (
         f"Index `{b['config_hash']}` at `{b['path']}`: {built}"
-        f" Data set `{b['dataset']}`: {_count(findings, DOCUMENTS)} documents, "
-        f"{_count(findings, CHUNKS)} chunks ({b['chunking']} chunking, size {_count(findings, CHUNK_SIZE)}, "
-        f"overlap {_count(findings, CHUNK_OVERLAP)}, median "
+        f" Data set `{b['dataset']}`: {stated_count(findings, DOCUMENTS)} documents, "
+        f"{stated_count(findings, CHUNKS)} chunks ({b['chunking']} chunking, size "
+        f"{stated_count(findings, CHUNK_SIZE)}, overlap {stated_count(findings, CHUNK_OVERLAP)}, median "
         f"{stated(findings, MEDIAN_CHUNK_TOKENS)['value']:.0f} tokens); graph source `{b['graph_source']}`."
     )
 
@@ -65,10 +61,10 @@ def extraction_failed_fact(coverage: pd.DataFrame, findings: pd.DataFrame) -> st
 
 
 def extraction_headline(coverage: pd.DataFrame, findings: pd.DataFrame) -> str:
-    if not _count(findings, LLM_EXTRACTION):
+    if not stated_count(findings, LLM_EXTRACTION):
         return "No LLM extraction in this index (graph source without an LLM)."
     headline = f"**{extraction_failed_fact(coverage, findings)}** "
-    read, chunks = _count(findings, LLM_CHUNKS_READ), _count(findings, LLM_CHUNKS)
+    read, chunks = stated_count(findings, LLM_CHUNKS_READ), stated_count(findings, LLM_CHUNKS)
     if read < chunks:
         headline += (
             f"To fit the embedded model's time budget the LLM read a seeded sample of "
@@ -84,13 +80,14 @@ def llm_graph_note(findings: pd.DataFrame) -> str:
     """How the LLM graph came about: endpoints added as entities, gleaning, description summaries."""
 
     def summaries(outcome: str) -> int:
-        return _count(findings, SUMMARIES, outcome)
+        return stated_count(findings, SUMMARIES, outcome)
 
     return (
-        f"LLM graph: {_count(findings, ENDPOINTS_ADDED)} relation/claim endpoints were added as "
-        f"entities ({_count(findings, ENDPOINT_ONLY_ENTITIES)} entities are known only that way); "
-        f"{_count(findings, GLEANING_ROUNDS)} gleaning rounds added {_count(findings, GLEANED_ENTITIES)} "
-        f"entities; {summaries('candidates')} elements had differing descriptions from several chunks, "
+        f"LLM graph: {stated_count(findings, ENDPOINTS_ADDED)} relation/claim endpoints were added as "
+        f"entities ({stated_count(findings, ENDPOINT_ONLY_ENTITIES)} entities are known only that way); "
+        f"{stated_count(findings, GLEANING_ROUNDS)} gleaning rounds added "
+        f"{stated_count(findings, GLEANED_ENTITIES)} entities; {summaries('candidates')} elements had "
+        "differing descriptions from several chunks, "
         f"{summaries('summarized')} were summarized by the LLM, {summaries('not_summarized')} kept their "
         "joined descriptions (bound `index.max_summaries` or a failed call)."
     )
@@ -103,7 +100,7 @@ def reports_note(findings: pd.DataFrame) -> str:
     )
 
     def reports(what: str) -> int:
-        return _count(findings, REPORTS, what)
+        return stated_count(findings, REPORTS, what)
 
     return (
         f"{reports('selected')} communities selected: {reports('generated')} reports "
@@ -119,7 +116,7 @@ def _index_findings(tables: SavedTables) -> str:
     findings = saved(tables, FINDINGS_TABLE)
     parts = [
         extraction_failed_fact(saved(tables, "extraction_coverage"), findings)
-        if _count(findings, LLM_EXTRACTION)
+        if stated_count(findings, LLM_EXTRACTION)
         else "No LLM graph was built."
     ]
     quality = tables.get("gold_graph_scores")
@@ -166,9 +163,9 @@ def index_headline(findings: pd.DataFrame, counts: pd.DataFrame, quality: pd.Dat
         f"{r['communities']} communities"
         for _, r in counts.iterrows()
     )
-    documents = _count(findings, DOCUMENTS)
+    documents = stated_count(findings, DOCUMENTS)
     line = (
-        f"{documents} document{'' if documents == 1 else 's'} in {_count(findings, CHUNKS)} chunks: "
+        f"{documents} document{'' if documents == 1 else 's'} in {stated_count(findings, CHUNKS)} chunks: "
         f"{graphs or 'no graph'}."
     )
     if quality is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ragtrial.evaluation.findings import FINDINGS_TABLE, stated, statements
+from ragtrial.evaluation.findings import FINDINGS_TABLE, stated_count, statements
 from ragtrial.evaluation.question_findings import (
     AT_LENGTH_CAP,
     COMMUNITY_LEVEL,
@@ -26,10 +26,6 @@ from ragtrial.llm.structured import TOO_LONG
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative.common import embedded_disclaimer, failure_sentence
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
-
-
-def _count(findings: pd.DataFrame, statement: str, subject: str = "") -> int:
-    return int(stated(findings, statement, subject)["value"])
 
 
 def _distribution_line(row: pd.Series, community_level: int) -> str:
@@ -52,7 +48,9 @@ def length_cap_note(findings: pd.DataFrame) -> str:
     """
     if statements(findings, LENGTH_CAP).empty:
         return "Questions have no length cap (questions.question_max_chars is None)."
-    max_chars, over, at_cap = (_count(findings, s) for s in (LENGTH_CAP, OVER_LENGTH_CAP, AT_LENGTH_CAP))
+    max_chars, over, at_cap = (
+        stated_count(findings, s) for s in (LENGTH_CAP, OVER_LENGTH_CAP, AT_LENGTH_CAP)
+    )
     if not over and not at_cap:
         return f"No reply reached the {max_chars}-character length cap (questions.question_max_chars)."
     return (
@@ -65,14 +63,14 @@ def length_cap_note(findings: pd.DataFrame) -> str:
 def questions_shown_note(findings: pd.DataFrame) -> str:
     """The line above notebook 02's sample of questions."""
     return (
-        f"At most two questions per generator and level, of {_count(findings, QUESTIONS_KEPT)} "
+        f"At most two questions per generator and level, of {stated_count(findings, QUESTIONS_KEPT)} "
         "(table questions):"
     )
 
 
 def _entity_distribution_findings(tables: SavedTables) -> str:
     findings, distribution = saved(tables, FINDINGS_TABLE), saved(tables, "entity_distribution")
-    community_level = _count(findings, COMMUNITY_LEVEL)
+    community_level = stated_count(findings, COMMUNITY_LEVEL)
     lines = [_distribution_line(row, community_level) for _, row in distribution.iterrows()]
     sizes = statements(findings, QUESTIONS_KEPT).query("subject != ''")
     counted = ", ".join(f"{n:.0f} {g}" for g, n in zip(sizes["subject"], sizes["value"], strict=True))
@@ -80,8 +78,8 @@ def _entity_distribution_findings(tables: SavedTables) -> str:
     notes = [
         f"These counts come from {counted} questions on *{dataset_name}*; distinct-entity counts grow "
         f"with the number of questions, so compare them with the paper's "
-        f"({_count(findings, PAPER_QUESTIONS)} questions per generator) only as shares and entropy, not "
-        "as raw counts."
+        f"({stated_count(findings, PAPER_QUESTIONS)} questions per generator) only as shares and "
+        "entropy, not as raw counts."
     ]
     if is_embedded(findings):
         notes.append(
@@ -90,8 +88,8 @@ def _entity_distribution_findings(tables: SavedTables) -> str:
             "questions name."
         )
     counts = {
-        "generation calls": _count(findings, GENERATION_FAILURES),
-        "entity listings": _count(findings, ENTITY_FAILURES),
+        "generation calls": stated_count(findings, GENERATION_FAILURES),
+        "entity listings": stated_count(findings, ENTITY_FAILURES),
     }
     notes.append(
         failure_sentence(
@@ -117,14 +115,14 @@ def _relevance_findings(tables: SavedTables) -> str:
     lines += [f"- {verdict}" for verdict in saved(tables, "generator_comparison")["verdict"]]
     notes = [
         f"Retriever `{quoted_name(names, 'questions.relevance.retriever')}` (top "
-        f"{_count(findings, RETRIEVED_ITEMS)}, {_count(findings, CONTEXT_TOKENS)} context "
+        f"{stated_count(findings, RETRIEVED_ITEMS)}, {stated_count(findings, CONTEXT_TOKENS)} context "
         f"tokens) on *{quoted_name(names, 'data set')}*."
     ]
     if is_embedded(findings):
         notes.append(
             embedded_disclaimer("Questions and ratings") + " They say nothing of how relevant retrieval is."
         )
-    failed = _count(findings, RATING_FAILURES)
+    failed = stated_count(findings, RATING_FAILURES)
     notes.append(
         failure_sentence(
             {"questions": str(failed)} if failed else {},

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 
 from ragtrial import stats
-from ragtrial.evaluation.findings import FINDINGS_TABLE, stated, statements
+from ragtrial.evaluation.findings import FINDINGS_TABLE, stated_count, statements
 from ragtrial.evaluation.run_facts import is_embedded, quoted_name
 from ragtrial.evaluation.verdict import Pricing
 from ragtrial.evaluation.verdict_findings import (
@@ -35,10 +35,6 @@ MEASURED_BY = {
 }
 
 
-def _count(findings: pd.DataFrame, statement: str) -> int:
-    return int(stated(findings, statement)["value"])
-
-
 def combined_runs_note(runs: pd.DataFrame, missing: pd.DataFrame, findings: pd.DataFrame) -> str:
     """Exactly which runs the verdict combines, and what it lacks (tables `combined_runs`,
     `missing_inputs`, and the runs skipped counted in `findings`).
@@ -55,7 +51,7 @@ def combined_runs_note(runs: pd.DataFrame, missing: pd.DataFrame, findings: pd.D
             + "; ".join(f"`{m.notebook}` ({table_cell(m.reason)})" for m in missing.itertuples(index=False))
             + "."
         )
-    if skipped := _count(findings, RUNS_SKIPPED):
+    if skipped := stated_count(findings, RUNS_SKIPPED):
         lines.append(
             f"{skipped} other run(s) in the outputs folder were not combined (listed in the "
             "`skipped_runs` table with the reason: another data set, model or index, or not completed)."
@@ -219,14 +215,14 @@ def left_out_note(counts: pd.DataFrame, findings: pd.DataFrame) -> str:
     """What the comparisons left out and why (a failed answer, no gold, a failed check), counted
     (table `left_out_counts`, the total and the reasons not listed in `findings`).
     """
-    left_out = _count(findings, LEFT_OUT)
+    left_out = stated_count(findings, LEFT_OUT)
     if not left_out:
         return "**Left out:** no question; every comparison is on every question both methods answered."
     listed = [
         f"`{r.measure}`: {r.questions} × {table_cell(r.reason)}"
         for r in counts.head(LEFT_OUT_REASONS_SHOWN).itertuples(index=False)
     ]
-    unlisted = _count(findings, LEFT_OUT_REASONS_UNLISTED)
+    unlisted = stated_count(findings, LEFT_OUT_REASONS_UNLISTED)
     more = f" (and {unlisted} more reasons in the `left_out` table)" if unlisted else ""
     return f"**Left out:** {left_out} paired question(s), never scored: " + "; ".join(listed) + more + "."
 
@@ -240,7 +236,7 @@ def verdict_headline(verdicts: pd.DataFrame, findings: pd.DataFrame) -> str:
         return verdict_by_type(verdicts, embedded)
     overall = verdicts[verdicts["question_type"] == "all"]
     row = (overall if len(overall) else verdicts).iloc[0]
-    more = _count(findings, MORE_VERDICTS)
+    more = stated_count(findings, MORE_VERDICTS)
     return verdict_sentence(row, embedded) + (f" ({more} more verdict(s) in the report.)" if more else "")
 
 
