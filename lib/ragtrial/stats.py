@@ -23,6 +23,10 @@ OUTCOME_CODES = {"win": 1, "tie": 0, "loss": -1}
 EXACT_MCNEMAR_BELOW = 25  # discordant pairs below this use the exact binomial test
 
 
+# The level of every interval the kit reports unless a caller sets one.
+CONFIDENCE = 0.95
+
+
 @dataclass(frozen=True)
 class Interval:
     mean: float
@@ -87,7 +91,7 @@ def _bool_pair(a: ArrayLike, b: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
 
 
 def bootstrap_mean_ci(
-    values: ArrayLike, n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+    values: ArrayLike, n_resamples: int = 2000, confidence: float = CONFIDENCE, seed: int = 0
 ) -> Interval:
     """Percentile bootstrap interval of the mean, resampling questions with replacement."""
     arr = _values(values, nonempty=True)
@@ -99,7 +103,7 @@ def bootstrap_mean_ci(
 
 
 def paired_bootstrap_diff(
-    a: ArrayLike, b: ArrayLike, n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+    a: ArrayLike, b: ArrayLike, n_resamples: int = 2000, confidence: float = CONFIDENCE, seed: int = 0
 ) -> Interval:
     """Interval of mean(a - b); resampling the differences resamples question indices jointly."""
     x, y = _pair(a, b)
@@ -204,7 +208,7 @@ def paired_comparison_table(
     baseline: str,
     binary: bool,
     n_resamples: int = 2000,
-    confidence: float = 0.95,
+    confidence: float = CONFIDENCE,
     seed: int = 0,
     alpha: float = 0.05,
 ) -> pd.DataFrame:
@@ -243,7 +247,7 @@ def summary_by_group(
     group_cols: str | Sequence[str],
     value_col: str,
     n_resamples: int = 2000,
-    confidence: float = 0.95,
+    confidence: float = CONFIDENCE,
     seed: int = 0,
 ) -> pd.DataFrame:
     """Mean with a bootstrap interval per group (e.g. per method, per method x question_type)."""
@@ -303,7 +307,7 @@ def majority_verdict(verdicts: Sequence[str]) -> str:
 
 
 def bootstrap_relative_win_rate(
-    outcomes: Sequence[str], n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+    outcomes: Sequence[str], n_resamples: int = 2000, confidence: float = CONFIDENCE, seed: int = 0
 ) -> Interval:
     """Bootstrap interval of the relative win rate from per-question 'win'/'tie'/'loss' outcomes
     (the relative win rate is the mean of win=+1, tie=0, loss=-1).
@@ -315,7 +319,7 @@ def bootstrap_relative_win_rate(
     return bootstrap_mean_ci(codes, n_resamples, confidence, seed)
 
 
-def proportion_interval(successes: int, n: int, confidence: float = 0.95) -> Interval:
+def proportion_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> Interval:
     """Wilson score interval of a proportion (successes of n independent trials, e.g. simulated studies
     whose interval covered the truth); it stays inside [0, 1] and is not degenerate at 0 or n.
     """

@@ -11,10 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
+from traceable import untraced_numbers
 
 from ragtrial import stats
 from ragtrial.config.base import ParamsError
 from ragtrial.config.verdict import VerdictSettings
+from ragtrial.evaluation.findings import stated
+from ragtrial.evaluation.run_facts import quoted_names_table
 from ragtrial.evaluation.verdict import (
     Pricing,
     build_verdict,
@@ -23,9 +26,19 @@ from ragtrial.evaluation.verdict import (
     read_answers,
     read_measures,
 )
+from ragtrial.evaluation.verdict_findings import left_out_counts, measures_read_table, verdict_findings
 from ragtrial.evaluation.verdict_measures import MissingTable
 from ragtrial.index.costs import COLUMNS
-from ragtrial.report.narrative.verdict import verdict_by_type, verdict_headline, verdict_sentence
+from ragtrial.report.narrative.verdict import (
+    combined_runs_note,
+    cost_note,
+    left_out_note,
+    measures_note,
+    narrate,
+    verdict_by_type,
+    verdict_headline,
+    verdict_sentence,
+)
 
 # Per-question noise that sums to zero within each type, so the true mean difference is exact.
 NOISE = np.tile([0.05, -0.05, 0.1, -0.1], 5)
@@ -380,11 +393,45 @@ def test_claims_whose_every_extraction_failed_are_statuses_not_an_error():
 def test_the_headline_is_the_verdict_on_all_questions_and_counts_the_rest():
     verdict = run(f1_observations())
     first = verdict.verdicts[verdict.verdicts["question_type"] == "all"].iloc[0]
-    headline = verdict_headline(verdict.verdicts, embedded=False)
-    assert headline == verdict_sentence(first, embedded=False) + (
+    findings = verdict_findings(
+        pd.DataFrame(), verdict.left_out, verdict.verdicts, Pricing(None, None), False
+    )
+    assert stated(findings, "verdicts beyond the headline's")["value"] == len(verdict.verdicts) - 1
+    tables = {"verdicts": verdict.verdicts, "findings": findings}
+    narration = narrate(tables)
+    assert narration.headline == verdict_sentence(first, embedded=False) + (
         f" ({len(verdict.verdicts) - 1} more verdict(s) in the report.)"
     )
-    assert "\n" not in headline and len(verdict.verdicts) > 1
-    assert verdict_headline(verdict.verdicts.iloc[:0], embedded=False).startswith(
-        "No graph method was compared"
+    assert narration.findings == verdict_by_type(verdict.verdicts, embedded=False)
+    assert "\n" not in narration.headline and len(verdict.verdicts) > 1
+    assert untraced_numbers(narration.headline, tables) == []
+    none = verdict_findings(
+        pd.DataFrame(), verdict.left_out, verdict.verdicts.iloc[:0], Pricing(None, None), False
     )
+    assert verdict_headline(verdict.verdicts.iloc[:0], none).startswith("No graph method was compared")
+
+
+def test_the_verdict_notes_word_their_tables_alone():
+    verdict = run(f1_observations())
+    left_out = pd.DataFrame(
+        {"measure": ["qa_f1"] * 3 + ["qa_em"], "reason": ["no gold", "no gold", "x", "y"]}
+    )
+    pricing = Pricing(1.0, 2.0)
+    findings = verdict_findings(pd.DataFrame({"run": ["a", "b"]}), left_out, verdict.verdicts, pricing, False)
+    counts = left_out_counts(left_out)
+    assert counts.values.tolist() == [["qa_f1", "no gold", 2], ["qa_f1", "x", 1], ["qa_em", "y", 1]]
+    note = left_out_note(counts, findings)
+    assert note.startswith("**Left out:** 4 paired question(s), never scored: `qa_f1`: 2 × no gold;")
+    assert "more reasons" not in note
+    assert stated(findings, "price per million tokens", "completion")["value"] == 2.0
+    names = quoted_names_table({"verdict.cost_unit": "money"})
+    assert pricing.note() in cost_note(names, findings) and "**Cost unit:** money" in cost_note(
+        names, findings
+    )
+    runs = pd.DataFrame(columns=["notebook", "run_id", "how", "ended_at", "git_commit"])
+    assert "2 other run(s) in the outputs folder were not combined" in combined_runs_note(
+        runs, pd.DataFrame(), findings
+    )
+    measures = measures_read_table(["qa_f1"], {"claims_diversity": "no run of 08"})
+    assert measures_note(measures).endswith("**Not read:** `claims_diversity`: no run of 08.")
+    assert untraced_numbers(note, {"findings": findings, "left_out_counts": counts}) == []

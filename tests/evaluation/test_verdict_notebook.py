@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 from conftest import PROJECT_ROOT, cited_answer_reply, endpoint_settings
+from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.runner.batch import run_batch
 
@@ -40,6 +41,8 @@ def run(scripted, tmp_path, only):
 def test_notebook_10_combines_the_batch_and_gives_the_verdict(scripted, tmp_path):
     results = run(scripted, tmp_path, ["01_build_index", "04_rag_vs_graphrag_qa", "10_verdict"])
     verdict_run = results[-1].run_dir
+    assert_narrated_from_saved_tables(results[0].run_dir)  # 01
+    assert_narrated_from_saved_tables(verdict_run)
     read = lambda name: pd.read_parquet(verdict_run / "tables" / f"{name}.parquet")  # noqa: E731
     combined = read("combined_runs")
     assert set(combined["notebook"]) == {"01_build_index", "04_rag_vs_graphrag_qa"}

@@ -7,18 +7,19 @@ from types import SimpleNamespace
 import pytest
 import yaml
 from conftest import PROJECT_ROOT, make_llm
+from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.config.settings import Settings
 from ragtrial.llm.backend_check import (
     BackendCheckError,
     require_an_answer,
     run_backend_check,
-    throughput_sentence,
 )
 from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.embedder import Embedder
-from ragtrial.llm.ledger import CallRecord, answered_by
+from ragtrial.llm.ledger import CallRecord, answered_by, answered_by_table, throughput_table
 from ragtrial.report.markdown import escape_markdown, table_cell
+from ragtrial.report.narrative.backend import throughput_note
 from ragtrial.runner.batch import run_batch
 
 GOOD_PAIR = '{"city": "Tokyo", "continent": "Asia"}'
@@ -43,7 +44,9 @@ def test_an_unreachable_endpoint_fails_the_check_and_nothing_claims_a_replay(scr
     with pytest.raises(BackendCheckError, match="no model answered"):
         require_an_answer(probes)
     ledger = ctx.ledger.frame()
-    assert throughput_sentence(ledger) == "No live call succeeded, so no throughput was measured in this run."
+    assert throughput_note(throughput_table(ledger), answered_by_table(ledger)) == (
+        "No live call succeeded, so no throughput was measured in this run."
+    )
     assert answered_by(ledger) == "no model answered (2 calls failed: connection)"
 
 
@@ -126,6 +129,7 @@ def test_notebook_00_says_what_answered_and_a_warm_rerun_replays_the_invalid_rep
     banner = markdown_outputs(cold.run_dir)
     assert f"| answered by | {table_cell('served-by-test (2 calls live)')} |" in banner
     assert f"| LLM requested | {table_cell('asked-for via')}" in banner
+    assert_narrated_from_saved_tables(cold.run_dir)
     asked = len(scripted.chat_requests())
     warm, warm_run = notebook_00(tmp_path, {"base_url": scripted.base_url, "model": "asked-for"}, force=True)
     assert warm.status == "completed" and len(scripted.chat_requests()) == asked  # paid nothing
@@ -133,3 +137,4 @@ def test_notebook_00_says_what_answered_and_a_warm_rerun_replays_the_invalid_rep
     shown = markdown_outputs(warm.run_dir)
     assert "Every call was replayed from the cache" in shown
     assert escape_markdown("2 calls replayed from the cache (answered by served-by-test)") in shown
+    assert_narrated_from_saved_tables(warm.run_dir)

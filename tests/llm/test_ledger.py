@@ -7,7 +7,7 @@ from ragtrial.llm.ledger import (
     by_stage,
     read_ledger,
     summarize,
-    throughput,
+    throughput_table,
 )
 
 
@@ -52,9 +52,10 @@ def test_by_stage_and_throughput():
     )
     table = by_stage(df).set_index("stage")
     assert table.loc["a", "calls"] == 2 and table.loc["a", "cached"] == 1 and table.loc["b", "calls"] == 1
-    rate = throughput(df)
-    assert rate["completion_tokens_per_s"] == 10 / 2.0  # two live calls, 5 tokens each, 1 s each
-    assert throughput(df[df["cached"]])["completion_tokens_per_s"] is None
+    rate = throughput_table(df).set_index("tokens")
+    assert rate.loc["generated", "tokens_per_s"] == 10 / 2.0  # two live calls, 5 tokens each, 1 s each
+    assert rate.loc["generated", "seconds"] == 2.0
+    assert throughput_table(df[df["cached"]]).empty  # replayed from the cache: nothing measured
 
 
 def test_a_tally_holds_exactly_the_calls_of_its_own_unit_of_work_under_concurrency():

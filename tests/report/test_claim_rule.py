@@ -10,10 +10,12 @@ from collections.abc import Callable
 import pandas as pd
 import pytest
 
+from ragtrial.evaluation.findings import Finding, findings_table
+from ragtrial.evaluation.index_findings import recall_difference_table
 from ragtrial.evaluation.judge.audits import sanity_table
 from ragtrial.questions.quality import compare_generators
 from ragtrial.report.narrative.claims import comparison_sentences
-from ragtrial.report.narrative.index_build import index_findings
+from ragtrial.report.narrative.index_build import narrate as narrate_index
 from ragtrial.report.narrative.judge import audit_findings, classic_order_sentences, comparison_findings
 from ragtrial.report.narrative.tasks import paired_sentences
 from ragtrial.stats import Interval, McNemarResult, paired_comparison_table
@@ -43,9 +45,16 @@ def _claims(low: float, high: float, p: float) -> str:  # notebook 08
 
 
 def _index(low: float, high: float, p: float) -> str:  # notebook 01
-    manifest = {"llm_extraction": None, "stages": [{"model_s": 1.0}], "build_wall_s": 2.0}
     test = McNemarResult(1, 6, 0.0, p, "exact binomial")
-    return index_findings(manifest, pd.DataFrame(), None, (Interval((low + high) / 2, low, high, 8), test))
+    difference = recall_difference_table((Interval((low + high) / 2, low, high, 8), test))
+    findings = findings_table(
+        [Finding(s, "", v, "index") for s, v in (("documents", 1), ("chunks", 1), ("llm extraction", 0))]
+    )
+    build = pd.DataFrame({"wall_s": [2.0], "model_s": [1.0]})
+    return narrate_index(
+        {"findings": findings, "index_build": build, "graph_counts": pd.DataFrame(),
+         "relation_recall_difference": difference}
+    ).findings  # fmt: skip
 
 
 def _classic(low: float, high: float, p: float) -> pd.DataFrame:

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ragtrial.evaluation.backend_findings import backend_findings
 from ragtrial.evaluation.diagnostics_findings import attribution_findings
 from ragtrial.evaluation.findings import findings_table
+from ragtrial.evaluation.index_findings import index_findings
+from ragtrial.evaluation.run_facts import quoted_names_table
 from ragtrial.evaluation.task_findings import task_findings
 from ragtrial.index.chunk_documents import chunk_documents
 from ragtrial.index.tables import GraphIndex
 from ragtrial.records import Dataset, Document
-from ragtrial.report.narrative.backend import backend_findings, backend_headline
+from ragtrial.report.narrative.backend import narrate as narrate_backend
 from ragtrial.report.narrative.claims import claims_headline
 from ragtrial.report.narrative.diagnostics import diagnostics_headline
 from ragtrial.report.narrative.index_build import index_headline
@@ -70,7 +73,10 @@ def test_the_index_headline_states_each_graph_and_its_gold_relation_recall():
         name="d", documents=[Document(doc_id=d, title=d, text=f"{d} met Kel. " * 200) for d in ("a", "b")]
     ).documents_frame()
     chunks = chunk_documents(documents, 200, 20)
-    index = GraphIndex(documents=documents, chunks=chunks)
+    settings = {"chunk_size": 200, "chunk_overlap": 20}
+    findings = index_findings(
+        GraphIndex(documents=documents, chunks=chunks, manifest={"settings": {"index": settings}})
+    )
     counts = pd.DataFrame(
         {"origin": ["nlp", "llm"], "entities": [10, 5], "relations": [11, 2], "communities": [2, 1]}
     )
@@ -83,12 +89,12 @@ def test_the_index_headline_states_each_graph_and_its_gold_relation_recall():
             "high": [0.75, float("nan"), 1.0],
         }
     )
-    line = one_line(index_headline(index, counts, quality))
+    line = one_line(index_headline(findings, counts, quality))
     assert line.startswith(
         f"2 documents in {len(chunks)} chunks: the nlp graph 10 entities, 11 relations, 2 communities;"
     )
     assert line.endswith("Gold relations recovered: nlp 50% [25%, 75%], llm n/a.")
-    assert "Gold" not in index_headline(index, counts, None)
+    assert "Gold" not in index_headline(findings, counts, None)
 
 
 def test_the_question_headlines_give_each_generator_its_numbers():
@@ -241,11 +247,24 @@ def test_the_upstream_headline_and_a_system_whose_index_was_not_built():
     assert "**graphrag\\_local** did not run: its index could not be built" in note
 
 
+def backend_tables(failures: list[str]) -> dict[str, pd.DataFrame]:
+    probes = pd.DataFrame({"probe": ["completion", "structured"], "failure": failures})
+    return {
+        "probes": probes,
+        "findings": backend_findings(probes),
+        "quoted_names": quoted_names_table({"llm.model": "m"}),
+        "answered_by": pd.DataFrame(
+            {"source": ["live"], "calls": [2], "models": ["m-2024"], "failures": [""]}
+        ),
+        "prompt_versions": pd.DataFrame({"prompt": ["answer@1"]}),
+    }
+
+
 def test_the_backend_headline_says_what_answered_and_which_probes_failed():
-    probes = pd.DataFrame({"probe": ["completion", "structured"], "failure": ["", "invalid *JSON*"]})
-    assert one_line(backend_headline(probes, "m", "m-2024 (2 calls live)")) == (
+    narration = narrate_backend(backend_tables(["", "invalid *JSON*"]))
+    assert one_line(narration.headline) == (
         "Answered by m-2024 (2 calls live) (m requested). 1 of 2 probe(s) failed: structured."
     )
-    findings = backend_findings(probes, "m", "m-2024", ["answer@1"])
-    assert "structured — invalid \\*JSON\\*" in findings and "Prompt versions used: answer@1." in findings
-    assert backend_headline(probes.assign(failure=""), "m", "m").endswith("All 2 probes succeeded.")
+    assert "structured — invalid \\*JSON\\*" in narration.findings
+    assert "Prompt versions used: answer@1." in narration.findings
+    assert narrate_backend(backend_tables(["", ""])).headline.endswith("All 2 probes succeeded.")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pandas as pd
+from traceable import untraced_numbers
 
 from ragtrial.report.markdown import model_markdown
 from ragtrial.report.narrative.common import embedded_disclaimer, failure_sentence
-from ragtrial.report.narrative.index_build import index_findings
 from ragtrial.report.narrative.judge import EMBEDDED_NOTE, judge_failure_sentence
 from ragtrial.report.narrative.tasks import answer_failure_sentence, paired_sentences
 from ragtrial.runner.context import EMBEDDED_WARNING
@@ -62,51 +62,191 @@ def test_every_embedded_note_carries_the_one_disclaimer():
     assert disclaimer in EMBEDDED_WARNING and disclaimer in EMBEDDED_NOTE
 
 
+def index_tables(difference: tuple[Interval, McNemarResult] | None) -> dict[str, pd.DataFrame]:
+    """Notebook 01's saved tables for an NLP-only index of 2 documents in 3 chunks."""
+    from ragtrial.evaluation.findings import Finding, findings_table
+    from ragtrial.evaluation.index_findings import recall_difference_table
+
+    findings = findings_table(
+        [Finding("documents", "", 2, "index"), Finding("chunks", "", 3, "index"),
+         Finding("llm extraction", "", 0, "manifest.json")]
+    )  # fmt: skip
+    return {
+        "findings": findings,
+        "index_build": pd.DataFrame({"wall_s": [10.0], "model_s": [3.0]}),
+        "graph_counts": pd.DataFrame(
+            {"origin": ["nlp"], "entities": [4], "relations": [5], "communities": [1]}
+        ),
+        "relation_recall_difference": recall_difference_table(difference),
+    }
+
+
 def test_index_findings_state_the_recall_difference_with_the_claim_rule():
-    manifest = {"llm_extraction": None, "stages": [{"model_s": 3.0}], "build_wall_s": 10.0}
+    from ragtrial.report.narrative.index_build import narrate
+
     test = McNemarResult(2, 0, 0.0, 0.5, "exact binomial")
-    text = index_findings(manifest, pd.DataFrame(), None, (Interval(-0.5, -1.0, 0.0, 2), test))
+    tables = index_tables((Interval(-0.5, -1.0, 0.0, 2), test))
+    narration = narrate(tables)
+    text = narration.findings
     assert "LLM minus NLP relation recall is -50% [-100%, +0%] (McNemar exact binomial, p=0.5)" in text
     assert NO_CLAIM in text
-    assert "No LLM graph was built." in text and "3 s of it waiting for the model" in text
+    assert (
+        "No LLM graph was built." in text and "The build took 10 s, 3 s of it waiting for the model" in text
+    )
+    assert (
+        narration.headline == "2 documents in 3 chunks: the nlp graph 4 entities, 5 relations, 1 communities."
+    )
+    assert untraced_numbers(text + narration.headline, tables) == []
     significant = McNemarResult(9, 0, 0.0, 0.004, "exact binomial")
-    claimed = index_findings(manifest, pd.DataFrame(), None, (Interval(-0.5, -0.8, -0.2, 9), significant))
+    claimed = narrate(index_tables((Interval(-0.5, -0.8, -0.2, 9), significant))).findings
     assert "the NLP graph recalls more" in claimed
+    assert "LLM minus NLP" not in narrate(index_tables(None)).findings
+
+
+def test_index_findings_count_what_the_manifest_recorded():
+    from ragtrial.evaluation.findings import stated
+    from ragtrial.evaluation.index_findings import index_build_table, index_findings
+    from ragtrial.index.chunk_documents import chunk_documents
+    from ragtrial.index.tables import GraphIndex
+    from ragtrial.records import Dataset, Document
+    from ragtrial.report.narrative.index_build import extraction_headline, llm_graph_note, reports_note
+
+    llm = {
+        "chunks": 4,
+        "attempted_chunks": 3,
+        "skipped_chunk_ids": ["c4"],
+        "failures_by_stage": {"extract_graph": 1},
+        "endpoint_instances_added": 2,
+        "entities_from_endpoints_only": 1,
+        "gleaning_rounds": 0,
+        "gleaned_entities": 0,
+        "description_summaries": {"candidates": 3, "summarized": 2, "not_summarized": 1},
+    }
+    reports = {
+        "selected": 3,
+        "generated": 1,
+        "reused": 1,
+        "failed": [{"community_id": "7"}],
+        "skipped": {"report_min_size": ["1", "2"]},
+    }
+    manifest = {"settings": {"dataset": "tiny", "index": {"chunk_size": 200, "chunk_overlap": 20,
+                "chunking": "tokens", "graph_source": "both"}}, "config_hash": "abc", "built_at": "t",
+                "built_by_run": "r", "build_wall_s": 9.0, "stages": [{"model_s": 1.5}, {"model_s": 2.0}],
+                "llm_extraction": llm, "community_reports": reports}  # fmt: skip
+    documents = Dataset(
+        name="d", documents=[Document(doc_id=d, title=d, text=f"{d} met Kel. " * 200) for d in ("a", "b")]
+    ).documents_frame()
+    chunks = chunk_documents(documents, 200, 20)
+    index = GraphIndex(documents=documents, chunks=chunks, manifest=manifest)
+    findings = index_findings(index)
+    assert stated(findings, "chunks")["value"] == len(chunks)
+    assert stated(findings, "median chunk tokens")["value"] == chunks["n_tokens"].median()
+    assert stated(findings, "llm failures", "extract_graph")["value"] == 1
+    assert stated(findings, "community reports skipped", "report_min_size")["value"] == 2
+    built = index_build_table(index, "outputs/indexes/abc", reused=False).iloc[0]
+    assert built["model_s"] == 3.5 and built["built_at"] == "" and built["path"] == "outputs/indexes/abc"
+    coverage = pd.DataFrame([{"origin": "llm", "measure": "extraction failed", "count": 1, "of": 3,
+                              "share": 1 / 3, "low": 0.0, "high": 1.0}])  # fmt: skip
+    headline = extraction_headline(coverage, findings)
+    assert "a seeded sample of 3 of 4 chunks" in headline
+    assert headline.endswith("Failures by stage: {'extract_graph': 1}.")
+    assert llm_graph_note(findings).startswith("LLM graph: 2 relation/claim endpoints were added")
+    assert reports_note(findings) == (
+        "3 communities selected: 1 reports generated, 1 reused (same members as a reported community), "
+        "1 failed. Skipped: 2 by report_min_size."
+    )
 
 
 def test_model_headings_sit_below_the_report_headings():
     assert model_markdown("# Title\n## Part\ntext") == "#### Title\n##### Part\ntext"
 
 
-def test_question_findings_use_the_shared_disclaimer_and_failure_sentence():
+def relevance_tables(rating_failures: pd.DataFrame, embedded: bool) -> dict[str, pd.DataFrame]:
     from ragtrial.config.questions import RelevanceSettings
-    from ragtrial.report.narrative.questions import relevance_findings
+    from ragtrial.evaluation.question_findings import relevance_findings
+    from ragtrial.evaluation.run_facts import quoted_names_table
 
+    questions = pd.DataFrame({"question_id": ["q1"], "generator": ["graph"], "at_length_cap": [False]})
     by_generator = pd.DataFrame(
         [{"generator": "graph", "mean": 2.5, "ci_low": 2.0, "ci_high": 3.0, "n": 4, "share_0_1": 0.25,
           "share_0_1_low": 0.0, "share_0_1_high": 0.5}]
     )  # fmt: skip
-    comparison = pd.DataFrame({"verdict": ["graph vs summary: no claim."]})
-    text = relevance_findings(
-        by_generator, comparison, RelevanceSettings(), "tiny", pd.DataFrame([{"x": 1}]), True, "Cap note."
+    findings = relevance_findings(
+        questions, pd.DataFrame(), rating_failures, None, RelevanceSettings(), embedded
     )
+    return {
+        "findings": findings,
+        "relevance_by_generator": by_generator,
+        "generator_comparison": pd.DataFrame({"verdict": ["graph vs summary: no claim."]}),
+        "quoted_names": quoted_names_table({"data set": "tiny", "questions.relevance.retriever": "vector"}),
+    }
+
+
+def test_question_findings_use_the_shared_disclaimer_and_failure_sentence():
+    from ragtrial.report.narrative.questions import narrate_relevance
+
+    tables = relevance_tables(pd.DataFrame([{"x": 1}]), embedded=True)
+    narration = narrate_relevance(tables)
+    text = narration.findings
     assert "mean relevance 2.50 [2.00, 3.00] over 4 rated questions" in text
+    assert "Retriever `vector` (top 5, 600 context tokens) on *tiny*." in text
     assert embedded_disclaimer("Questions and ratings") in text
     assert "Questions without a rating (retrieval or rating failed) (questions 1)" in text
-    assert text.endswith("Cap note.")
-    clean = relevance_findings(
-        by_generator, comparison, RelevanceSettings(), "tiny", pd.DataFrame(), False, "Cap note."
-    )
+    assert text.endswith("Questions have no length cap (questions.question_max_chars is None).")
+    assert narration.headline.endswith("graph 2.50 [2.00, 3.00].")
+    assert untraced_numbers(text, tables) == []
+    clean = narrate_relevance(relevance_tables(pd.DataFrame(), embedded=False)).findings
     assert "Every question was rated." in clean and "Gemma" not in clean
 
 
 def test_question_findings_count_replies_over_and_questions_at_the_length_cap():
+    from ragtrial.evaluation.findings import findings_table, stated
+    from ragtrial.evaluation.question_findings import generated_question_findings
     from ragtrial.report.narrative.questions import length_cap_note
 
-    questions = pd.DataFrame({"question_id": ["q1", "q2"], "at_length_cap": [True, False]})
+    questions = pd.DataFrame(
+        {"question_id": ["q1", "q2"], "generator": ["graph", "summary"], "at_length_cap": [True, False]}
+    )
     failures = pd.DataFrame({"item_id": ["c1", "c2"], "kind": ["too_long", "parse"]})
-    note = length_cap_note(questions, failures, 140)
-    assert "1 generation call(s) failed on a reply over it (kind too_long" in note
-    assert "1 kept question(s) reached it" in note
-    assert "No reply reached the 140-character" in length_cap_note(questions.iloc[1:], failures.iloc[1:], 140)
-    assert "no length cap" in length_cap_note(questions, pd.DataFrame(), None)
+
+    def note(questions, failures, cap):
+        return length_cap_note(findings_table(generated_question_findings(questions, failures, cap)))
+
+    capped = findings_table(generated_question_findings(questions, failures, 140))
+    assert stated(capped, "questions kept")["value"] == 2
+    assert stated(capped, "questions kept", "graph")["value"] == 1
+    assert stated(capped, "replies over the length cap")["value"] == 1
+    assert "1 generation call(s) failed on a reply over it (kind too_long" in note(questions, failures, 140)
+    assert "1 kept question(s) reached it" in note(questions, failures, 140)
+    assert "No reply reached the 140-character" in note(questions.iloc[1:], failures.iloc[1:], 140)
+    assert "no length cap" in note(questions, pd.DataFrame(), None)
+
+
+def test_the_entity_distribution_is_worded_from_its_tables_alone():
+    from ragtrial.evaluation.question_findings import entity_distribution_findings
+    from ragtrial.evaluation.run_facts import quoted_names_table
+    from ragtrial.report.narrative.questions import narrate_entity_distribution
+
+    questions = pd.DataFrame(
+        {
+            "question_id": ["q1", "q2", "q3"],
+            "generator": ["summary", "graph", "graph"],
+            "at_length_cap": False,
+        }
+    )
+    distribution = pd.DataFrame([{"linker": "ngram", "generator": "graph", "questions": 2, "mentions": 0}])
+    findings = entity_distribution_findings(
+        questions, pd.DataFrame(), pd.DataFrame([{"x": 1}]), None, 1, False
+    )
+    tables = {
+        "findings": findings,
+        "entity_distribution": distribution,
+        "quoted_names": quoted_names_table({"data set": "tiny"}),
+    }
+    narration = narrate_entity_distribution(tables)
+    assert "- **graph** (ngram): no entity found in 2 questions." in narration.findings
+    assert "These counts come from 2 graph, 1 summary questions on *tiny*" in narration.findings
+    assert "(150 questions per generator)" in narration.findings
+    assert "Calls that failed (entity listings 1)" in narration.findings
+    assert narration.headline.endswith("graph none.")
+    assert untraced_numbers(narration.findings, tables) == []

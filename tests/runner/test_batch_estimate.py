@@ -11,6 +11,7 @@ import json
 import pandas as pd
 import pytest
 from conftest import PROJECT_ROOT, endpoint_settings
+from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.cli import main
 from ragtrial.llm.ledger import read_ledger
@@ -70,6 +71,7 @@ def test_estimate_sends_no_request_and_matches_the_run_then_sees_it_cached(scrip
 
     results = run_batch(DEFAULT, settings, root=PROJECT_ROOT, outputs=out, only=SMALL, log=lambda _: None)
     assert [r.status for r in results] == ["completed", "completed"], [r.error for r in results]
+    assert_narrated_from_saved_tables(results[1].run_dir)  # 01 with an LLM graph and its reports
     for result in results:  # (2) the run's calls per stage, against the estimate's basis
         compared = compare_with_ledger(
             before[before["run_id"] == result.run_id], read_ledger(result.run_dir / "ledger.csv")

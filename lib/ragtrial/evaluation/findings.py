@@ -72,3 +72,8 @@ def embedded_model_finding(embedded: bool) -> Finding:
 def answered_by_embedded_model(findings: pd.DataFrame) -> bool:
     """The `embedded_model_finding` of a saved findings table."""
     return bool(stated(findings, EMBEDDED_MODEL_STATEMENT)["value"] == 1)
+
+
+def stated_count(findings: pd.DataFrame, statement: str, subject: str = "") -> int:
+    """The value of `stated(findings, statement, subject)` as the count it is."""
+    return int(stated(findings, statement, subject)["value"])

@@ -12,7 +12,6 @@ from ragtrial.config.llm import BackendCheckSettings
 from ragtrial.llm.client import LLM
 from ragtrial.llm.context import ModelContext
 from ragtrial.llm.errors import LLMError
-from ragtrial.llm.ledger import throughput
 from ragtrial.llm.plan import StagePlan, counted
 from ragtrial.prompts import Prompt, load_prompt
 
@@ -145,21 +144,6 @@ def require_an_answer(probes: pd.DataFrame) -> None:
     if (llm["failure"] != "").all():
         failures = "; ".join(llm["probe"] + ": " + llm["failure"])
         raise BackendCheckError(f"backend check failed, no model answered: {failures}")
-
-
-def throughput_sentence(ledger: pd.DataFrame) -> str:
-    """What this run measured of the model's speed, true to where the replies came from."""
-    rate = throughput(ledger)
-    if rate["completion_tokens_per_s"] is not None:
-        return (
-            f"Live calls took {rate['live_seconds']:.1f} s: {rate['completion_tokens_per_s']:.1f} "
-            f"generated tokens/s, {rate['total_tokens_per_s']:.1f} prompt+generated tokens/s "
-            "(wall time per call, prompt processing included)."
-        )
-    llm = ledger[ledger["kind"] != "embedding"]
-    if not llm.empty and llm["cached"].astype(bool).all():
-        return "Every call was replayed from the cache, so no throughput was measured in this run."
-    return "No live call succeeded, so no throughput was measured in this run."
 
 
 def planned_calls(llm: LLM, cfg: BackendCheckSettings) -> list[StagePlan]:

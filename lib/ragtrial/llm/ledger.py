@@ -175,41 +175,67 @@ def summarize(ledger: pd.DataFrame) -> dict[str, int | float]:
     }
 
 
+ANSWERED_BY_COLUMNS = ["source", "calls", "models", "failures"]
+
+
+def answered_by_table(ledger: pd.DataFrame) -> pd.DataFrame:
+    """What answered the LLM calls of `ledger`, one row per kind of source that answered any: `live`
+    (the endpoint named its model), `unnamed` (live, to an endpoint that named no model), `replayed`
+    (from the cache) and `unanswered` (no model answered); `calls` counts them, `models` names the
+    models the endpoint reported (comma-separated), `failures` the failure kinds of unanswered calls.
+    """
+    llm = ledger[ledger["kind"] != "embedding"]
+    cached = llm["cached"].astype(bool)
+    named = llm["served_model"] != ""
+    failed = llm["failure"] != ""
+    sources = {
+        "live": llm[~cached & named],
+        "unnamed": llm[~cached & ~named & ~failed],  # answered by an endpoint that reports no model name
+        "replayed": llm[cached],
+        "unanswered": llm[~cached & ~named & failed],
+    }
+    rows = [
+        (
+            source,
+            len(calls),
+            ", ".join(sorted(set(calls["served_model"]) - {""})),  # plain text: reports escape it
+            ", ".join(sorted(set(calls["failure"]) - {""})) if source == "unanswered" else "",
+        )
+        for source, calls in sources.items()
+        if len(calls)
+    ]
+    return pd.DataFrame(rows, columns=ANSWERED_BY_COLUMNS).astype({"calls": int})
+
+
+def answered_by_text(answered: pd.DataFrame) -> str:
+    """`answered_by_table` as a provenance line: what answered, what was replayed, what failed."""
+    if answered.empty:
+        return "no model call yet in this run"
+    rows = answered.set_index("source")
+    parts = []
+    if "live" in rows.index:
+        parts.append(f"{rows.at['live', 'models']} ({_calls(rows.at['live', 'calls'])} live)")
+    if "unnamed" in rows.index:
+        parts.append(f"{_calls(rows.at['unnamed', 'calls'])} live to an endpoint that named no model")
+    if "replayed" in rows.index:
+        source = rows.at["replayed", "models"]
+        parts.append(
+            f"{_calls(rows.at['replayed', 'calls'])} replayed from the cache "
+            + (f"(answered by {source})" if source else "(the model that answered was not recorded)")
+        )
+    if "unanswered" in rows.index:
+        calls, kinds = _calls(rows.at["unanswered", "calls"]), rows.at["unanswered", "failures"]
+        if not parts:
+            return f"no model answered ({calls} failed: {kinds})"
+        parts.append(f"{calls} answered by no model ({kinds})")
+    return "; ".join(parts)
+
+
 def answered_by(ledger: pd.DataFrame) -> str:
     """What actually answered the LLM calls of `ledger` (the `model` the endpoint reported), the
     calls replayed from the cache and the calls no model answered, as a provenance line.
     """
-    llm = ledger[ledger["kind"] != "embedding"]
-    if llm.empty:
-        return "no model call yet in this run"
-    cached = llm["cached"].astype(bool)
-    named = llm["served_model"] != ""
-    failed = llm["failure"] != ""
-    live = llm[~cached & named]
-    unnamed = llm[~cached & ~named & ~failed]  # answered by an endpoint that reports no model name
-    replayed = llm[cached]
-    unanswered = llm[~cached & ~named & failed]
-
-    def models(rows: pd.DataFrame) -> str:
-        return ", ".join(sorted(set(rows["served_model"]) - {""}))  # plain text: reports escape it
-
-    parts = []
-    if not live.empty:
-        parts.append(f"{models(live)} ({_calls(len(live))} live)")
-    if not unnamed.empty:
-        parts.append(f"{_calls(len(unnamed))} live to an endpoint that named no model")
-    if not replayed.empty:
-        source = models(replayed)
-        parts.append(
-            f"{_calls(len(replayed))} replayed from the cache "
-            + (f"(answered by {source})" if source else "(the model that answered was not recorded)")
-        )
-    if not unanswered.empty:
-        kinds = ", ".join(sorted(set(unanswered["failure"])))
-        if not parts:
-            return f"no model answered ({_calls(len(unanswered))} failed: {kinds})"
-        parts.append(f"{_calls(len(unanswered))} answered by no model ({kinds})")
-    return "; ".join(parts)
+    return answered_by_text(answered_by_table(ledger))
 
 
 def _calls(n: int) -> str:
@@ -237,19 +263,20 @@ def by_stage(ledger: pd.DataFrame, keys: tuple[str, ...] = ("stage", "method")) 
     )
 
 
-def throughput(ledger: pd.DataFrame) -> dict[str, float | None]:
-    """Generation tokens/s and prompt+generation tokens/s over this run's live, successful calls.
-
-    None when every call was replayed from the cache: nothing was measured in this run.
+def throughput_table(ledger: pd.DataFrame) -> pd.DataFrame:
+    """Generated tokens/s and prompt+generated tokens/s over this run's live, successful LLM calls
+    (`seconds`: their summed wall time), one row per kind of `tokens`. No row when no such call
+    took any time (every call replayed from the cache, or none succeeded): nothing was measured.
     """
     live = ledger[
         (ledger["kind"] != "embedding") & ~ledger["cached"].astype(bool) & (ledger["failure"] == "")
     ]
     seconds = float(live["latency_s"].sum())
-    if live.empty or seconds <= 0:
-        return {"completion_tokens_per_s": None, "total_tokens_per_s": None, "live_seconds": 0.0}
-    return {
-        "completion_tokens_per_s": float(live["completion_tokens"].sum()) / seconds,
-        "total_tokens_per_s": float((live["prompt_tokens"] + live["completion_tokens"]).sum()) / seconds,
-        "live_seconds": seconds,
-    }
+    rows = []
+    if not live.empty and seconds > 0:
+        generated = float(live["completion_tokens"].sum())
+        rows = [
+            ("generated", generated / seconds, seconds),
+            ("prompt+generated", (float(live["prompt_tokens"].sum()) + generated) / seconds, seconds),
+        ]
+    return pd.DataFrame(rows, columns=["tokens", "tokens_per_s", "seconds"])

@@ -1,93 +1,125 @@
 """What notebook 01 says of an index: where it is and what it holds, the extraction failure
-share, the LLM graph's provenance counts, the community reports, and the findings.
+share, the LLM graph's provenance counts, the community reports, and the findings; worded from its
+saved tables (`findings`, `index_build`: `evaluation.index_findings`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pandas as pd
 
-from ragtrial.index.tables import GraphIndex
-from ragtrial.stats import Interval, McNemarResult, claim_text
+from ragtrial.evaluation.findings import FINDINGS_TABLE, stated, stated_count, statements
+from ragtrial.evaluation.index_findings import (
+    CHUNK_OVERLAP,
+    CHUNK_SIZE,
+    CHUNKS,
+    COVERAGE_LEVEL,
+    DOCUMENTS,
+    ENDPOINT_ONLY_ENTITIES,
+    ENDPOINTS_ADDED,
+    GLEANED_ENTITIES,
+    GLEANING_ROUNDS,
+    LLM_CHUNKS,
+    LLM_CHUNKS_READ,
+    LLM_EXTRACTION,
+    LLM_FAILURES,
+    MEDIAN_CHUNK_TOKENS,
+    REPORTS,
+    REPORTS_SKIPPED,
+    SUMMARIES,
+)
+from ragtrial.report.narrative.narration import Narration, SavedTables, saved
+from ragtrial.stats import claim_text
 
 
-def index_note(index: GraphIndex, path: Path, reused: bool) -> str:
-    manifest = index.manifest
-    s = manifest["settings"]["index"]
+def index_note(build: pd.DataFrame, findings: pd.DataFrame) -> str:
+    """Where the index is, whether this run built it, and what it holds (tables `index_build`,
+    `findings`).
+    """
+    b = build.iloc[0]
     built = (
-        f"**reused**, built on {manifest['built_at']} by run `{manifest['built_by_run']}`."
-        if reused
-        else f"**built in this run** in {manifest['build_wall_s']:.0f} s."
+        f"**reused**, built on `{b['built_at']}` by run `{b['built_by_run']}`."
+        if b["reused"]
+        else f"**built in this run** in {b['wall_s']:.0f} s."
     )
     return (
-        f"Index `{manifest['config_hash']}` at `{path}`: {built}"
-        f" Data set `{manifest['settings']['dataset']}`: {len(index.documents)} documents, "
-        f"{len(index.chunks)} chunks ({s['chunking']} chunking, size {s['chunk_size']}, overlap "
-        f"{s['chunk_overlap']}, median {index.chunks['n_tokens'].median():.0f} tokens); graph source "
-        f"`{s['graph_source']}`."
+        f"Index `{b['config_hash']}` at `{b['path']}`: {built}"
+        f" Data set `{b['dataset']}`: {stated_count(findings, DOCUMENTS)} documents, "
+        f"{stated_count(findings, CHUNKS)} chunks ({b['chunking']} chunking, size "
+        f"{stated_count(findings, CHUNK_SIZE)}, overlap {stated_count(findings, CHUNK_OVERLAP)}, median "
+        f"{stated(findings, MEDIAN_CHUNK_TOKENS)['value']:.0f} tokens); graph source `{b['graph_source']}`."
     )
 
 
-def extraction_failed_fact(coverage: pd.DataFrame) -> str:
+def extraction_failed_fact(coverage: pd.DataFrame, findings: pd.DataFrame) -> str:
     """The headline fact: on how many of the chunks it read the LLM extraction failed."""
     failed = coverage[(coverage["origin"] == "llm") & (coverage["measure"] == "extraction failed")].iloc[0]
+    level = stated(findings, COVERAGE_LEVEL)["value"]
     return (
         f"LLM extraction failed on {failed['count']} of {failed['of']} chunks read "
-        f"({failed['share']:.0%}, 95% interval {failed['low']:.0%}–{failed['high']:.0%})."
+        f"({failed['share']:.0%}, {level:.0%} interval {failed['low']:.0%}–{failed['high']:.0%})."
     )
 
 
-def extraction_headline(coverage: pd.DataFrame, llm_stats: dict[str, Any] | None) -> str:
-    if not llm_stats:
+def extraction_headline(coverage: pd.DataFrame, findings: pd.DataFrame) -> str:
+    if not stated_count(findings, LLM_EXTRACTION):
         return "No LLM extraction in this index (graph source without an LLM)."
-    headline = f"**{extraction_failed_fact(coverage)}** "
-    if llm_stats["skipped_chunk_ids"]:
+    headline = f"**{extraction_failed_fact(coverage, findings)}** "
+    read, chunks = stated_count(findings, LLM_CHUNKS_READ), stated_count(findings, LLM_CHUNKS)
+    if read < chunks:
         headline += (
             f"To fit the embedded model's time budget the LLM read a seeded sample of "
-            f"{llm_stats['attempted_chunks']} of {llm_stats['chunks']} chunks (`index.llm_max_chunks`); "
+            f"{read} of {chunks} chunks (`index.llm_max_chunks`); "
             "the other chunks have no LLM graph by design and are not counted as failures. "
         )
-    return headline + f"Failures by stage: {llm_stats['failures_by_stage'] or 'none'}."
+    failures = statements(findings, LLM_FAILURES)
+    by_stage = {stage: int(n) for stage, n in zip(failures["subject"], failures["value"], strict=True)}
+    return headline + f"Failures by stage: {by_stage or 'none'}."
 
 
-def llm_graph_note(llm_stats: dict[str, Any]) -> str:
+def llm_graph_note(findings: pd.DataFrame) -> str:
     """How the LLM graph came about: endpoints added as entities, gleaning, description summaries."""
-    summaries = llm_stats["description_summaries"]
+
+    def summaries(outcome: str) -> int:
+        return stated_count(findings, SUMMARIES, outcome)
+
     return (
-        f"LLM graph: {llm_stats['endpoint_instances_added']} relation/claim endpoints were added as "
-        f"entities ({llm_stats['entities_from_endpoints_only']} entities are known only that way); "
-        f"{llm_stats['gleaning_rounds']} gleaning rounds added {llm_stats['gleaned_entities']} entities; "
-        f"{summaries['candidates']} elements had differing descriptions from several chunks, "
-        f"{summaries['summarized']} were summarized by the LLM, {summaries['not_summarized']} kept their "
+        f"LLM graph: {stated_count(findings, ENDPOINTS_ADDED)} relation/claim endpoints were added as "
+        f"entities ({stated_count(findings, ENDPOINT_ONLY_ENTITIES)} entities are known only that way); "
+        f"{stated_count(findings, GLEANING_ROUNDS)} gleaning rounds added "
+        f"{stated_count(findings, GLEANED_ENTITIES)} entities; {summaries('candidates')} elements had "
+        "differing descriptions from several chunks, "
+        f"{summaries('summarized')} were summarized by the LLM, {summaries('not_summarized')} kept their "
         "joined descriptions (bound `index.max_summaries` or a failed call)."
     )
 
 
-def reports_note(report_stats: dict[str, Any]) -> str:
-    skipped = {reason: len(ids) for reason, ids in report_stats["skipped"].items()}
+def reports_note(findings: pd.DataFrame) -> str:
+    skipped = statements(findings, REPORTS_SKIPPED)
+    by_reason = ", ".join(
+        f"{n:.0f} by {r}" for r, n in zip(skipped["subject"], skipped["value"], strict=True)
+    )
+
+    def reports(what: str) -> int:
+        return stated_count(findings, REPORTS, what)
+
     return (
-        f"{report_stats['selected']} communities selected: {report_stats['generated']} reports "
-        f"generated, {report_stats['reused']} reused (same members as a reported community), "
-        f"{len(report_stats['failed'])} failed. Skipped: "
-        + (", ".join(f"{n} by {reason}" for reason, n in skipped.items()) or "none")
-        + "."
+        f"{reports('selected')} communities selected: {reports('generated')} reports "
+        f"generated, {reports('reused')} reused (same members as a reported community), "
+        f"{reports('failed')} failed. Skipped: " + (by_reason or "none") + "."
     )
 
 
-def index_findings(
-    manifest: dict[str, Any],
-    coverage: pd.DataFrame,
-    quality: pd.DataFrame | None,
-    recall_difference: tuple[Interval, McNemarResult] | None,
-) -> str:
+def _index_findings(tables: SavedTables) -> str:
     """The closing paragraph: extraction failures, recovery of the gold graph per origin, the
     paired LLM-vs-NLP recall difference, and how much of the build was model time.
     """
+    findings = saved(tables, FINDINGS_TABLE)
     parts = [
-        extraction_failed_fact(coverage) if manifest.get("llm_extraction") else "No LLM graph was built."
+        extraction_failed_fact(saved(tables, "extraction_coverage"), findings)
+        if stated_count(findings, LLM_EXTRACTION)
+        else "No LLM graph was built."
     ]
+    quality = tables.get("gold_graph_scores")
     if quality is not None:
         q = quality.set_index(["origin", "measure"])
 
@@ -106,22 +138,23 @@ def index_findings(
                 f"{share(origin, 'entity precision')} of its entities and "
                 f"{share(origin, 'relation precision')} of its relations are in the gold graph."
             )
-    if recall_difference is not None:
-        d, test = recall_difference
-        more = f"the {'LLM' if d.mean > 0 else 'NLP'} graph recalls more"
+    difference = tables.get("relation_recall_difference")
+    if difference is not None and len(difference):
+        d = difference.iloc[0]
+        more = f"the {'LLM' if d['mean_diff'] > 0 else 'NLP'} graph recalls more"
         parts.append(
-            f"On the {d.n} gold relations both extractors read, LLM minus NLP relation recall is "
-            f"{d.mean:+.0%} [{d.low:+.0%}, {d.high:+.0%}] (McNemar {test.method}, p={test.p_value:.3g}): "
-            f"{claim_text(d.low, d.high, test.p_value, more)}."
+            f"On the {d['n']} gold relations both extractors read, LLM minus NLP relation recall is "
+            f"{d['mean_diff']:+.0%} [{d['ci_low']:+.0%}, {d['ci_high']:+.0%}] (McNemar {d['test']}, "
+            f"p={d['p_value']:.3g}): {claim_text(d['ci_low'], d['ci_high'], d['p_value'], more)}."
         )
-    model_s = sum(row["model_s"] for row in manifest["stages"])
+    build = saved(tables, "index_build").iloc[0]
     parts.append(
-        f"The build took {manifest['build_wall_s']:.0f} s, {model_s:.0f} s of it waiting for the model."
+        f"The build took {build['wall_s']:.0f} s, {build['model_s']:.0f} s of it waiting for the model."
     )
     return " ".join(parts)
 
 
-def index_headline(index: GraphIndex, counts: pd.DataFrame, quality: pd.DataFrame | None) -> str:
+def index_headline(findings: pd.DataFrame, counts: pd.DataFrame, quality: pd.DataFrame | None) -> str:
     """The one line of notebook 01 for the index page: what each graph holds and, on the generated
     corpus, how much of the gold graph's relations it recovers. `counts`: `index.inspect.origin_counts`.
     """
@@ -130,8 +163,11 @@ def index_headline(index: GraphIndex, counts: pd.DataFrame, quality: pd.DataFram
         f"{r['communities']} communities"
         for _, r in counts.iterrows()
     )
-    documents = f"{len(index.documents)} document{'' if len(index.documents) == 1 else 's'}"
-    line = f"{documents} in {len(index.chunks)} chunks: {graphs or 'no graph'}."
+    documents = stated_count(findings, DOCUMENTS)
+    line = (
+        f"{documents} document{'' if documents == 1 else 's'} in {stated_count(findings, CHUNKS)} chunks: "
+        f"{graphs or 'no graph'}."
+    )
     if quality is not None:
         recall = quality[quality["measure"] == "relation recall"]
         line += (
@@ -145,3 +181,11 @@ def index_headline(index: GraphIndex, counts: pd.DataFrame, quality: pd.DataFram
             + "."
         )
     return line
+
+
+def narrate(tables: SavedTables) -> Narration:
+    """Notebook 01: the headline (what each graph holds, its gold relation recall) and the findings."""
+    headline = index_headline(
+        saved(tables, FINDINGS_TABLE), saved(tables, "graph_counts"), tables.get("gold_graph_scores")
+    )
+    return Narration(headline, _index_findings(tables))

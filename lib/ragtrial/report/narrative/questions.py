@@ -1,15 +1,31 @@
 """What notebooks 02 and 03 say of the question tables: how the generators' questions spread over
-the corpus's entities, and how relevant what a method retrieves is to them.
+the corpus's entities, and how relevant what a method retrieves is to them; worded from their saved
+tables (`findings`: `evaluation.question_findings`).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ragtrial.config.questions import RelevanceSettings
+from ragtrial.evaluation.findings import FINDINGS_TABLE, stated_count, statements
+from ragtrial.evaluation.question_findings import (
+    AT_LENGTH_CAP,
+    COMMUNITY_LEVEL,
+    CONTEXT_TOKENS,
+    ENTITY_FAILURES,
+    GENERATION_FAILURES,
+    LENGTH_CAP,
+    OVER_LENGTH_CAP,
+    PAPER_QUESTIONS,
+    QUESTIONS_KEPT,
+    RATING_FAILURES,
+    RETRIEVED_ITEMS,
+)
+from ragtrial.evaluation.run_facts import QUOTED_NAMES_TABLE, is_embedded, quoted_name
 from ragtrial.llm.structured import TOO_LONG
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative.common import embedded_disclaimer, failure_sentence
+from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 
 
 def _distribution_line(row: pd.Series, community_level: int) -> str:
@@ -26,14 +42,15 @@ def _distribution_line(row: pd.Series, community_level: int) -> str:
     )
 
 
-def length_cap_note(questions: pd.DataFrame, generation_failures: pd.DataFrame, max_chars: int | None) -> str:
+def length_cap_note(findings: pd.DataFrame) -> str:
     """What the question length cap (questions.question_max_chars) cost: generation calls whose reply
     ran over it (failures of kind too_long) and kept questions that reached it (perhaps cut short).
     """
-    if max_chars is None:
+    if statements(findings, LENGTH_CAP).empty:
         return "Questions have no length cap (questions.question_max_chars is None)."
-    over = int((generation_failures["kind"] == TOO_LONG).sum()) if len(generation_failures) else 0
-    at_cap = int(questions["at_length_cap"].sum()) if len(questions) else 0
+    max_chars, over, at_cap = (
+        stated_count(findings, s) for s in (LENGTH_CAP, OVER_LENGTH_CAP, AT_LENGTH_CAP)
+    )
     if not over and not at_cap:
         return f"No reply reached the {max_chars}-character length cap (questions.question_max_chars)."
     return (
@@ -43,30 +60,37 @@ def length_cap_note(questions: pd.DataFrame, generation_failures: pd.DataFrame, 
     )
 
 
-def entity_distribution_findings(
-    distribution: pd.DataFrame,
-    questions: pd.DataFrame,
-    dataset_name: str,
-    community_level: int,
-    generation_failures: pd.DataFrame,
-    entity_failures: pd.DataFrame,
-    embedded: bool,
-    question_max_chars: int | None,
-) -> str:
+def questions_shown_note(findings: pd.DataFrame) -> str:
+    """The line above notebook 02's sample of questions."""
+    return (
+        f"At most two questions per generator and level, of {stated_count(findings, QUESTIONS_KEPT)} "
+        "(table questions):"
+    )
+
+
+def _entity_distribution_findings(tables: SavedTables) -> str:
+    findings, distribution = saved(tables, FINDINGS_TABLE), saved(tables, "entity_distribution")
+    community_level = stated_count(findings, COMMUNITY_LEVEL)
     lines = [_distribution_line(row, community_level) for _, row in distribution.iterrows()]
-    sizes = questions.groupby("generator").size()
+    sizes = statements(findings, QUESTIONS_KEPT).query("subject != ''")
+    counted = ", ".join(f"{n:.0f} {g}" for g, n in zip(sizes["subject"], sizes["value"], strict=True))
+    dataset_name = quoted_name(saved(tables, QUOTED_NAMES_TABLE), "data set")
     notes = [
-        f"These counts come from {', '.join(f'{n} {g}' for g, n in sizes.items())} questions on "
-        f"*{dataset_name}*; distinct-entity counts grow with the number of questions, so compare them "
-        "with the paper's (150 questions per generator) only as shares and entropy, not as raw counts."
+        f"These counts come from {counted} questions on *{dataset_name}*; distinct-entity counts grow "
+        f"with the number of questions, so compare them with the paper's "
+        f"({stated_count(findings, PAPER_QUESTIONS)} questions per generator) only as shares and "
+        "entropy, not as raw counts."
     ]
-    if embedded:
+    if is_embedded(findings):
         notes.append(
             embedded_disclaimer("The questions and the LLM linker's entity lists")
             + " The n-gram linker (no model call) is the trustworthy reading of which entities the "
             "questions name."
         )
-    counts = {"generation calls": len(generation_failures), "entity listings": len(entity_failures)}
+    counts = {
+        "generation calls": stated_count(findings, GENERATION_FAILURES),
+        "entity listings": stated_count(findings, ENTITY_FAILURES),
+    }
     notes.append(
         failure_sentence(
             {what: str(n) for what, n in counts.items() if n},
@@ -75,44 +99,39 @@ def entity_distribution_findings(
             "left out (tables generation_failures, entity_failures)",
         )
     )
-    notes.append(length_cap_note(questions, generation_failures, question_max_chars))
+    notes.append(length_cap_note(findings))
     return "\n".join(lines) + "\n\n" + " ".join(notes)
 
 
-def relevance_findings(
-    by_generator: pd.DataFrame,
-    comparison: pd.DataFrame,
-    relevance: RelevanceSettings,
-    dataset_name: str,
-    failures: pd.DataFrame,
-    embedded: bool,
-    length_cap: str,
-) -> str:
-    """Notebook 03's findings; `length_cap` is `length_cap_note` of the rated questions."""
+def _relevance_findings(tables: SavedTables) -> str:
+    findings, by_generator = saved(tables, FINDINGS_TABLE), saved(tables, "relevance_by_generator")
+    names = saved(tables, QUOTED_NAMES_TABLE)
     lines = [
         f"- **{r['generator']}**: mean relevance {r['mean']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}] "
         f"over {r['n']} rated questions; {r['share_0_1']:.0%} scored 0-1 "
         f"[{r['share_0_1_low']:.0%}, {r['share_0_1_high']:.0%}]."
         for _, r in by_generator.iterrows()
     ]
-    lines += [f"- {verdict}" for verdict in comparison["verdict"]]
+    lines += [f"- {verdict}" for verdict in saved(tables, "generator_comparison")["verdict"]]
     notes = [
-        f"Retriever `{relevance.retriever}` (top {relevance.k}, {relevance.context_max_tokens} context "
-        f"tokens) on *{dataset_name}*."
+        f"Retriever `{quoted_name(names, 'questions.relevance.retriever')}` (top "
+        f"{stated_count(findings, RETRIEVED_ITEMS)}, {stated_count(findings, CONTEXT_TOKENS)} context "
+        f"tokens) on *{quoted_name(names, 'data set')}*."
     ]
-    if embedded:
+    if is_embedded(findings):
         notes.append(
             embedded_disclaimer("Questions and ratings") + " They say nothing of how relevant retrieval is."
         )
+    failed = stated_count(findings, RATING_FAILURES)
     notes.append(
         failure_sentence(
-            {"questions": str(len(failures))} if len(failures) else {},
+            {"questions": str(failed)} if failed else {},
             "Every question was rated.",
             "Questions without a rating (retrieval or rating failed)",
             "left out of every mean (table rating_failures)",
         )
     )
-    notes.append(length_cap)
+    notes.append(length_cap_note(findings))
     return "\n".join(lines) + "\n\n" + " ".join(notes)
 
 
@@ -149,3 +168,18 @@ def relevance_headline(by_generator: pd.DataFrame) -> str:
         )
         + "."
     )
+
+
+def narrate_entity_distribution(tables: SavedTables) -> Narration:
+    """Notebook 02: per generator and linker, the entity distribution, and the notes on the counts."""
+    return Narration(
+        entity_distribution_headline(saved(tables, "entity_distribution")),
+        _entity_distribution_findings(tables),
+    )
+
+
+def narrate_relevance(tables: SavedTables) -> Narration:
+    """Notebook 03: per generator, the mean relevance and the share of 0-1 ratings, the generators
+    compared, and the notes on the ratings.
+    """
+    return Narration(relevance_headline(saved(tables, "relevance_by_generator")), _relevance_findings(tables))

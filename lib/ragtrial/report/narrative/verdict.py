@@ -1,6 +1,7 @@
 """Notebook 10's words: which runs the verdict combined, and per question type, for each graph
 method, the verdict generated from its numbers (never a ranking of point estimates: a difference
-is stated only under the claim rule, and "no claim" says what this run could have detected).
+is stated only under the claim rule, and "no claim" says what this run could have detected);
+worded from its saved tables (`findings`: `evaluation.verdict_findings`).
 """
 
 from __future__ import annotations
@@ -10,10 +11,21 @@ import math
 import pandas as pd
 
 from ragtrial import stats
+from ragtrial.evaluation.findings import FINDINGS_TABLE, stated_count, statements
+from ragtrial.evaluation.run_facts import is_embedded, quoted_name
 from ragtrial.evaluation.verdict import Pricing
+from ragtrial.evaluation.verdict_findings import (
+    LEFT_OUT,
+    LEFT_OUT_REASONS_SHOWN,
+    LEFT_OUT_REASONS_UNLISTED,
+    MORE_VERDICTS,
+    PRICE,
+    RUNS_SKIPPED,
+)
 from ragtrial.evaluation.verdict_measures import MEASURES
 from ragtrial.report.markdown import table_cell
 from ragtrial.report.narrative.common import embedded_disclaimer
+from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 
 UNIT_WORDS = {"tokens": "LLM tokens", "money": "money", "seconds": "seconds", "calls": "calls"}
 MEASURED_BY = {
@@ -23,11 +35,14 @@ MEASURED_BY = {
 }
 
 
-def combined_runs_note(runs: pd.DataFrame, missing: pd.DataFrame, skipped: pd.DataFrame) -> str:
-    """Exactly which runs the verdict combines, and what it lacks."""
+def combined_runs_note(runs: pd.DataFrame, missing: pd.DataFrame, findings: pd.DataFrame) -> str:
+    """Exactly which runs the verdict combines, and what it lacks (tables `combined_runs`,
+    `missing_inputs`, and the runs skipped counted in `findings`).
+    """
     lines = ["**Runs combined** (same data set, model and index):"]
     lines += [
-        f"- `{r.notebook}`: run `{r.run_id}` ({r.how}; ended {r.ended_at}, commit {str(r.git_commit)[:10]})"
+        f"- `{r.notebook}`: run `{r.run_id}` ({r.how}; ended `{r.ended_at}`, commit "
+        f"`{str(r.git_commit)[:10]}`)"
         for r in runs.itertuples(index=False)
     ] or ["- none"]
     if len(missing):
@@ -36,9 +51,9 @@ def combined_runs_note(runs: pd.DataFrame, missing: pd.DataFrame, skipped: pd.Da
             + "; ".join(f"`{m.notebook}` ({table_cell(m.reason)})" for m in missing.itertuples(index=False))
             + "."
         )
-    if len(skipped):
+    if skipped := stated_count(findings, RUNS_SKIPPED):
         lines.append(
-            f"{len(skipped)} other run(s) in the outputs folder were not combined (listed in the "
+            f"{skipped} other run(s) in the outputs folder were not combined (listed in the "
             "`skipped_runs` table with the reason: another data set, model or index, or not completed)."
         )
     return "\n".join(lines)
@@ -163,18 +178,30 @@ def baseline_note(baselines: pd.DataFrame) -> str:
     )
 
 
-def measures_note(read: list[str], unread: dict[str, str]) -> str:
-    """Which measures the verdict read, and why the others are absent."""
+def measures_note(measures: pd.DataFrame) -> str:
+    """Which measures the verdict read, and why the others are absent (table `measures_read`)."""
+    read, unread = measures[measures["read"]], measures[~measures["read"]]
     lines = [
-        "**Measures read:** " + ", ".join(f"`{m}` ({MEASURES.entry(m).description})" for m in read) + "."
+        "**Measures read:** "
+        + ", ".join(f"`{m}` ({MEASURES.entry(m).description})" for m in read["measure"])
+        + "."
     ]
-    if unread:
-        lines.append("**Not read:** " + "; ".join(f"`{m}`: {why}" for m, why in unread.items()) + ".")
+    if len(unread):
+        lines.append(
+            "**Not read:** "
+            + "; ".join(f"`{m}`: {why}" for m, why in zip(unread["measure"], unread["reason"], strict=True))
+            + "."
+        )
     return "\n".join(lines)
 
 
-def cost_note(unit: str, pricing: Pricing) -> str:
-    """The unit the verdict's ratios and break-even are in, and what money covers."""
+def cost_note(names: pd.DataFrame, findings: pd.DataFrame) -> str:
+    """The unit the verdict's ratios and break-even are in (`quoted_names`), and what money covers
+    (the prices in `findings`).
+    """
+    unit = quoted_name(names, "verdict.cost_unit")
+    prices = statements(findings, PRICE).set_index("subject")["value"]
+    pricing = Pricing(*(prices.get(tokens) for tokens in ("prompt", "completion", "embedding")))
     return (
         f"**Cost unit:** {UNIT_WORDS.get(unit, unit)} (`verdict.cost_unit`). Money: "
         f"{pricing.note()}. Calls, LLM tokens, embedding tokens and seconds are "
@@ -184,25 +211,36 @@ def cost_note(unit: str, pricing: Pricing) -> str:
     )
 
 
-def left_out_note(left_out: pd.DataFrame, shown: int = 8) -> str:
-    """What the comparisons left out and why (a failed answer, no gold, a failed check), counted."""
-    if left_out.empty:
+def left_out_note(counts: pd.DataFrame, findings: pd.DataFrame) -> str:
+    """What the comparisons left out and why (a failed answer, no gold, a failed check), counted
+    (table `left_out_counts`, the total and the reasons not listed in `findings`).
+    """
+    left_out = stated_count(findings, LEFT_OUT)
+    if not left_out:
         return "**Left out:** no question; every comparison is on every question both methods answered."
-    counts = left_out.groupby(["measure", "reason"], sort=False).size().sort_values(ascending=False)
-    listed = [f"`{m}`: {n} × {table_cell(r)}" for (m, r), n in counts.head(shown).items()]
-    more = f" (and {len(counts) - shown} more reasons in the `left_out` table)" if len(counts) > shown else ""
-    return (
-        f"**Left out:** {len(left_out)} paired question(s), never scored: " + "; ".join(listed) + more + "."
-    )
+    listed = [
+        f"`{r.measure}`: {r.questions} × {table_cell(r.reason)}"
+        for r in counts.head(LEFT_OUT_REASONS_SHOWN).itertuples(index=False)
+    ]
+    unlisted = stated_count(findings, LEFT_OUT_REASONS_UNLISTED)
+    more = f" (and {unlisted} more reasons in the `left_out` table)" if unlisted else ""
+    return f"**Left out:** {left_out} paired question(s), never scored: " + "; ".join(listed) + more + "."
 
 
-def verdict_headline(verdicts: pd.DataFrame, embedded: bool) -> str:
+def verdict_headline(verdicts: pd.DataFrame, findings: pd.DataFrame) -> str:
     """The one line of notebook 10 for the index page: the verdict's first sentence (all questions,
     the first graph method), and how many other sentences it has.
     """
+    embedded = is_embedded(findings)
     if verdicts.empty:
         return verdict_by_type(verdicts, embedded)
     overall = verdicts[verdicts["question_type"] == "all"]
     row = (overall if len(overall) else verdicts).iloc[0]
-    more = f" ({len(verdicts) - 1} more verdict(s) in the report.)" if len(verdicts) > 1 else ""
-    return verdict_sentence(row, embedded) + more
+    more = stated_count(findings, MORE_VERDICTS)
+    return verdict_sentence(row, embedded) + (f" ({more} more verdict(s) in the report.)" if more else "")
+
+
+def narrate(tables: SavedTables) -> Narration:
+    """The headline and the verdict per question type (tables `verdicts` and `findings`)."""
+    verdicts, findings = saved(tables, "verdicts"), saved(tables, FINDINGS_TABLE)
+    return Narration(verdict_headline(verdicts, findings), verdict_by_type(verdicts, is_embedded(findings)))

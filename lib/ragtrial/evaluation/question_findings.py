@@ -1,0 +1,117 @@
+"""Notebooks 02 and 03's findings: the questions each generator kept, what the length cap cost, the
+failed calls, and the settings their prose quotes. The per-generator distribution and relevance
+figures are in their own tables (`entity_distribution`, `relevance_by_generator`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ragtrial.config.questions import RelevanceSettings
+from ragtrial.evaluation.findings import Finding, findings_table
+from ragtrial.evaluation.run_facts import embedded_model_finding
+from ragtrial.llm.structured import TOO_LONG
+
+QUESTIONS_KEPT = "questions kept"  # subject "" for all, else a generator
+LENGTH_CAP = "question length cap"  # no row: no cap
+OVER_LENGTH_CAP = "replies over the length cap"
+AT_LENGTH_CAP = "questions at the length cap"
+COMMUNITY_LEVEL = "community level"
+GENERATION_FAILURES = "failed generation calls"
+ENTITY_FAILURES = "failed entity listings"
+RATING_FAILURES = "questions without a rating"
+RETRIEVED_ITEMS = "items retrieved per question"
+CONTEXT_TOKENS = "rated context tokens"
+# The GraphRAG evaluation paper's question count per generator (Section V-A), which 02 compares with.
+PAPER_QUESTIONS = "questions per generator in the paper"
+PAPER_QUESTIONS_PER_GENERATOR = 150
+
+
+def generated_question_findings(
+    questions: pd.DataFrame, generation_failures: pd.DataFrame, question_max_chars: int | None
+) -> list[Finding]:
+    """The questions kept, in all and per generator (in generator order), and what the length cap
+    (questions.question_max_chars) cost: generation calls whose reply ran over it (failures of kind
+    too_long) and kept questions that reached it (perhaps cut short).
+    """
+    sizes = questions.groupby("generator").size()
+    findings = [Finding(QUESTIONS_KEPT, "questions kept after de-duplication", len(questions), "questions")]
+    findings += [
+        Finding(QUESTIONS_KEPT, "questions kept after de-duplication", int(n), "questions", subject=str(g))
+        for g, n in sizes.items()
+    ]
+    if question_max_chars is not None:
+        over = int((generation_failures["kind"] == TOO_LONG).sum()) if len(generation_failures) else 0
+        at_cap = int(questions["at_length_cap"].sum()) if len(questions) else 0
+        findings += [
+            Finding(LENGTH_CAP, "characters (questions.question_max_chars)", question_max_chars, "run.json"),
+            Finding(OVER_LENGTH_CAP, f"generation calls failed as {TOO_LONG}", over, "generation_failures"),
+            Finding(AT_LENGTH_CAP, "kept questions that reached the cap", at_cap, "questions"),
+        ]
+    return findings
+
+
+def entity_distribution_findings(
+    questions: pd.DataFrame,
+    generation_failures: pd.DataFrame,
+    entity_failures: pd.DataFrame,
+    question_max_chars: int | None,
+    community_level: int,
+    embedded: bool,
+) -> pd.DataFrame:
+    """Notebook 02's `findings` table."""
+    return findings_table(
+        [
+            *generated_question_findings(questions, generation_failures, question_max_chars),
+            Finding(
+                COMMUNITY_LEVEL,
+                "community level coverage counts (questions.community_level)",
+                community_level,
+                "run.json",
+            ),  # fmt: skip
+            Finding(
+                GENERATION_FAILURES,
+                "generation calls that failed",
+                len(generation_failures),
+                "generation_failures",
+            ),  # fmt: skip
+            Finding(ENTITY_FAILURES, "entity listings that failed", len(entity_failures), "entity_failures"),
+            Finding(
+                PAPER_QUESTIONS,
+                "questions per generator, GraphRAG evaluation paper Section V-A",
+                PAPER_QUESTIONS_PER_GENERATOR,
+                "the paper",
+            ),  # fmt: skip
+            embedded_model_finding(embedded),
+        ]
+    )
+
+
+def relevance_findings(
+    questions: pd.DataFrame,
+    generation_failures: pd.DataFrame,
+    rating_failures: pd.DataFrame,
+    question_max_chars: int | None,
+    relevance: RelevanceSettings,
+    embedded: bool,
+) -> pd.DataFrame:
+    """Notebook 03's `findings` table."""
+    return findings_table(
+        [
+            *generated_question_findings(questions, generation_failures, question_max_chars),
+            Finding(RETRIEVED_ITEMS, "questions.relevance.k", relevance.k, "run.json"),
+            Finding(
+                CONTEXT_TOKENS,
+                "questions.relevance.context_max_tokens",
+                relevance.context_max_tokens,
+                "run.json",
+            ),  # fmt: skip
+            Finding(
+                RATING_FAILURES,
+                "questions whose retrieval or rating failed",
+                len(rating_failures),
+                "rating_failures",
+            ),  # fmt: skip
+            embedded_model_finding(embedded),
+        ]
+    )
