@@ -8,8 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ragtrial.config.questions import RelevanceSettings
-from ragtrial.evaluation.findings import Finding, findings_table
-from ragtrial.evaluation.run_facts import embedded_model_finding
+from ragtrial.evaluation.findings import Finding, embedded_model_finding, findings_table
 from ragtrial.llm.structured import TOO_LONG
 
 QUESTIONS_KEPT = "questions kept"  # subject "" for all, else a generator

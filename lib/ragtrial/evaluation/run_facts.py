@@ -1,7 +1,6 @@
 """What a report's prose quotes of the run's own setup, saved so that a narrative words it from
 tables alone: the names it quotes (the data set, the retriever, the requested model, the cost unit),
-which no `findings` row can hold (a row's value is a number), as the `quoted_names` table; and
-whether the run's model is the embedded default, as a `findings` row (source run.json).
+which no `findings` row can hold (a row's value is a number), as the `quoted_names` table.
 """
 
 from __future__ import annotations
@@ -10,10 +9,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from ragtrial.evaluation.findings import Finding, stated
-
 QUOTED_NAMES_TABLE = "quoted_names"
-EMBEDDED_MODEL = "embedded model"
 
 
 def quoted_names_table(names: Mapping[str, str]) -> pd.DataFrame:
@@ -27,14 +23,3 @@ def quoted_name(names: pd.DataFrame, what: str) -> str:
     if len(rows) != 1:
         raise KeyError(f"quoted_names table: {len(rows)} rows for {what!r} (1 needed)")
     return str(rows["name"].iloc[0])
-
-
-def embedded_model_finding(embedded: bool) -> Finding:
-    """1 when the run's model is the embedded default (its numbers prove the pipeline runs), else 0."""
-    return Finding(
-        EMBEDDED_MODEL, "1 if the run's model is the embedded default, else 0", embedded, "run.json"
-    )
-
-
-def is_embedded(findings: pd.DataFrame) -> bool:
-    return bool(stated(findings, EMBEDDED_MODEL)["value"])

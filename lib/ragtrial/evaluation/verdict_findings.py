@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from ragtrial.evaluation.findings import Finding, findings_table
-from ragtrial.evaluation.run_facts import embedded_model_finding
+from ragtrial.evaluation.findings import Finding, embedded_model_finding, findings_table
 from ragtrial.evaluation.verdict import Pricing
 
 RUNS_SKIPPED = "runs skipped"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ragtrial.evaluation.findings import FINDINGS_TABLE, stated_count, statements
+from ragtrial.evaluation.findings import FINDINGS_TABLE, answered_by_embedded_model, stated_count, statements
 from ragtrial.evaluation.question_findings import (
     AT_LENGTH_CAP,
     COMMUNITY_LEVEL,
@@ -21,7 +21,7 @@ from ragtrial.evaluation.question_findings import (
     RATING_FAILURES,
     RETRIEVED_ITEMS,
 )
-from ragtrial.evaluation.run_facts import QUOTED_NAMES_TABLE, is_embedded, quoted_name
+from ragtrial.evaluation.run_facts import QUOTED_NAMES_TABLE, quoted_name
 from ragtrial.llm.structured import TOO_LONG
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative.common import embedded_disclaimer, failure_sentence
@@ -81,7 +81,7 @@ def _entity_distribution_findings(tables: SavedTables) -> str:
         f"({stated_count(findings, PAPER_QUESTIONS)} questions per generator) only as shares and "
         "entropy, not as raw counts."
     ]
-    if is_embedded(findings):
+    if answered_by_embedded_model(findings):
         notes.append(
             embedded_disclaimer("The questions and the LLM linker's entity lists")
             + " The n-gram linker (no model call) is the trustworthy reading of which entities the "
@@ -118,7 +118,7 @@ def _relevance_findings(tables: SavedTables) -> str:
         f"{stated_count(findings, RETRIEVED_ITEMS)}, {stated_count(findings, CONTEXT_TOKENS)} context "
         f"tokens) on *{quoted_name(names, 'data set')}*."
     ]
-    if is_embedded(findings):
+    if answered_by_embedded_model(findings):
         notes.append(
             embedded_disclaimer("Questions and ratings") + " They say nothing of how relevant retrieval is."
         )

@@ -11,8 +11,8 @@ import math
 import pandas as pd
 
 from ragtrial import stats
-from ragtrial.evaluation.findings import FINDINGS_TABLE, stated_count, statements
-from ragtrial.evaluation.run_facts import is_embedded, quoted_name
+from ragtrial.evaluation.findings import FINDINGS_TABLE, answered_by_embedded_model, stated_count, statements
+from ragtrial.evaluation.run_facts import quoted_name
 from ragtrial.evaluation.verdict import Pricing
 from ragtrial.evaluation.verdict_findings import (
     LEFT_OUT,
@@ -231,7 +231,7 @@ def verdict_headline(verdicts: pd.DataFrame, findings: pd.DataFrame) -> str:
     """The one line of notebook 10 for the index page: the verdict's first sentence (all questions,
     the first graph method), and how many other sentences it has.
     """
-    embedded = is_embedded(findings)
+    embedded = answered_by_embedded_model(findings)
     if verdicts.empty:
         return verdict_by_type(verdicts, embedded)
     overall = verdicts[verdicts["question_type"] == "all"]
@@ -243,4 +243,6 @@ def verdict_headline(verdicts: pd.DataFrame, findings: pd.DataFrame) -> str:
 def narrate(tables: SavedTables) -> Narration:
     """The headline and the verdict per question type (tables `verdicts` and `findings`)."""
     verdicts, findings = saved(tables, "verdicts"), saved(tables, FINDINGS_TABLE)
-    return Narration(verdict_headline(verdicts, findings), verdict_by_type(verdicts, is_embedded(findings)))
+    return Narration(
+        verdict_headline(verdicts, findings), verdict_by_type(verdicts, answered_by_embedded_model(findings))
+    )
