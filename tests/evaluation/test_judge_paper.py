@@ -103,8 +103,9 @@ def test_claims_agreement_collapses_five_repeats_with_ties_by_majority(scripted,
     )
     cfg = ClaimsSettings(methods=["c0", "ss"], judge="classic", judge_positions=["AB"])
     judge_cfg = JudgeSettings(classic_repeats=5, classic_ties=True)
-    verdicts, failures, source = judge_verdicts(llm, cfg, judge_cfg, questions, answers, ["c0", "ss"])
-    assert failures.empty and "5 vote(s) per shown order (AB), ties allowed" in source
+    verdicts, judged, source = judge_verdicts(llm, cfg, judge_cfg, questions, answers, ["c0", "ss"])
+    assert judged.failures.empty and "5 vote(s) per shown order (AB), ties allowed" in source
+    assert len(judged.costs) == 2 * 5 and not judged.costs["failed"].any()  # questions x repeats, one order
     assert verdicts["outcome"].value_counts().to_dict() == {"tie": 42, "win": 5, "loss": 3}
     metrics = pd.DataFrame(
         {
