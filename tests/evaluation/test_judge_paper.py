@@ -16,9 +16,11 @@ from test_judge import first_position_judge, self_pairs
 from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.evaluation.claim_verdicts import judge_agreement, judge_verdicts
+from ragtrial.evaluation.findings import findings_table
 from ragtrial.evaluation.judge.aggregate import aggregate_unbiased, classic_summary
 from ragtrial.evaluation.judge.audits import length_bias, order_flip_table, sanity_table
 from ragtrial.evaluation.judge.cost_plan import estimate_cost
+from ragtrial.evaluation.judge.findings import unbiased_pairs_findings
 from ragtrial.evaluation.judge.protocols import (
     CALL_KEY,
     CLASSIC_ASPECTS,
@@ -141,9 +143,8 @@ def test_without_the_unbiased_protocol_07_reports_the_classic_one_alone():
     unbiased = aggregate_unbiased(nothing_judged, resamples=200)
     assert unbiased.summary.empty
     sanity = sanity_table(table, unbiased.summary)
-    text = comparison_findings(
-        sanity, table, order_flip_table(table), unbiased.summary, unbiased.aspects, "", "", "note", False
-    )
+    counted = findings_table(unbiased_pairs_findings(unbiased.summary))
+    text = comparison_findings(sanity, table, order_flip_table(table), unbiased.summary, counted)
     assert "c0 vs ss, classic overall**: A shown first, A's win rate 75%" in text
 
 

@@ -71,12 +71,14 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
             "Is the LLM judge biased (position, length, trials), and does it call equal answers a draw?",
             without_gold={"judge.question_source": "graph"},
             methods=("judge.self_method",),
+            narrative="ragtrial.report.narrative.judge:narrate_bias_audit",
         ),
         NotebookSpec(
             "07_pairwise_method_comparison",
             "Which method answers better, judged pairwise by the classic and the unbiased protocol?",
             without_gold={"judge.question_source": "graph"},
             methods=("judge.methods",),
+            narrative="ragtrial.report.narrative.judge:narrate_pairwise",
         ),
         NotebookSpec(
             "08_claims_comprehensiveness_diversity",
@@ -102,6 +104,7 @@ NOTEBOOKS: dict[str, NotebookSpec] = {
             "11_upstream_systems",
             "How do the real GraphRAG, LightRAG and fast-graphrag answer beside the kit's versions of them?",
             methods=("upstream.methods",),
+            narrative="ragtrial.report.narrative.upstream:narrate",
         ),
         NotebookSpec(
             "12_judge_calibration",
