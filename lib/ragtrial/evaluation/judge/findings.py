@@ -158,6 +158,56 @@ def judge_call_findings(failures: pd.DataFrame, costs: pd.DataFrame) -> list[Fin
     ]
 
 
+def position_findings(position_audit: pd.DataFrame) -> list[Finding]:
+    """Per pair and protocol of the position audit: A's win rate shown first minus shown second."""
+    rows = []
+    for (pair, protocol), g in position_audit.groupby(["pair", "protocol"], sort=False):
+        a_won = dict(zip(g["order"], g["a_win_rate"], strict=True))
+        rows.append(
+            Finding(
+                "position_difference",
+                "A's win rate shown first minus shown second",
+                a_won.get("AB", np.nan) - a_won.get("BA", np.nan),
+                "position_bias",
+                subject=f"{pair}, {protocol}",
+            )
+        )
+    return rows
+
+
+def length_findings(length_bins: pd.DataFrame) -> list[Finding]:
+    """The classic verdicts with a word gap and the longer answer's win rate over all of them (the
+    bins' rates weighted by their verdicts), beside the rate without length bias; none without a gap.
+    """
+    if length_bins.empty:
+        return []
+    verdicts = int(length_bins["verdicts"].sum())
+    won = float((length_bins["longer_win_rate"] * length_bins["verdicts"]).sum() / verdicts)
+    return [
+        Finding("length_verdicts", "classic verdicts with a word gap", verdicts, "length_bias"),
+        Finding("longer_win_rate", "share of them the longer answer won", won, "length_bias"),
+        Finding("no_bias_longer_win_rate", "the longer answer's win rate without length bias", 0.5, NO_BIAS),
+    ]
+
+
+def trial_findings(trials: pd.DataFrame) -> list[Finding]:
+    """The spread of the unbiased protocol's per-trial relative win rate: its range, median and
+    quartiles over the trials; none without a trial.
+    """
+    if trials.empty:
+        return []
+    rwr = trials["relative_win_rate"]
+    box = box_stats(rwr)
+    return [
+        Finding("trials", "trials of the unbiased protocol", len(trials), "unbiased_trials"),
+        Finding("trial_rwr_min", "lowest per-trial relative win rate", rwr.min(), "unbiased_trials"),
+        Finding("trial_rwr_max", "highest per-trial relative win rate", rwr.max(), "unbiased_trials"),
+        Finding("trial_rwr_median", "median per-trial relative win rate", box.median, "unbiased_trials"),
+        Finding("trial_rwr_q1", "first quartile", box.q1, "unbiased_trials"),
+        Finding("trial_rwr_q3", "third quartile", box.q3, "unbiased_trials"),
+    ]
+
+
 def bias_audit_findings(
     run: JudgeRun,
     estimate: pd.DataFrame,
@@ -165,51 +215,19 @@ def bias_audit_findings(
     length_bins: pd.DataFrame,
     embedded: bool,
 ) -> list[Finding]:
-    """Notebook 06's figures: the estimate, the failed answers, the position difference per pair and
-    protocol, the longer answer's win rate over the verdicts with a word gap, the spread of the
-    per-trial relative win rate, alignment and judge calls, and the settings quoted.
+    """Notebook 06's figures: the estimate, the failed answers, the answer length, the position,
+    length and trial audits, alignment and judge calls.
     """
-    rows = [
+    return [
         *estimate_findings(estimate),
         missing_answers_finding(run),
         *answer_length_findings(run.settings),
         embedded_finding(embedded),
+        *position_findings(position_audit),
+        *length_findings(length_bins),
+        *trial_findings(run.unbiased_result.trials),
+        *run_findings(run),
     ]
-    for (pair, protocol), g in position_audit.groupby(["pair", "protocol"], sort=False):
-        a_won = dict(zip(g["order"], g["a_win_rate"], strict=True))
-        difference = a_won.get("AB", np.nan) - a_won.get("BA", np.nan)
-        rows.append(
-            Finding(
-                "position_difference",
-                "A's win rate shown first minus shown second",
-                difference,
-                "position_bias",
-                subject=f"{pair}, {protocol}",
-            )
-        )
-    if not length_bins.empty:
-        verdicts = int(length_bins["verdicts"].sum())
-        won = float((length_bins["longer_win_rate"] * length_bins["verdicts"]).sum() / verdicts)
-        rows += [
-            Finding("length_verdicts", "classic verdicts with a word gap", verdicts, "length_bias"),
-            Finding("longer_win_rate", "share of them the longer answer won", won, "length_bias"),
-            Finding(
-                "no_bias_longer_win_rate", "the longer answer's win rate without length bias", 0.5, NO_BIAS
-            ),
-        ]
-    trials = run.unbiased_result.trials
-    if not trials.empty:
-        box = box_stats(trials["relative_win_rate"])
-        rwr = trials["relative_win_rate"]
-        rows += [
-            Finding("trials", "trials of the unbiased protocol", len(trials), "unbiased_trials"),
-            Finding("trial_rwr_min", "lowest per-trial relative win rate", rwr.min(), "unbiased_trials"),
-            Finding("trial_rwr_max", "highest per-trial relative win rate", rwr.max(), "unbiased_trials"),
-            Finding("trial_rwr_median", "median per-trial relative win rate", box.median, "unbiased_trials"),
-            Finding("trial_rwr_q1", "first quartile", box.q1, "unbiased_trials"),
-            Finding("trial_rwr_q3", "third quartile", box.q3, "unbiased_trials"),
-        ]
-    return rows + run_findings(run)
 
 
 def missing_answers_finding(run: JudgeRun) -> Finding:
