@@ -234,7 +234,7 @@ def test_the_upstream_headline_and_a_system_whose_index_was_not_built():
     )
     unavailable = pd.DataFrame({"method": ["graphrag_local"], "reason": ["its index could not be built"]})
     note = systems_note(systems, unavailable, findings_table(build_findings(systems)))
-    assert "**graphrag 3\\.3\\.0** (Python 3.11): its index was not built" in note
+    assert "**graphrag 3\\.3\\.0** (Python `3.11`): its index was not built" in note
     assert "**graphrag\\_local** did not run: its index could not be built" in note
 
 

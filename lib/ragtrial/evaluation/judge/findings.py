@@ -10,6 +10,7 @@ pair ("a vs b"), an outcome, an aspect, a prompt or a failure kind.
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -295,18 +296,29 @@ def pairwise_findings(
 
 
 def build_findings(systems: pd.DataFrame) -> list[Finding]:
-    """Per upstream system whose index was built: the build's prompt and completion tokens."""
-    return [
-        Finding(
-            "build_tokens",
-            "prompt and completion tokens of the index build",
-            r.build_prompt_tokens + r.build_completion_tokens,
-            "systems",
-            subject=r.system,
+    """Per upstream system whose index was built: the build's prompt and completion tokens, and what
+    the index holds (the counts the systems table keeps as JSON, one row per kind).
+    """
+    rows = []
+    for r in systems.itertuples(index=False):
+        if not r.index_folder:
+            continue
+        tokens = r.build_prompt_tokens + r.build_completion_tokens
+        rows.append(
+            Finding(
+                "build_tokens",
+                "prompt and completion tokens of the index build",
+                tokens,
+                "systems",
+                subject=r.system,
+            )
         )
-        for r in systems.itertuples(index=False)
-        if r.index_folder
-    ]
+        rows += [
+            Finding("build_count", f"{kind} in the index", n, "systems", subject=f"{r.system}: {kind}")
+            for kind, n in json.loads(r.counts).items()
+            if isinstance(n, int | float)
+        ]
+    return rows
 
 
 def upstream_findings(

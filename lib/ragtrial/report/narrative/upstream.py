@@ -23,7 +23,7 @@ def systems_note(systems: pd.DataFrame, unavailable: pd.DataFrame, findings: pd.
         lines = ["No upstream system ran."]
     else:
         lines = [
-            f"**{escape_markdown(r.system)} {escape_markdown(str(r.version))}** (Python {r.python}): "
+            f"**{escape_markdown(r.system)} {escape_markdown(str(r.version))}** (Python `{r.python}`): "
             + (
                 f"index {escape_markdown(r.counts)}, built for {int(r.build_calls)} model call(s) "
                 f"({int(r.build_cached_calls)} from the cache), "
