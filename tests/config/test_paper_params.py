@@ -10,8 +10,10 @@ from conftest import PROJECT_ROOT
 from ragtrial.config.batch import load_batch
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.config.settings import Settings
+from ragtrial.evaluation.findings import findings_table
+from ragtrial.evaluation.run_findings import answer_length_findings
 from ragtrial.prompts import load_prompt
-from ragtrial.report.narrative.judge import answer_length_sentence
+from ragtrial.report.narrative.wording import answer_length_sentence
 
 pytestmark = pytest.mark.fault
 
@@ -40,12 +42,14 @@ def test_paper_runs_answer_without_a_word_cap(batch):
     for notebook, section in answer_sections(batch):
         for name in (section.answer_prompt, section.reduce_prompt):
             assert "words" not in load_prompt(name).system, f"{batch} {notebook}: {name} caps the answer"
-        assert "sets no length limit" in answer_length_sentence(section)
+        assert "sets no length limit" in answer_length_sentence(
+            findings_table(answer_length_findings(section))
+        )
         assert section.answer_max_tokens >= 400, f"{batch} {notebook}: about 200-token answers need room"
 
 
 def test_the_embedded_default_keeps_its_cap_and_its_report_states_it():
-    sentence = answer_length_sentence(JudgeSettings())
+    sentence = answer_length_sentence(findings_table(answer_length_findings(JudgeSettings())))
     assert "`summarize_query@v1` asks for at most about 80 words" in sentence
     assert "replies stop at 96 tokens" in sentence
 

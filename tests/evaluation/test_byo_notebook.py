@@ -9,8 +9,10 @@ import json
 
 import pandas as pd
 from conftest import PROJECT_ROOT, SHARED_DATASETS
+from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.evaluation.judge.pairs import NOT_ALIGNABLE
+from ragtrial.llm.ledger import read_ledger
 from ragtrial.runner.batch import run_batch
 
 
@@ -53,3 +55,8 @@ def test_the_kag_lightrag_answers_are_judged_against_closed_book(scripted, tmp_p
     assert not (tmp_path / "indexes").exists()  # no documents: nothing indexed
     asked = [r["body"]["messages"][-1]["content"] for r in scripted.chat_requests()]
     assert not any(upstream[q][:60] in text for q in imported.index for text in asked if "Answer:" in text)
+    # every judge call made is one row of the costs table; the report's numbers are its saved tables'
+    costs = pd.read_parquet(tables / "costs.parquet")
+    ledger = read_ledger(result.run_dir / "ledger.csv")
+    assert len(costs) > 0 and costs["calls"].sum() == ledger["stage"].str.startswith("judge_").sum()
+    assert_narrated_from_saved_tables(result.run_dir)

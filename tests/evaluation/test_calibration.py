@@ -17,7 +17,7 @@ import pytest
 
 import ragtrial.evaluation.judge.aggregate as aggregate
 import ragtrial.evaluation.judge.audits as audits
-import ragtrial.evaluation.judge.pairs as pairs
+import ragtrial.evaluation.judge.pipeline as pipeline
 import ragtrial.evaluation.judge.protocols as protocols
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.evaluation.calibration import studies
@@ -57,10 +57,8 @@ def studies_in_one_world(model: JudgeModel, studies_n: int, questions: int, seed
 
 
 def test_the_studies_run_the_kits_own_protocols_through_the_llm_interface():
-    # the very functions notebooks 06 and 07 call, not copies
-    assert studies.judge_unbiased is protocols.judge_unbiased
-    assert studies.judge_classic is protocols.judge_classic
-    assert studies.align_lengths is pairs.align_lengths
+    # the very pipeline and functions notebooks 06 and 07 call, not copies
+    assert studies.run_judge_pipeline is pipeline.run_judge_pipeline
     assert studies.unbiased_summary is aggregate.unbiased_summary
     assert studies.classic_summary is aggregate.classic_summary
     assert studies.sanity_table is audits.sanity_table

@@ -522,11 +522,12 @@ def test_verdicts_come_from_a_file_or_are_absent_without_a_judge_call(tmp_path):
     saved.to_csv(tmp_path / "verdicts.csv", index=False)
     no_model = None  # neither branch may call a model
     file_cfg = ClaimsSettings(judge="file", verdicts_path=str(tmp_path / "verdicts.csv"))
-    verdicts, failed, source = judge_verdicts(
+    verdicts, judged, source = judge_verdicts(
         no_model, file_cfg, JudgeSettings(), pd.DataFrame(), pd.DataFrame(), []
     )
-    assert len(verdicts) == len(saved) and failed.empty and "verdicts.csv" in source
-    verdicts, failed, source = judge_verdicts(
+    assert len(verdicts) == len(saved) and judged.failures.empty and "verdicts.csv" in source
+    assert judged.costs.empty  # no judge call made here
+    verdicts, judged, source = judge_verdicts(
         no_model, ClaimsSettings(judge="none"), JudgeSettings(), pd.DataFrame(), pd.DataFrame(), []
     )
     assert verdicts.empty and list(verdicts.columns) == VERDICT_COLUMNS and source.startswith("none")

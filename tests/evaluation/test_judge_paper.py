@@ -21,6 +21,7 @@ from ragtrial.evaluation.findings import findings_table
 from ragtrial.evaluation.judge.aggregate import aggregate_unbiased, classic_summary
 from ragtrial.evaluation.judge.audits import length_bias, order_flip_table, sanity_table
 from ragtrial.evaluation.judge.cost_plan import estimate_cost
+from ragtrial.evaluation.judge.findings import unbiased_pairs_findings
 from ragtrial.evaluation.judge.protocols import (
     CALL_KEY,
     CLASSIC_ASPECTS,
@@ -105,8 +106,9 @@ def test_claims_agreement_collapses_five_repeats_with_ties_by_majority(scripted,
     )
     cfg = ClaimsSettings(methods=["c0", "ss"], judge="classic", judge_positions=["AB"])
     judge_cfg = JudgeSettings(classic_repeats=5, classic_ties=True)
-    verdicts, failures, source = judge_verdicts(llm, cfg, judge_cfg, questions, answers, ["c0", "ss"])
-    assert failures.empty and "5 vote(s) per shown order (AB), ties allowed" in source
+    verdicts, judged, source = judge_verdicts(llm, cfg, judge_cfg, questions, answers, ["c0", "ss"])
+    assert judged.failures.empty and "5 vote(s) per shown order (AB), ties allowed" in source
+    assert len(judged.costs) == 2 * 5 and not judged.costs["failed"].any()  # questions x repeats, one order
     assert verdicts["outcome"].value_counts().to_dict() == {"tie": 42, "win": 5, "loss": 3}
     metrics = pd.DataFrame(
         {
@@ -148,9 +150,8 @@ def test_without_the_unbiased_protocol_07_reports_the_classic_one_alone():
     unbiased = aggregate_unbiased(nothing_judged, resamples=200)
     assert unbiased.summary.empty
     sanity = sanity_table(table, unbiased.summary)
-    text = comparison_findings(
-        sanity, table, order_flip_table(table), unbiased.summary, unbiased.aspects, "", "", "note", False
-    )
+    counted = findings_table(unbiased_pairs_findings(unbiased.summary))
+    text = comparison_findings(sanity, table, order_flip_table(table), unbiased.summary, counted)
     assert "c0 vs ss, classic overall**: A shown first, A's win rate 75%" in text
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from conftest import PROJECT_ROOT, endpoint_settings
 from test_graphrag_worker import graphrag_reply
+from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.runner.batch import run_batch
 
@@ -54,3 +55,4 @@ def test_notebook_11_puts_the_real_systems_beside_the_kits_and_records_them(scri
     assert record["packages"]["lightrag-hku"] == "1.5.7"
     report = (result.run_dir / "report.html").read_text()
     assert "graphrag_local vs local_search" in report and "Context overlap" in report
+    assert_narrated_from_saved_tables(result.run_dir)

@@ -73,13 +73,13 @@ NO_FLIPS = pd.DataFrame(columns=["pair", "aspect", "flip"])
 def _judge_audit(low: float, high: float, p: float) -> str:  # notebook 06's sanity check
     sanity = sanity_table(_classic(low, high, p), pd.DataFrame(columns=UNBIASED_COLUMNS))
     positions = pd.DataFrame(columns=["pair", "protocol", "order", "first_shown_win_rate", "a_win_rate"])
-    return audit_findings(sanity, positions, pd.DataFrame(), pd.DataFrame(), "", "", "", False)
+    return audit_findings(sanity, positions, findings_table([]))
 
 
 def _judge_comparison(low: float, high: float, p: float) -> str:  # notebook 07
     classic = _classic(low, high, p)
     sanity = sanity_table(classic, pd.DataFrame(columns=UNBIASED_COLUMNS))
-    return comparison_findings(sanity, classic, NO_FLIPS, pd.DataFrame(), pd.DataFrame(), "", "", "", False)
+    return comparison_findings(sanity, classic, NO_FLIPS, pd.DataFrame(), findings_table([]))
 
 
 NARRATIVES: dict[str, Callable[[float, float, float], str]] = {

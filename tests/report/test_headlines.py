@@ -10,6 +10,7 @@ from ragtrial.evaluation.backend_findings import backend_findings
 from ragtrial.evaluation.diagnostics_findings import attribution_findings
 from ragtrial.evaluation.findings import findings_table
 from ragtrial.evaluation.index_findings import index_findings
+from ragtrial.evaluation.judge.findings import build_findings, supported_pairs_findings
 from ragtrial.evaluation.run_facts import quoted_names_table
 from ragtrial.evaluation.task_findings import task_findings
 from ragtrial.index.chunk_documents import chunk_documents
@@ -128,20 +129,27 @@ def sanity(protocols: list[str], supported: list[bool], rwr: float = 0.5) -> pd.
     )
 
 
+def counted(sanity: pd.DataFrame) -> pd.DataFrame:
+    """The findings the comparison headline words: the pairs told apart, of the pairs judged."""
+    return findings_table(supported_pairs_findings(sanity))
+
+
 def test_the_judge_headlines_report_the_unbiased_protocol_when_it_ran():
     both = sanity(["classic", "unbiased"], [True, False])
     audit = one_line(audit_headline(both))
     assert "unbiased protocol, 6 questions" in audit and "no difference under the claim rule" in audit
     assert "false finding" in audit_headline(sanity(["classic"], [True]))
-    assert one_line(comparison_headline(both)).endswith(
+    assert one_line(comparison_headline(both, counted(both))).endswith(
         "by the unbiased judge: naive_rag vs local_search +0.50 [+0.20, +0.80]; "
         "no pair differs under the claim rule."
     )
-    lost = comparison_headline(sanity(["unbiased"], [True], rwr=-0.5))
+    one_lost = sanity(["unbiased"], [True], rwr=-0.5)
+    lost = comparison_headline(one_lost, counted(one_lost))
     assert "the second answers better" in lost and lost.endswith(
         "1 of 1 pair(s) differ under the claim rule."
     )
-    assert "No pair" in audit_headline(both.iloc[:0]) and "No pair" in comparison_headline(both.iloc[:0])
+    assert "No pair" in audit_headline(both.iloc[:0])
+    assert "No pair" in comparison_headline(both.iloc[:0], counted(both))
 
 
 def test_the_claims_headline_gives_claims_per_answer_and_the_supported_differences():
@@ -242,8 +250,8 @@ def test_the_upstream_headline_and_a_system_whose_index_was_not_built():
         }
     )
     unavailable = pd.DataFrame({"method": ["graphrag_local"], "reason": ["its index could not be built"]})
-    note = systems_note(systems, unavailable)
-    assert "**graphrag 3\\.3\\.0** (Python 3.11): its index was not built" in note
+    note = systems_note(systems, unavailable, findings_table(build_findings(systems)))
+    assert "**graphrag 3\\.3\\.0** (Python `3.11`): its index was not built" in note
     assert "**graphrag\\_local** did not run: its index could not be built" in note
 
 

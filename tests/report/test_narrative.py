@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 from traceable import untraced_numbers
 
+from ragtrial.evaluation.findings import findings_table
+from ragtrial.evaluation.judge.findings import judge_call_findings
 from ragtrial.report.markdown import model_markdown
 from ragtrial.report.narrative.common import embedded_disclaimer, failure_sentence
 from ragtrial.report.narrative.judge import EMBEDDED_NOTE, judge_failure_sentence
@@ -49,10 +51,11 @@ def test_one_failure_sentence_shape_for_answers_and_judge_calls():
         "replicate_b": 0,
     }
     judge = pd.DataFrame([call | {"stage": "judge_unbiased", "kind": "parse"}])
-    assert judge_failure_sentence(judge, 10).startswith(
+    findings = findings_table(judge_call_findings(judge, pd.DataFrame(index=range(10))))
+    assert judge_failure_sentence(findings).startswith(
         "1 of 10 judge calls failed after the repair round (parse 1)"
     )
-    for sentence in (answer_failure_sentence(summary), judge_failure_sentence(judge, 10)):
+    for sentence in (answer_failure_sentence(summary), judge_failure_sentence(findings)):
         assert sentence.endswith("each is listed in the failures table, none is scored.")
     assert failure_sentence({}, "nothing failed", "x", "y") == "nothing failed"
 

@@ -18,6 +18,7 @@ from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.cli.init import planned_runs
 from ragtrial.config.notebooks import NOTEBOOKS
+from ragtrial.llm.ledger import read_ledger
 from ragtrial.runner.batch import run_batch
 from ragtrial.runner.context import HEADLINE_FILE
 
@@ -94,3 +95,17 @@ def test_every_notebook_that_needs_gold_stops_with_one_line_naming_what_is_missi
         )
         assert all(f"no {kind}" in result.error for kind in spec.needs) and spec.why_not in result.error
         assert result.summary["llm_calls_live"] == 0  # stopped at the data set, before any model call
+
+
+def test_the_judge_notebooks_save_each_judge_call_s_cost_and_narrate_from_their_tables(results):
+    for notebook in (
+        "06_judge_bias_audit",
+        "07_pairwise_method_comparison",
+        "08_claims_comprehensiveness_diversity",
+    ):
+        run_dir = results[notebook].run_dir
+        costs = pd.read_parquet(run_dir / "tables" / "costs.parquet")
+        judged = read_ledger(run_dir / "ledger.csv")["stage"].str.startswith("judge_")
+        assert len(costs) > 0 and costs["calls"].sum() == judged.sum(), notebook
+    for notebook in ("06_judge_bias_audit", "07_pairwise_method_comparison"):
+        assert_narrated_from_saved_tables(results[notebook].run_dir)

@@ -17,7 +17,7 @@ from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.evaluation.judge.cost_plan import judge_prompt_tokens
 from ragtrial.evaluation.judge.pairs import all_pairs, make_pairs
-from ragtrial.evaluation.judge.protocols import CLASSIC_OUTCOME, FAILURE_COLUMNS, judge_classic
+from ragtrial.evaluation.judge.protocols import CLASSIC_OUTCOME, FAILURE_COLUMNS, Judgments, judge_classic
 from ragtrial.llm.client import LLM
 from ragtrial.llm.plan import StagePlan, projected
 from ragtrial.stats import bootstrap_mean_ci, majority_verdict
@@ -33,8 +33,10 @@ def judge_verdicts(
     questions: pd.DataFrame,
     answers: pd.DataFrame,
     methods: Sequence[str],
-) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """The verdicts `cfg.judge` asks for, the judge's failed calls, and a sentence on their source."""
+) -> tuple[pd.DataFrame, Judgments, str]:
+    """The verdicts `cfg.judge` asks for, the judge run made here (its failed calls and what each call
+    cost; empty when the verdicts are read or absent), and a sentence on their source.
+    """
     if cfg.judge == "classic":
         pairs, _ = make_pairs(
             questions, answers[answers["failure"] == ""].assign(replicate=0), all_pairs(methods)
@@ -54,11 +56,11 @@ def judge_verdicts(
             + ("ties allowed" if judge_cfg.classic_ties else "no ties (a tie only from votes that disagree)")
             + f", {len(pairs)} question pairs, {len(run.failures)} failed judge call(s)"
         )
-        return verdicts_from_classic(run.judgments), run.failures, source
-    no_failures = pd.DataFrame(columns=FAILURE_COLUMNS)
+        return verdicts_from_classic(run.judgments), run, source
+    not_judged = Judgments(pd.DataFrame(), pd.DataFrame(columns=FAILURE_COLUMNS))
     if cfg.judge == "file" and cfg.verdicts_path:
-        return read_verdicts(cfg.verdicts_path), no_failures, f"verdicts read from `{cfg.verdicts_path}`"
-    return pd.DataFrame(columns=VERDICT_COLUMNS), no_failures, "none (claims.judge is 'none' or no path)"
+        return read_verdicts(cfg.verdicts_path), not_judged, f"verdicts read from `{cfg.verdicts_path}`"
+    return pd.DataFrame(columns=VERDICT_COLUMNS), not_judged, "none (claims.judge is 'none' or no path)"
 
 
 def read_verdicts(path: str | Path) -> pd.DataFrame:

@@ -25,6 +25,7 @@ import pandas as pd
 from ragtrial.config.base import ExistingPath, ParamsError, Section
 from ragtrial.config.batch import RunSpec, load_batch
 from ragtrial.config.data import data_path, data_root_origin
+from ragtrial.config.judge import UnbiasedJudgeSettings
 from ragtrial.config.notebooks import NOTEBOOKS
 from ragtrial.config.paths import notebooks_dir, outputs_dir
 from ragtrial.config.settings import Settings, marked_values
@@ -33,8 +34,13 @@ from ragtrial.evaluation.claim_verdicts import planned_calls as planned_verdicts
 from ragtrial.evaluation.claims import planned_calls as planned_claims
 from ragtrial.evaluation.grounding import planned_grounding
 from ragtrial.evaluation.judge.cost_plan import EMBEDDED_THROUGHPUT
-from ragtrial.evaluation.judge.cost_plan import planned_calls as planned_judging
-from ragtrial.evaluation.judge.pairs import all_pairs
+from ragtrial.evaluation.judge.pipeline import (
+    JudgeDesign,
+    comparison_design,
+    planned_judge_calls,
+    self_check_design,
+    unbiased_design,
+)
 from ragtrial.evaluation.key_facts import planned_key_fact_checks
 from ragtrial.evaluation.run_methods import answered_by_the_kit, planned_answers
 from ragtrial.index.build import planned_build
@@ -42,7 +48,7 @@ from ragtrial.llm.backend_check import planned_calls as planned_probes
 from ragtrial.llm.cache import ResponseCache, cache_location
 from ragtrial.llm.client import LLM
 from ragtrial.llm.ledger import Ledger, read_ledger
-from ragtrial.llm.plan import BASES, QUESTION_TOKENS, StagePlan, unknown
+from ragtrial.llm.plan import BASES, StagePlan, unknown
 from ragtrial.questions.quality import planned_calls as planned_quality
 from ragtrial.questions.run_generators import generated_at_most, planned_generation
 from ragtrial.questions.sampling import diagnosis_questions, select_questions, task_questions
@@ -200,25 +206,9 @@ def _task_notebook(task: str) -> Callable[[RunPlanner], list[StagePlan]]:
 def _judge_notebook(self_check: bool) -> Callable[[RunPlanner], list[StagePlan]]:
     def plan(p: RunPlanner) -> list[StagePlan]:
         cfg = p.settings.judge
-        generated, n = p.sourced_questions(
-            "graph" if cfg.question_source == "graph" else None, cfg.questions_per_type, cfg.seed
+        return _judge_pipeline(
+            p, cfg, self_check_design(cfg) if self_check else comparison_design(cfg, cfg.methods)
         )
-        plans = p.index() + generated
-        if n is None:
-            return plans + [UNKNOWN_QUESTIONS]
-        methods = [cfg.self_method] if self_check else list(cfg.methods)
-        n_pairs = 1 if self_check else len(cfg.pairs or all_pairs(methods))
-        retrieval = [r for r in planned_answers(methods, n, cfg, p.settings) if r.stage != "answer"]
-        sizes = {
-            "n_answers": n * (2 if self_check else len(answered_by_the_kit(methods, p.settings))),
-            "question_tokens": QUESTION_TOKENS,
-            "answer_tokens": cfg.answer_max_tokens,
-            "answer_prompt_tokens": cfg.context_budget + 100,  # as notebooks 06 and 07 state it
-            "classic_positions": 2 if self_check else len(cfg.classic_positions),
-        }
-        if not self_check:
-            sizes["unbiased"] = cfg.unbiased
-        return plans + retrieval + planned_judging(cfg, n, n_pairs, **sizes)
 
     return plan
 
@@ -228,21 +218,22 @@ def plan_upstream_comparison(p: RunPlanner) -> list[StagePlan]:
     an upstream system's own calls (its prompts, its map batches, its index build) are its to decide.
     """
     cfg = p.settings.upstream
+    return _judge_pipeline(p, cfg, unbiased_design(cfg, cfg.methods))
+
+
+def _judge_pipeline(p: RunPlanner, cfg: UnbiasedJudgeSettings, design: JudgeDesign) -> list[StagePlan]:
+    """A judge notebook's calls: its questions (generated from the graph or the data set's), the
+    answerers' retrieval, then `run_judge_pipeline`'s answers, alignment and judges.
+    """
     generated, n = p.sourced_questions(
         "graph" if cfg.question_source == "graph" else None, cfg.questions_per_type, cfg.seed
     )
     plans = p.index() + generated
     if n is None:
         return plans + [UNKNOWN_QUESTIONS]
-    retrieval = [r for r in planned_answers(cfg.methods, n, cfg, p.settings) if r.stage != "answer"]
-    sizes = {
-        "n_answers": n * len(answered_by_the_kit(cfg.methods, p.settings)),
-        "question_tokens": QUESTION_TOKENS,
-        "answer_tokens": cfg.answer_max_tokens,
-        "answer_prompt_tokens": cfg.context_budget + 100,
-        "classic_positions": 0,
-    }
-    return plans + retrieval + planned_judging(cfg, n, len(cfg.pairs), **sizes)
+    methods = list(dict.fromkeys(method for method, _ in design.answerers))
+    retrieval = [r for r in planned_answers(methods, n, cfg, p.settings) if r.stage != "answer"]
+    return plans + retrieval + planned_judge_calls(cfg, design, n, answered_by_the_kit(methods, p.settings))
 
 
 def plan_claims(p: RunPlanner) -> list[StagePlan]:

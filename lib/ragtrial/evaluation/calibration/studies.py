@@ -1,8 +1,8 @@
 """Simulated studies: two methods with a known true difference answer simulated questions, and the kit's
 own protocols judge them through the simulated judge, exactly as notebooks 06 and 07 call them
-(`judge_classic` and `classic_summary`; `align_lengths`, `judge_unbiased` and `aggregate_unbiased`; the
-claim rule of `sanity_table`). Many studies give each protocol's bias, interval coverage, power and
-spurious-winner rate against the truth.
+(`run_judge_pipeline`: pairs, the classic protocol, length alignment and the unbiased protocol; then
+`classic_summary`, `unbiased_summary` and the claim rule of `sanity_table`). Many studies give each
+protocol's bias, interval coverage, power and spurious-winner rate against the truth.
 
 One study runs the classic protocol once (A shown first, as published) and the unbiased one at the
 largest trials (M), repeats (N) and question count of the grid; a smaller design is read from it: its
@@ -34,15 +34,12 @@ from ragtrial.evaluation.calibration.model import (
     uniform_difference,
 )
 from ragtrial.evaluation.judge.aggregate import classic_summary, unbiased_summary
+from ragtrial.evaluation.judge.answers import AnswerSet
 from ragtrial.evaluation.judge.audits import length_bias, sanity_table
-from ragtrial.evaluation.judge.pairs import PAIR_COLUMNS, align_lengths
-from ragtrial.evaluation.judge.protocols import (
-    CLASSIC_OUTCOME,
-    POSITIONS,
-    Judgments,
-    judge_classic,
-    judge_unbiased,
-)
+from ragtrial.evaluation.judge.pairs import make_pairs
+from ragtrial.evaluation.judge.pipeline import JudgeDesign, JudgeRun, MethodRun, run_judge_pipeline
+from ragtrial.evaluation.judge.protocols import CLASSIC_OUTCOME, POSITIONS, Judgments
+from ragtrial.llm.client import LLM
 from ragtrial.stats import OUTCOME_CODES, proportion_interval
 
 METHOD_A, METHOD_B = "method_a", "method_b"
@@ -81,12 +78,14 @@ class Grid:
 
 @dataclass
 class SimulatedWorld:
-    """The questions, the two answer sets (`PAIR_COLUMNS`) and what the judge knows of every answer
-    text; `regenerate` / `append` are the methods' length alignment (they write the target length
-    exactly, keeping the answer's quality).
+    """The questions (a `questions_frame`), the two methods' answers (question_id, method, replicate,
+    text, failure) and what the judge knows of every answer text; `regenerate` / `append` are the
+    methods' length alignment (they write the target length exactly, keeping the answer's quality).
     """
 
-    pairs: pd.DataFrame
+    methods: tuple[MethodRun, MethodRun]  # (A, B)
+    questions: pd.DataFrame
+    answer_texts: pd.DataFrame
     answers: dict[str, SimulatedAnswer]
     originals: dict[tuple[str, str, int], SimulatedAnswer]  # (question_id, method, replicate) -> answer
     versions: Counter[tuple[str, str, int]]  # the same key -> answers written so far
@@ -108,6 +107,30 @@ class SimulatedWorld:
         text = " ".join(["lorem"] * n_words)
         self.answers[f"{answer.rstrip()} {text}".strip()] = self.answers[answer]
         return text
+
+    def design(self, classic_positions: tuple[str, ...]) -> JudgeDesign:
+        """A against B on every question, the classic protocol in `classic_positions`."""
+        (method_a, replicate_a), (method_b, replicate_b) = self.methods
+        return JudgeDesign(
+            self.methods, ((method_a, method_b),), (replicate_a, replicate_b), classic_positions
+        )
+
+    @property
+    def pairs(self) -> pd.DataFrame:
+        """The answer pairs the judge is shown (`PAIR_COLUMNS`), as generated."""
+        design = self.design(())
+        return make_pairs(self.questions, self.answer_texts, design.method_pairs, design.replicates)[0]
+
+    def judge(self, llm: LLM, judge: JudgeSettings, classic_positions: tuple[str, ...]) -> JudgeRun:
+        """The kit's judge pipeline on this world's answers (its length alignment is this world's); a
+        failed call is the simulation's fault.
+        """
+        answers = AnswerSet(self.answer_texts, self.regenerate)
+        design = self.design(classic_positions)
+        run = run_judge_pipeline(llm, judge, design, self.questions, answers, append=self.append)
+        for protocol in run.protocols:
+            judged_without_failure(protocol)
+        return run
 
 
 # A study's two methods, (name, replicate); notebook 06's audit pairs one method's two runs.
@@ -139,30 +162,19 @@ def make_world(
         np.rint(rng.normal(answer_words + gap, length_sd_words, n_questions)).astype(int),
         np.rint(rng.normal(answer_words - gap, length_sd_words, n_questions)).astype(int),
     )
-    world = SimulatedWorld(pd.DataFrame(columns=PAIR_COLUMNS), {}, {}, Counter())
-    rows = []
+    world = SimulatedWorld(methods, pd.DataFrame(), pd.DataFrame(), {}, {}, Counter())
+    questions, answers = [], []
     for i in range(n_questions):
         question_id = f"s{seed}q{i}"
-        texts = []
+        questions.append((question_id, f"Simulated question {i}?", QUESTION_TYPE))
         for side, (method, replicate) in enumerate(methods):
             key = (question_id, method, replicate)
             world.originals[key] = SimulatedAnswer(f"{method}#{replicate}", tuple(quality[side][i]))
-            texts.append(world.write(key, words[side][i], world.originals[key]))
-        (method_a, replicate_a), (method_b, replicate_b) = methods
-        rows.append(
-            (
-                question_id,
-                f"Simulated question {i}?",
-                QUESTION_TYPE,
-                method_a,
-                replicate_a,
-                texts[0],
-                method_b,
-                replicate_b,
-                texts[1],
-            )
-        )
-    world.pairs = pd.DataFrame(rows, columns=PAIR_COLUMNS)
+            answers.append((*key, world.write(key, words[side][i], world.originals[key]), ""))
+    world.questions = pd.DataFrame(questions, columns=["question_id", "question", "question_type"])
+    world.answer_texts = pd.DataFrame(
+        answers, columns=["question_id", "method", "replicate", "text", "failure"]
+    )
     return world
 
 
@@ -182,34 +194,11 @@ def simulate_audit(
     scenario = Scenario("audit", (0.0,))
     world = make_world(model, scenario, questions, answer_words, length_sd_words, seed, TWO_RUNS)
     llm = simulated_llm(SimulatedJudge(model, world.answers, seed, repeats=judge.repeats))
-    classic = judged_without_failure(
-        judge_classic(
-            llm,
-            world.pairs,
-            max_tokens=judge.classic_max_tokens,
-            temperature=judge.judge_temperature,
-            positions=POSITIONS,
-            repeats=judge.classic_repeats,
-            ties=judge.classic_ties,
-        )
-    )
-    aligned, _ = align_lengths(
-        world.pairs, world.regenerate, world.append, judge.tolerance_words, judge.max_regenerations
-    )
-    unbiased = judge_unbiased(
-        llm,
-        aligned,
-        model.aspects,
-        trials=judge.trials,
-        repeats=judge.repeats,
-        max_tokens=judge.judge_max_tokens,
-        temperature=judge.judge_temperature,
-    )
-    judged_without_failure(unbiased)
-    verdicts, _ = length_bias(world.pairs, classic)
+    judged = world.judge(llm, judge.model_copy(update={"aspects": list(model.aspects)}), POSITIONS)
+    verdicts, _ = length_bias(judged.pairs, judged.classic)
     return {
-        "unbiased_judgments": unbiased.judgments,
-        "classic_judgments": classic.judgments,
+        "unbiased_judgments": judged.unbiased.judgments,
+        "classic_judgments": judged.classic.judgments,
         "length_verdicts": verdicts,
     }
 
@@ -306,31 +295,11 @@ def run_study(plan: StudyPlan, scenario: Scenario, study: int) -> tuple[pd.DataF
         model, scenario, max(grid.questions), plan.answer_words, plan.length_sd_words, study_seed
     )
     llm = simulated_llm(SimulatedJudge(model, world.answers, study_seed, repeats=max(grid.repeats)))
-    classic = judge_classic(
-        llm,
-        world.pairs,
-        max_tokens=judge.classic_max_tokens,
-        temperature=judge.judge_temperature,
-        positions=("AB",),
-        repeats=judge.classic_repeats,
-        ties=judge.classic_ties,
-    )
-    judged_without_failure(classic)
-    aligned, _ = align_lengths(
-        world.pairs, world.regenerate, world.append, judge.tolerance_words, judge.max_regenerations
-    )
-    unbiased = judge_unbiased(
-        llm,
-        aligned,
-        model.aspects,
-        trials=max(grid.trials),
-        repeats=max(grid.repeats),
-        max_tokens=judge.judge_max_tokens,
-        temperature=judge.judge_temperature,
-    )
-    judged_without_failure(unbiased)
+    largest = {"aspects": list(model.aspects), "trials": max(grid.trials), "repeats": max(grid.repeats)}
+    judged = world.judge(llm, judge.model_copy(update=largest), ("AB",))
+    classic, unbiased = judged.classic, judged.unbiased
     truth = true_relative_win_rate(model, scenario.difference)
-    question_ids = list(world.pairs["question_id"])
+    question_ids = list(judged.pairs["question_id"])
     rows, per_question = [], []
     for n_questions in grid.questions:
         asked = question_ids[:n_questions]

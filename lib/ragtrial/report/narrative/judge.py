@@ -7,33 +7,33 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ragtrial.config.methods import AnswerSettings
-from ragtrial.evaluation.findings import findings_table
-from ragtrial.evaluation.judge.aggregate import ALIGNMENT_OUTCOMES, alignment_summary
-from ragtrial.evaluation.judge.pairs import METHOD_KEY
-from ragtrial.evaluation.run_findings import answer_length_findings
+from ragtrial.evaluation.findings import FINDINGS_TABLE, stated, statements
 from ragtrial.report.narrative import wording
 from ragtrial.report.narrative.common import embedded_disclaimer, failure_sentence
-from ragtrial.stats import box_stats, claim_text
+from ragtrial.report.narrative.narration import Narration, SavedTables, saved
+from ragtrial.stats import claim_text
 
 
-def estimate_sentence(estimate: pd.DataFrame) -> str:
+def _value(findings: pd.DataFrame, statement: str, subject: str = "") -> float:
+    return stated(findings, statement, subject)["value"]
+
+
+def _states(findings: pd.DataFrame, statement: str) -> bool:
+    return not statements(findings, statement).empty
+
+
+def estimate_sentence(findings: pd.DataFrame) -> str:
     text = (
-        f"This run makes at most **{int(estimate['calls'].sum())} model calls**, about "
-        f"{int(estimate['prompt_tokens'].sum()):,} prompt tokens (cl100k) and at most "
-        f"{int(estimate['completion_tokens_max'].sum()):,} completion tokens"
+        f"This run makes at most **{int(_value(findings, 'estimated_calls'))} model calls**, about "
+        f"{int(_value(findings, 'estimated_prompt_tokens')):,} prompt tokens (cl100k) and at most "
+        f"{int(_value(findings, 'estimated_completion_tokens')):,} completion tokens"
     )
-    if "seconds_est" in estimate:
+    if _states(findings, "estimated_minutes"):
         text += (
-            f"; on the embedded model that is at most about {estimate['seconds_est'].sum() / 60:.1f} minutes "
-            "(less where the response cache already holds a call)"
+            f"; on the embedded model that is at most about {_value(findings, 'estimated_minutes'):.1f} "
+            "minutes (less where the response cache already holds a call)"
         )
     return text + "."
-
-
-def answer_length_sentence(settings: AnswerSettings) -> str:
-    """How long the judged answers may be (`wording.answer_length_sentence` of the settings' rows)."""
-    return wording.answer_length_sentence(findings_table(answer_length_findings(settings)))
 
 
 ORDER_NAMES = {"AB": "A shown first", "BA": "B shown first"}
@@ -75,36 +75,43 @@ def _rwr(r: tuple) -> str:
     return f"{r.relative_win_rate:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
 
 
-def alignment_sentence(log: pd.DataFrame, tolerance: int) -> str:
-    if log.empty:
+def alignment_sentence(findings: pd.DataFrame) -> str:
+    if not _states(findings, "alignment_pairs"):
         return ""
-    how = alignment_summary(log).drop(columns=["pair"]).sum(numeric_only=True)
-    aligned = log[log["status"] == "aligned"]
+    aligned, pairs = int(_value(findings, "aligned_pairs")), int(_value(findings, "alignment_pairs"))
+    outcomes = statements(findings, "alignment_outcome")
     text = (
-        f"**Length alignment** (tolerance {tolerance} words) kept {len(aligned)} of {len(log)} pairs "
-        f"({_pct(len(aligned) / len(log))}; the paper aligns about 85%): "
-        + ", ".join(f"{int(how.get(k, 0))} {k}" for k in ALIGNMENT_OUTCOMES)
+        f"**Length alignment** (tolerance {int(_value(findings, 'alignment_tolerance'))} words) kept "
+        f"{aligned} of {pairs} pairs ({_pct(_value(findings, 'aligned_share'))}; the paper aligns about "
+        f"{_pct(_value(findings, 'seed_aligned_share'))}): "
+        + ", ".join(f"{int(r.value)} {r.subject}" for r in outcomes.itertuples(index=False))
         + "."
     )
-    if not aligned.empty:
+    if _states(findings, "aligned_gap_before"):
         text += (
-            f" The mean word gap of the kept pairs went from {aligned['gap_before'].mean():.1f} to "
-            f"{aligned['gap_after'].mean():.1f}."
+            f" The mean word gap of the kept pairs went from {_value(findings, 'aligned_gap_before'):.1f} to "
+            f"{_value(findings, 'aligned_gap_after'):.1f}."
         )
     return text
 
 
-def judge_failure_sentence(failures: pd.DataFrame, judged_calls: int) -> str:
-    excluded = failures[failures["stage"] == "judge_unbiased"].drop_duplicates(
-        [*METHOD_KEY, "trial", "question_id"]
-    )
+def judge_failure_sentence(findings: pd.DataFrame) -> str:
+    if not _states(findings, "judge_calls"):
+        return ""
+    calls = int(_value(findings, "judge_calls"))
+    kinds = statements(findings, "judge_failure_kind")
     return failure_sentence(
-        {kind: str(n) for kind, n in failures["kind"].value_counts().items()},
-        f"All {judged_calls} judge calls returned a usable reply.",
-        f"{len(failures)} of {judged_calls} judge calls failed after the repair round",
-        f"{len(excluded)} (question, trial) judgment(s) of the unbiased protocol "
-        "were left out of their trial",
+        {r.subject: str(int(r.value)) for r in kinds.itertuples(index=False)},
+        f"All {calls} judge calls returned a usable reply.",
+        f"{int(_value(findings, 'judge_failures'))} of {calls} judge calls failed after the repair round",
+        f"{int(_value(findings, 'excluded_judgments'))} (question, trial) judgment(s) of the unbiased "
+        "protocol were left out of their trial",
     )
+
+
+def on_embedded_model(findings: pd.DataFrame) -> bool:
+    """Whether the run is on the embedded default model (its disclaimer is said then)."""
+    return _states(findings, "embedded_model") and bool(_value(findings, "embedded_model"))
 
 
 EMBEDDED_NOTE = embedded_disclaimer("All verdicts here") + (
@@ -112,18 +119,9 @@ EMBEDDED_NOTE = embedded_disclaimer("All verdicts here") + (
 )
 
 
-def audit_findings(
-    sanity: pd.DataFrame,
-    positions: pd.DataFrame,
-    length_bins: pd.DataFrame,
-    trials: pd.DataFrame,
-    alignment: str,
-    failures: str,
-    answer_note: str,
-    embedded: bool,
-) -> str:
-    """The narrative of notebook 06, generated from its tables."""
-    lines = [answer_note]
+def audit_findings(sanity: pd.DataFrame, positions: pd.DataFrame, findings: pd.DataFrame) -> str:
+    """The narrative of notebook 06, worded from its sanity check, position audit and findings."""
+    lines = [wording.answer_length_sentence(findings)]
     for r in sanity.itertuples(index=False):
         lines.append(
             f"**Sanity check, {r.protocol}** ({r.pair}, {r.questions} questions): relative win rate of run A "
@@ -139,43 +137,44 @@ def audit_findings(
         first, a_won = (
             dict(zip(g["order"], g[c], strict=True)) for c in ("first_shown_win_rate", "a_win_rate")
         )
+        difference = _value(findings, "position_difference", f"{pair}, {protocol}")
         lines.append(
             f"**Position**, {protocol} ({pair}): run A won {_pct(a_won.get('AB', np.nan))} of the questions "
             f"when shown first and {_pct(a_won.get('BA', np.nan))} when shown second (difference "
-            f"{a_won.get('AB', np.nan) - a_won.get('BA', np.nan):+.0%}); the answer shown first won "
+            f"{difference:+.0%}); the answer shown first won "
             f"{_pct(first.get('AB', np.nan))} and {_pct(first.get('BA', np.nan))} of the questions in the "
             "two orders. Without position bias the difference is near zero."
         )
-    if length_bins.empty:
+    if not _states(findings, "length_verdicts"):
         lines.append(
             "**Length**: no pair had answers of different lengths, so length bias could not be measured."
         )
     else:
-        n = int(length_bins["verdicts"].sum())
-        won = float((length_bins["longer_win_rate"] * length_bins["verdicts"]).sum() / n)
         lines.append(
-            f"**Length**: over {n} classic verdicts with a word gap, the longer answer won {_pct(won)} "
-            "(about 50% without length bias); per gap bin in the table above."
+            f"**Length**: over {int(_value(findings, 'length_verdicts'))} classic verdicts with a word gap, "
+            f"the longer answer won {_pct(_value(findings, 'longer_win_rate'))} (about "
+            f"{_pct(_value(findings, 'no_bias_longer_win_rate'))} without length bias); per gap bin in the "
+            "table above."
         )
-    if not trials.empty:
-        box = box_stats(trials["relative_win_rate"])
+    if _states(findings, "trials"):
         lines.append(
-            f"**Trials**: over {len(trials)} trials the relative win rate ranged from "
-            f"{trials['relative_win_rate'].min():+.2f} to {trials['relative_win_rate'].max():+.2f} (median "
-            f"{box.median:+.2f}, quartiles {box.q1:+.2f} to {box.q3:+.2f}): one trial could have reported "
-            "any of these."
+            f"**Trials**: over {int(_value(findings, 'trials'))} trials the relative win rate ranged from "
+            f"{_value(findings, 'trial_rwr_min'):+.2f} to {_value(findings, 'trial_rwr_max'):+.2f} (median "
+            f"{_value(findings, 'trial_rwr_median'):+.2f}, quartiles {_value(findings, 'trial_rwr_q1'):+.2f} "
+            f"to {_value(findings, 'trial_rwr_q3'):+.2f}): one trial could have reported any of these."
         )
-    lines += [alignment, failures] + ([EMBEDDED_NOTE] if embedded else [])
+    lines += [alignment_sentence(findings), judge_failure_sentence(findings)]
+    lines += [EMBEDDED_NOTE] if on_embedded_model(findings) else []
     return "\n\n".join(line for line in lines if line)
 
 
-def unbiased_pair_sentences(summary: pd.DataFrame) -> list[str]:
+def unbiased_pair_sentences(summary: pd.DataFrame, findings: pd.DataFrame) -> list[str]:
     """Per judged pair, the unbiased protocol's overall score difference with its interval and test."""
     return [
         f"{r.pair}: per-question overall score difference {r.score_diff:+.2f} "
         f"[{r.score_diff_ci_low:+.2f}, {r.score_diff_ci_high:+.2f}] ({r.test}, p={r.p_value:.3g}, "
-        f"Holm-adjusted over {len(summary)} pair(s) {r.p_holm:.3g}); mean tie rate over trials "
-        f"{_pct(r.tie_rate)}."
+        f"Holm-adjusted over {int(_value(findings, 'unbiased_pairs'))} pair(s) {r.p_holm:.3g}); mean tie "
+        f"rate over trials {_pct(r.tie_rate)}."
         for r in summary.itertuples(index=False)
     ]
 
@@ -185,16 +184,12 @@ def comparison_findings(
     classic: pd.DataFrame,
     flips: pd.DataFrame,
     summary: pd.DataFrame,
-    aspects: pd.DataFrame,
-    alignment: str,
-    failures: str,
-    answer_note: str,
-    embedded: bool,
+    findings: pd.DataFrame,
 ) -> str:
     """The narrative of notebook 07: per pair, what each protocol supports and whether they agree,
     and the classic protocol in each fixed order it ran, with the order flip.
     """
-    lines = [answer_note, *classic_order_sentences(classic, flips)]
+    lines = [wording.answer_length_sentence(findings), *classic_order_sentences(classic, flips)]
     for pair, g in sanity.groupby("pair", sort=False):
         by = g.set_index("protocol")
         parts = [
@@ -206,15 +201,16 @@ def comparison_findings(
         if {"classic", "unbiased"} <= said.keys() and said["classic"] != said["unbiased"]:
             line += " The two protocols support different conclusions on the same answers."
         lines.append(line)
-    lines += unbiased_pair_sentences(summary)
-    if not aspects.empty:
-        ties = aspects.groupby("aspect", sort=False)["tie_rate"].mean()
+    lines += unbiased_pair_sentences(summary, findings)
+    ties = statements(findings, "aspect_tie_rate")
+    if not ties.empty:
         lines.append(
             "Tie rate per aspect (mean over pairs and trials): "
-            + ", ".join(f"{a} {_pct(t)}" for a, t in ties.items())
+            + ", ".join(f"{r.subject} {_pct(r.value)}" for r in ties.itertuples(index=False))
             + "."
         )
-    lines += [alignment, failures] + ([EMBEDDED_NOTE] if embedded else [])
+    lines += [alignment_sentence(findings), judge_failure_sentence(findings)]
+    lines += [EMBEDDED_NOTE] if on_embedded_model(findings) else []
     return "\n\n".join(line for line in lines if line)
 
 
@@ -243,7 +239,7 @@ def audit_headline(sanity: pd.DataFrame) -> str:
     )
 
 
-def comparison_headline(sanity: pd.DataFrame) -> str:
+def comparison_headline(sanity: pd.DataFrame, findings: pd.DataFrame) -> str:
     """The one line of notebook 07 for the index page: per pair, the relative win rate by the
     unbiased protocol (the classic one when the unbiased did not run), and which the claim rule supports.
     """
@@ -255,9 +251,30 @@ def comparison_headline(sanity: pd.DataFrame) -> str:
         + (f", the {'first' if r.relative_win_rate > 0 else 'second'} answers better" if r.supported else "")
         for r in rows.itertuples(index=False)
     ]
-    supported = int(rows["supported"].sum())
+    supported = int(_value(findings, "headline_supported", protocol))
+    judged = int(_value(findings, "headline_pairs", protocol))
     return f"Relative win rate by the {protocol} judge: {'; '.join(pairs)}; " + (
-        f"{supported} of {len(rows)} pair(s) differ under the claim rule."
+        f"{supported} of {judged} pair(s) differ under the claim rule."
         if supported
         else "no pair differs under the claim rule."
     )
+
+
+def narrate_bias_audit(tables: SavedTables) -> Narration:
+    """Notebook 06's headline and findings, from its saved tables."""
+    sanity = saved(tables, "sanity_check")
+    findings = audit_findings(sanity, saved(tables, "position_bias"), saved(tables, FINDINGS_TABLE))
+    return Narration(audit_headline(sanity), findings)
+
+
+def narrate_pairwise(tables: SavedTables) -> Narration:
+    """Notebook 07's headline and findings, from its saved tables."""
+    sanity, findings = saved(tables, "protocols_side_by_side"), saved(tables, FINDINGS_TABLE)
+    text = comparison_findings(
+        sanity,
+        saved(tables, "classic_summary"),
+        saved(tables, "classic_order_flip"),
+        saved(tables, "unbiased_summary"),
+        findings,
+    )
+    return Narration(comparison_headline(sanity, findings), text)

@@ -8,24 +8,26 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ragtrial.evaluation.findings import FINDINGS_TABLE, stated
 from ragtrial.evaluation.upstream import ID_KINDS
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative.common import embedded_disclaimer
-from ragtrial.report.narrative.judge import unbiased_pair_sentences
+from ragtrial.report.narrative.judge import alignment_sentence, on_embedded_model, unbiased_pair_sentences
+from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 from ragtrial.stats import claim_supported
 
 
-def systems_note(systems: pd.DataFrame, unavailable: pd.DataFrame) -> str:
+def systems_note(systems: pd.DataFrame, unavailable: pd.DataFrame, findings: pd.DataFrame) -> str:
     """The systems as shipped that answered, their versions and index builds; the ones that could not run."""
     if systems.empty:
         lines = ["No upstream system ran."]
     else:
         lines = [
-            f"**{escape_markdown(r.system)} {escape_markdown(str(r.version))}** (Python {r.python}): "
+            f"**{escape_markdown(r.system)} {escape_markdown(str(r.version))}** (Python `{r.python}`): "
             + (
                 f"index {escape_markdown(r.counts)}, built for {int(r.build_calls)} model call(s) "
                 f"({int(r.build_cached_calls)} from the cache), "
-                f"{int(r.build_prompt_tokens + r.build_completion_tokens)} tokens and "
+                f"{int(stated(findings, 'build_tokens', r.system)['value'])} tokens and "
                 f"{int(r.build_embedding_tokens)} embedding tokens."
                 if r.index_folder
                 else "its index was not built (its methods did not run; why is below)."
@@ -48,12 +50,16 @@ def _measure(row: pd.Series, measure: str, label: str) -> str:
     )
 
 
-def side_by_side_sentences(summary: pd.DataFrame, judged: pd.DataFrame, embedded: bool) -> str:
+def side_by_side_sentences(summary: pd.DataFrame, judged: pd.DataFrame, findings: pd.DataFrame) -> str:
     """Per (upstream, twin) pair: overlap per id kind, answer agreement, cost per answer; then the
     unbiased judge's verdict per pair, and the embedded model's disclaimer.
     """
     lines = []
     for _, r in summary.iterrows():
+        tokens = {
+            side: stated(findings, f"{side}_tokens", f"{r.upstream} vs {r.twin}")["value"]
+            for side in ("upstream", "twin")
+        }
         overlaps = "; ".join(_measure(r, f"overlap_{kind}", kind) for kind in ID_KINDS)
         failed = f" {int(r.failed)} question(s) had a failed side and are not compared." if r.failed else ""
         lines.append(
@@ -61,16 +67,15 @@ def side_by_side_sentences(summary: pd.DataFrame, judged: pd.DataFrame, embedded
             f"Context overlap (Jaccard of the index ids shown): {overlaps}. Answer agreement: "
             f"{_measure(r, 'answer_f1', 'token F1')}; {_measure(r, 'answer_rouge_l', 'ROUGE-L F')}. "
             f"Cost per answer: {r.upstream_calls:.1f} vs {r.twin_calls:.1f} calls, "
-            f"{r.upstream_prompt_tokens + r.upstream_completion_tokens:.0f} vs "
-            f"{r.twin_prompt_tokens + r.twin_completion_tokens:.0f} tokens, "
+            f"{tokens['upstream']:.0f} vs {tokens['twin']:.0f} tokens, "
             f"{r.upstream_latency_s:.1f} vs {r.twin_latency_s:.1f} s."
         )
     if not judged.empty:
         lines += [
             "**Judged** (unbiased protocol, the upstream system as A):",
-            *unbiased_pair_sentences(judged),
+            *unbiased_pair_sentences(judged, findings),
         ]
-    if embedded:
+    if on_embedded_model(findings):
         lines.append(embedded_disclaimer("These overlaps, agreements and verdicts"))
     return "\n\n".join(lines)
 
@@ -98,3 +103,11 @@ def upstream_headline(summary: pd.DataFrame, judged: pd.DataFrame) -> str:
         if len(judged)
         else "No pair was judged."
     )
+
+
+def narrate(tables: SavedTables) -> Narration:
+    """Notebook 11's headline and findings, from its saved tables."""
+    summary, judged = saved(tables, "side_by_side_summary"), saved(tables, "unbiased_summary")
+    findings = saved(tables, FINDINGS_TABLE)
+    text = side_by_side_sentences(summary, judged, findings) + "\n\n" + alignment_sentence(findings)
+    return Narration(upstream_headline(summary, judged), text)

@@ -16,9 +16,11 @@ def signed_interval(mean: float, low: float, high: float, digits: int = 2) -> st
 
 def answer_length_sentence(findings: pd.DataFrame) -> str:
     """How long the judged answers may be: each answer prompt's own length rule, if any, and the reply
-    token cap (seed 000's methods answered without a length limit).
+    token cap (seed 000's methods answered without a length limit); "" when the findings state none.
     """
     prompts = statements(findings, "answer_length_rule")
+    if prompts.empty:
+        return ""
     rules = [
         f"`{r.subject}` asks for {r.figure}" if r.figure else f"`{r.subject}` sets no length limit"
         for r in prompts.itertuples(index=False)
