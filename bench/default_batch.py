@@ -1,4 +1,4 @@
-"""The README's default-batch table, read from the run folders of a `make run`.
+"""The default-batch table of docs/performance.md, read from the run folders of a `make run`.
 
 Run: .venv/bin/python bench/default_batch.py [outputs]
 One row per notebook: wall time (`run.json` duration), model time (live latency in its ledger),

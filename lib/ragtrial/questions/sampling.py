@@ -40,7 +40,7 @@ def task_questions(dataset: Dataset, task: str, per_type: int | None, seed: int 
         )
         raise ValueError(
             f"data set {dataset.name!r} has no {task} questions; set data.dataset to {hint} "
-            "and data.path to its folder (README: Data sets)"
+            "and data.path to its folder (docs/datasets.md)"
         )
     return select_questions(pool, per_type, seed)
 
