@@ -14,7 +14,7 @@ from test_graphrag_worker import graphrag_reply
 
 from ragtrial.runner.batch import run_batch
 
-pytestmark = pytest.mark.systems
+pytestmark = pytest.mark.usefixtures("notebook_kernels", "upstream_systems")
 
 
 def test_notebook_11_puts_the_real_systems_beside_the_kits_and_records_them(scripted, tmp_path):

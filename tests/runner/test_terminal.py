@@ -21,6 +21,8 @@ SLOW_STAGE = """\
 from ragtrial.llm import fanout
 from ragtrial.runner.context import open_run
 
+pytestmark = pytest.mark.usefixtures("notebook_kernels")
+
 fanout.PROGRESS_AFTER_S = fanout.PROGRESS_EVERY_S = 0  # outside a batch, a line for every unit
 ctx = open_run(settings, run_dir, notebook="slow")
 questions = [f"question {i}" for i in range(UNITS)]
