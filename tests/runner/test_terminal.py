@@ -9,10 +9,13 @@ import json
 import re
 
 import nbformat
+import pytest
 import yaml
 
 from ragtrial.cli import main
 from ragtrial.runner.batch import run_batch
+
+pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
 # What the kernels and their manager must not print on the batch's terminal (issue 18).
 NOISE = ("without encryption", "Task was destroyed", "Logging error", "Traceback")
@@ -20,8 +23,6 @@ NOISE = ("without encryption", "Task was destroyed", "Logging error", "Traceback
 SLOW_STAGE = """\
 from ragtrial.llm import fanout
 from ragtrial.runner.context import open_run
-
-pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
 fanout.PROGRESS_AFTER_S = fanout.PROGRESS_EVERY_S = 0  # outside a batch, a line for every unit
 ctx = open_run(settings, run_dir, notebook="slow")
