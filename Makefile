@@ -18,7 +18,7 @@ export TRANSFORMERS_OFFLINE := 1
 # the native build enables AMX kernels that crash on CPUs whose kernel does not grant AMX state.
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: run test lint bench systems clean-outputs
+.PHONY: run test test-fast lint bench systems clean-outputs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ lint: $(STAMP)
 # session's Ray cluster are one group, run in order on one worker.
 test: lint $(SYSTEMS_STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15
+
+# The tests that start no server, cluster, browser, model, upstream system or notebook kernel: those
+# are marked `slow` from the fixtures they use (tests/conftest.py SLOW_FIXTURES). No systems needed.
+test-fast: lint
+	$(BIN)/python -m pytest -q -n 2 -m "not slow" --durations=15
 
 bench: $(STAMP)
 	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done

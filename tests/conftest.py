@@ -30,6 +30,91 @@ BATCH_SETS = {
 }
 
 
+# ---------------------------------------------------------------- the two tiers
+# `make test` runs every test; `make test-fast` those not marked `slow`. A test is slow when its fixture
+# closure holds one of these fixtures, each standing for something real it starts (seconds to minutes).
+SLOW_FIXTURES = {
+    "cluster": "a two-node Ray cluster",
+    "postgres_server": "a PostgreSQL server",
+    "falkordb_url": "a FalkorDB server",
+    "embedded_model": "the embedded llama.cpp server",
+    "notebook_kernels": "Jupyter kernels (notebooks executed by papermill, batches walked)",
+    "upstream_systems": "an upstream system's worker in its own environment",
+    "chromium_browser": "headless Chromium",
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES.keys() & set(item.fixturenames):  # the closure: fixtures of fixtures included
+            item.add_marker(pytest.mark.slow)
+
+
+def refusal(fixture: str):
+    def refuse(*args, **kwargs):
+        raise RuntimeError(
+            f"this test starts {SLOW_FIXTURES[fixture]} without asking for it: request the `{fixture}` "
+            "fixture (tests/conftest.py), which puts the test in the slow tier"
+        )
+
+    return refuse
+
+
+def refuse_real_systems(start):
+    """`Worker.start` for the tests' own worker (a command of its own); refused for a real system's."""
+
+    def guarded(worker):
+        return start(worker) if worker.command else refusal("upstream_systems")()
+
+    return guarded
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A test outside the slow tier that starts one of the slow things in this process (its module- and
+    session-scoped fixtures included) fails, so a forgotten fixture cannot slow the fast tier unseen.
+    What starts in a child process (`python -m ragtrial run`) is not seen: such a test asks itself.
+    """
+    if item.get_closest_marker("slow"):
+        return (yield)
+    from jupyter_client.provisioning.local_provisioner import LocalProvisioner
+
+    from ragtrial.llm.server import EmbeddedServer
+    from ragtrial.methods.upstream.boundary import Worker
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LocalProvisioner, "launch_kernel", refusal("notebook_kernels"))
+        patch.setattr(EmbeddedServer, "start", refusal("embedded_model"))
+        patch.setattr(Worker, "start", refuse_real_systems(Worker.start))
+        return (yield)
+
+
+@pytest.fixture(scope="session")
+def notebook_kernels():
+    """The test executes notebooks in Jupyter kernels (papermill runs, whole batches): 10 s to minutes."""
+
+
+@pytest.fixture(scope="session")
+def embedded_model():
+    """The test starts the embedded llama.cpp server (Gemma 3 270M), in this process or a child."""
+
+
+@pytest.fixture(scope="session")
+def upstream_systems():
+    """The test starts an upstream system's worker (GraphRAG, fast-graphrag, LightRAG) in its environment."""
+
+
+@pytest.fixture(scope="session")
+def chromium_browser() -> str:
+    """The path of the machine's Chromium; the test is skipped on a machine without one."""
+    from ragtrial.report.screenshots import chromium
+
+    found = chromium()
+    if found is None:
+        pytest.skip("no Chromium on this machine (apt-get install chromium)")
+    return found
+
+
 @pytest.fixture
 def scripted():
     with ScriptedServer() as server:
@@ -74,7 +159,8 @@ def falkordb_url():
         yield url
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+# postgresql: a slow parameter (its server comes through getfixturevalue, outside the fixture closure)
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def cache_location(request, tmp_path) -> str | Path:
     """A fresh response cache's location on each backend: a SQLite file, a PostgreSQL database."""
     if request.param == "sqlite":

@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 from conftest import PROJECT_ROOT, SHARED_DATASETS
 from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.evaluation.judge.pairs import NOT_ALIGNABLE
 from ragtrial.llm.ledger import read_ledger
 from ragtrial.runner.batch import run_batch
+
+pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
 
 def test_the_kag_lightrag_answers_are_judged_against_closed_book(scripted, tmp_path):

@@ -5,11 +5,14 @@ a few small simulated studies; it saves its tables, records its headline and mak
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from conftest import PROJECT_ROOT
 from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.runner.batch import run_batch
 from ragtrial.runner.context import HEADLINE_FILE
+
+pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
 SMALL = {
     "fit_audit": False,

@@ -366,7 +366,7 @@ def test_clusters_html_groups_by_cluster_and_escapes():
     assert page.count("cluster 2") == 2
 
 
-@pytest.mark.embedded
+@pytest.mark.usefixtures("embedded_model")
 def test_embedded_model_extracts_claims_or_records_the_failure(tmp_path):
     settings = LLMSettings()
     server = EmbeddedServer(settings, tmp_path / "server.log")

@@ -5,11 +5,14 @@ oracle's gold-context answers, attribution of every answer, and the summary the 
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from conftest import PROJECT_ROOT, cited_answer_reply, endpoint_settings
 from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.runner.batch import run_batch
 from ragtrial.runner.regression import SUMMARY_COLUMNS
+
+pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
 
 def run_diagnostics(scripted, tmp_path, **sections):

@@ -337,7 +337,7 @@ def test_two_sampled_runs_and_regeneration_go_through_the_method(scripted, tmp_p
     assert "summarize_query@v1-length_rule+align_regenerate@v1" in set(llm.ledger.frame()["prompt"])
 
 
-@pytest.mark.embedded
+@pytest.mark.usefixtures("embedded_model")
 def test_embedded_model_replies_in_both_judge_schemas(tmp_path):
     """llama.cpp's grammar must accept both reply schemas (score enums in fixed-length lists)."""
     from ragtrial.config.llm import LLMSettings

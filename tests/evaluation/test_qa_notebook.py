@@ -5,10 +5,13 @@ retrieval fell back, which graph each method walked, and the paired EM test of s
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from conftest import PROJECT_ROOT
 from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.runner.batch import run_batch
+
+pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
 
 def test_qa_tables_pair_em_count_fallbacks_and_name_the_graph_walked(scripted, tmp_path):

@@ -7,9 +7,12 @@ reaches no output.
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from conftest import PROJECT_ROOT, cited_answer_reply, endpoint_settings
 
 from ragtrial.runner.batch import run_batch
+
+pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
 
 def test_notebooks_04_and_09_on_postgresql_and_kuzu(scripted, tmp_path, postgres_url):

@@ -6,10 +6,13 @@ and power, and with an input notebook missing says what is missing and verdicts 
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from conftest import PROJECT_ROOT, cited_answer_reply, endpoint_settings
 from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.runner.batch import run_batch
+
+pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
 SECTIONS = {
     "index": {"graph_source": "nlp"},

@@ -253,7 +253,7 @@ def test_reply_schema_bounds_items_lengths_and_types() -> None:
     )
 
 
-@pytest.mark.embedded
+@pytest.mark.usefixtures("embedded_model")
 def test_the_embedded_model_accepts_the_bounded_reply_schema(tmp_path) -> None:
     """llama.cpp turns the reply schema (enums, maxItems, maxLength) into a grammar; one short real
     extraction must end in a valid bounded graph or a recorded failure, never a server error.

@@ -104,6 +104,7 @@ def markdown_outputs(run_dir) -> str:
     )
 
 
+@pytest.mark.usefixtures("notebook_kernels")
 @pytest.mark.fault
 def test_notebook_00_fails_when_no_model_answered(tmp_path):
     result, run = notebook_00(tmp_path, {"base_url": "http://127.0.0.1:9/v1", "model": "my-model"})
@@ -119,6 +120,7 @@ def served_reply(content: str) -> tuple:
     return ("body", 200, {"model": "served-by-test", "choices": [choice], "usage": None})
 
 
+@pytest.mark.usefixtures("notebook_kernels")
 @pytest.mark.fault
 def test_notebook_00_says_what_answered_and_a_warm_rerun_replays_the_invalid_reply(scripted, tmp_path):
     # the completion answers; the structured probe's reply and its repair are both invalid

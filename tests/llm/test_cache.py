@@ -3,6 +3,7 @@
 import sqlite3
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import make_llm
@@ -64,6 +65,25 @@ def test_close_checkpoints_and_the_cache_reopens_on_use(cache_location, tmp_path
     cache.close()
     (tmp_path / "cache.sqlite-wal").unlink(missing_ok=True)  # SQLite: the file alone holds the row
     assert cache.get_completion("k").text == "text"
+
+
+def test_close_does_not_wait_for_another_connections_read(tmp_path):
+    """A reader on an older snapshot (another process, or a cache of this one closed by the garbage
+    collector inside a write) once held close() for SQLite's 60 s busy timeout.
+    """
+    path = tmp_path / "cache.sqlite"
+    cache = ResponseCache(path)
+    cache.put_completion("a", "m", "text", 1, 1)
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM completions").fetchall()
+    cache.put_completion("b", "m", "text", 1, 1)
+    started = time.monotonic()
+    cache.close()
+    assert time.monotonic() - started < 5
+    reader.execute("COMMIT")
+    reader.close()
+    assert ResponseCache(path).get_completion("b").text == "text"
 
 
 @pytest.mark.fault

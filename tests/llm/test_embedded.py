@@ -16,7 +16,7 @@ from ragtrial.llm.errors import StructuredOutputError
 from ragtrial.llm.ledger import Ledger
 from ragtrial.llm.server import EmbeddedServer, listening_addresses
 
-pytestmark = pytest.mark.embedded
+pytestmark = pytest.mark.usefixtures("embedded_model")
 
 
 class Capital(BaseModel):

@@ -12,8 +12,6 @@ from scripted_server import ScriptedServer
 from ragtrial.methods.upstream.boundary import UpstreamError, Worker
 from ragtrial.methods.upstream.environments import SystemNotInstalled, python_for
 
-pytestmark = pytest.mark.systems
-
 DOCUMENTS = [
     {"id": "d1", "title": "Acme", "text": "Alice founded Acme in Paris. Acme makes rockets."},
     {"id": "d2", "title": "Berlin", "text": "Bob works for Acme in Berlin. Bob is Alice's brother."},
@@ -73,7 +71,7 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def worker(tmp_path_factory):
+def worker(tmp_path_factory, upstream_systems):
     try:
         python_for("fast_graphrag")
     except SystemNotInstalled as err:

@@ -15,8 +15,6 @@ from scripted_server import InFlight, ScriptedServer
 from ragtrial.methods.upstream.boundary import UpstreamError, Worker
 from ragtrial.methods.upstream.environments import SystemNotInstalled, python_for
 
-pytestmark = pytest.mark.systems
-
 CAROL_OUTPUT = SHARED_DATASETS / "graphrag_examples" / "a_christmas_carol_index" / "output"
 MODES = ("local", "global", "drift", "basic")
 # The scripted embedder's vectors have 3 dimensions; DRIFT kept to one small round.
@@ -82,7 +80,7 @@ def endpoint():
 
 
 @pytest.fixture(scope="module")
-def worker(tmp_path_factory):
+def worker(tmp_path_factory, upstream_systems):
     try:
         python_for("graphrag")
     except SystemNotInstalled as err:

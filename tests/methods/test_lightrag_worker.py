@@ -16,8 +16,6 @@ from scripted_server import ScriptedServer
 from ragtrial.methods.upstream.boundary import UpstreamError, Worker, worker_environment
 from ragtrial.methods.upstream.environments import worker_script
 
-pytestmark = pytest.mark.systems
-
 ANSWER = "Ada Lovelace was born in London."
 KEYWORDS = json.dumps({"high_level_keywords": ["birthplace"], "low_level_keywords": ["Ada Lovelace"]})
 # The kit's graph tables as rows; r3 is a self-loop, which LightRAG refuses.
@@ -95,7 +93,7 @@ def fresh_script(server):
 
 
 @pytest.fixture(scope="module")
-def worker(server, tmp_path_factory):
+def worker(server, tmp_path_factory, upstream_systems):
     """One LightRAG worker with the kit's GRAPH indexed; the index's result in `worker.indexed`."""
     folder = tmp_path_factory.mktemp("lightrag")
     with Worker("lightrag", folder / "work", folder / "worker.log", timeout_s=120) as running:
@@ -215,7 +213,7 @@ def test_unknown_options_and_modes_are_errors_naming_them(worker):
 
 
 @pytest.fixture
-def fresh_worker(server, tmp_path):
+def fresh_worker(server, tmp_path, upstream_systems):
     """A worker over an empty workdir, and the endpoint fields of its requests."""
     workdir = tmp_path / "work"
     endpoint = {
@@ -259,6 +257,7 @@ def test_a_failed_index_names_the_op_and_its_workdir_is_not_indexed_again(fresh_
         worker.request("index", graph=GRAPH, documents=None, **index)
 
 
+@pytest.mark.usefixtures("upstream_systems")  # imports LightRAG in a process of its own
 def test_the_worker_refuses_the_pip_installs_lightrag_would_make_at_run_time(tmp_path):
     # In a process of its own: importing the worker patches pipmaster for the whole process.
     probe = (

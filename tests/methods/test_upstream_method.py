@@ -24,8 +24,6 @@ from ragtrial.methods.registry import make_methods
 from ragtrial.methods.upstream.method import KitIds, systems_table
 from ragtrial.records import Question
 
-pytestmark = pytest.mark.systems
-
 QUESTIONS = [
     Question(question_id="q1", question="Where was Ada Lovelace born?"),
     Question(question_id="q2", question="Who designed the Analytical Engine?"),
@@ -61,7 +59,7 @@ def context(scripted, folder: Path, run: str) -> SimpleNamespace:
 
 
 @pytest.fixture
-def served(scripted):
+def served(scripted, upstream_systems):
     scripted.default_reply = reply  # its embeddings: 3-dimensional vectors
     return scripted
 
@@ -161,6 +159,7 @@ def test_kit_ids_map_a_systems_items_by_id_name_ends_and_text_and_count_the_rest
 DULCE = SHARED_DATASETS / "graphrag_examples" / "operation_dulce"
 
 
+@pytest.mark.usefixtures("upstream_systems")
 def test_graphrag_searches_its_own_output_folder_and_answers_in_the_kits_ids(scripted, tmp_path):
     """GraphRAG (its own environment) over the Operation Dulce output the kit imported: one graph."""
     from test_graphrag_worker import graphrag_reply

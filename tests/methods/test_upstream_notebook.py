@@ -15,7 +15,7 @@ from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.runner.batch import run_batch
 
-pytestmark = pytest.mark.systems
+pytestmark = pytest.mark.usefixtures("notebook_kernels", "upstream_systems")
 
 
 def test_notebook_11_puts_the_real_systems_beside_the_kits_and_records_them(scripted, tmp_path):

@@ -478,7 +478,7 @@ def test_generator_comparison_pairs_on_shared_anchors_else_says_unpaired():
 # ---------------------------------------------------------------- the real embedded model
 
 
-@pytest.mark.embedded
+@pytest.mark.usefixtures("embedded_model")
 def test_embedded_model_node_question_and_rating_parse_or_are_recorded(small_index, tmp_path):
     from ragtrial.config.llm import LLMSettings
     from ragtrial.llm.cache import ResponseCache

@@ -57,6 +57,7 @@ def test_a_rewrite_keeps_the_umask_and_replaces_the_content(tmp_path, umask):
     assert mode(path) == 0o666 & ~umask and '"running"' in path.read_text()
 
 
+@pytest.mark.usefixtures("notebook_kernels")
 def test_a_runs_files_all_have_the_same_permissions(scripted, tmp_path):
     """A whole run through papermill: report.html, run.json, the tables and index.html are as readable
     as the ledger and the notebook (they were 0600 beside 0644 ones).

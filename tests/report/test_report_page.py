@@ -17,7 +17,7 @@ from conftest import PROJECT_ROOT
 from nbclient import NotebookClient
 
 from ragtrial.report.html import render_report
-from ragtrial.report.screenshots import chromium, screenshot
+from ragtrial.report.screenshots import screenshot
 
 # what a notebook does before its first table: open its run (which installs the kit's formatter)
 SETUP = (
@@ -45,7 +45,7 @@ CELLS = [
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def report(tmp_path_factory, notebook_kernels):
     """The run folder of the executed notebook, its report rendered."""
     folder = tmp_path_factory.mktemp("outputs") / "notebook-0123456789"
     folder.mkdir()
@@ -81,9 +81,8 @@ def test_a_reports_tables_hide_nothing_and_its_page_needs_nothing_but_itself(rep
     assert re.search(r"styled_<wbr/?>count</th></tr></thead><tbody><tr><td class=.rt-num.>3<", body)
 
 
-@pytest.mark.skipif(chromium() is None, reason="no Chromium on this machine (apt-get install chromium)")
-def test_chromium_draws_the_report_and_the_script_draws_every_report(report, tmp_path):
-    png = screenshot(report / "report.html", tmp_path / "report.png")
+def test_chromium_draws_the_report_and_the_script_draws_every_report(report, chromium_browser, tmp_path):
+    png = screenshot(report / "report.html", tmp_path / "report.png", browser=chromium_browser)
     data = png.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")

@@ -21,6 +21,8 @@ from ragtrial.report.index_page import render_index
 from ragtrial.runner.batch import run_batch
 from ragtrial.runner.execute import batch_record
 
+pytestmark = pytest.mark.usefixtures("notebook_kernels")
+
 
 def batch_file(tmp_path, llm: dict) -> str:
     path = tmp_path / "batch.yaml"
@@ -100,7 +102,7 @@ def test_a_stopped_batch_records_the_interruption_and_resumes_without_paying_twi
     assert len(scripted.requests) == 3
 
 
-@pytest.mark.embedded
+@pytest.mark.usefixtures("embedded_model")
 def test_second_run_replays_everything_from_the_cache(tmp_path):
     batch = batch_file(tmp_path, {"backend": "embedded"})
     out = tmp_path / "out"

@@ -63,6 +63,7 @@ def overrides(scripted, tmp_path, **llm) -> dict:
     return endpoint_settings(scripted.base_url, tmp_path, llm=llm, index=index)
 
 
+@pytest.mark.usefixtures("notebook_kernels")
 def test_estimate_sends_no_request_and_matches_the_run_then_sees_it_cached(scripted, tmp_path):
     scripted.default_reply = schema_reply
     settings, out = overrides(scripted, tmp_path), tmp_path / "out"
@@ -105,6 +106,7 @@ def test_estimate_sends_no_request_and_matches_the_run_then_sees_it_cached(scrip
     assert probes["latency_s"] == pytest.approx(live["latency_s"].mean())
 
 
+@pytest.mark.usefixtures("notebook_kernels")
 def test_a_rebuild_estimate_finds_every_extraction_in_the_cache(scripted, tmp_path):
     """The extraction requests are built as the stage builds them: after a run, a new index folder
     (another store path) would be built again, and every first extraction is a cache hit.

@@ -176,6 +176,7 @@ FAILING_NOTEBOOK = {
 }
 
 
+@pytest.mark.usefixtures("notebook_kernels")
 def test_a_failed_notebook_reports_its_own_exception(capsys, tmp_path, monkeypatch):
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "fails.ipynb").write_text(json.dumps(FAILING_NOTEBOOK))
@@ -189,6 +190,7 @@ def test_a_failed_notebook_reports_its_own_exception(capsys, tmp_path, monkeypat
     assert run["status"] == "failed" and run["error"].startswith("ValueError: the planted reason")
 
 
+@pytest.mark.usefixtures("notebook_kernels")
 def test_a_corrupt_cache_fails_the_run_in_one_line(capsys, tmp_path, in_project):
     cache = tmp_path / "cache.sqlite"
     cache.write_bytes(b"this is not a database" * 200)

@@ -4,6 +4,7 @@ the indexes all go to the outputs folder, and the run ids do not change with it.
 
 from __future__ import annotations
 
+import pytest
 import yaml
 from conftest import endpoint_settings
 from latency_server import schema_reply
@@ -11,6 +12,8 @@ from latency_server import schema_reply
 from ragtrial.cli import main
 from ragtrial.config.batch import load_batch
 from ragtrial.config.paths import WORKSPACE_FILE, notebooks_dir, project_root
+
+pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
 
 def study_folder(tmp_path, base_url: str):

@@ -45,6 +45,7 @@ def hostile_batch(tmp_path, llm: dict[str, Any], notebooks: list[str]) -> str:
     return str(path)
 
 
+@pytest.mark.usefixtures("notebook_kernels")
 def test_model_and_endpoint_text_never_becomes_live_html_in_a_report(scripted, tmp_path):
     scripted.default_reply = injecting_reply
     # the completion probe of notebook 00 meets an endpoint error whose body carries the injection
@@ -75,6 +76,7 @@ def written_secrets(root, secrets_: list[str]) -> dict[str, list[str]]:
     return found
 
 
+@pytest.mark.usefixtures("notebook_kernels")
 def test_a_password_in_the_endpoint_url_reaches_no_file_a_batch_writes(scripted, tmp_path):
     """`user:password@` in `llm.base_url` is used for the calls (HTTP basic auth) and appears in no file
     under the outputs, the cache or the index store, not even when the endpoint echoes the header.
@@ -105,6 +107,7 @@ def test_a_password_in_the_endpoint_url_reaches_no_file_a_batch_writes(scripted,
     )
 
 
+@pytest.mark.usefixtures("notebook_kernels")
 def test_an_api_key_the_endpoint_echoes_reaches_no_file_a_batch_writes(scripted, tmp_path, monkeypatch):
     scripted.default_reply = injecting_reply
     scripted.script.append(("echo_key", 401))

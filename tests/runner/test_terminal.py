@@ -9,10 +9,13 @@ import json
 import re
 
 import nbformat
+import pytest
 import yaml
 
 from ragtrial.cli import main
 from ragtrial.runner.batch import run_batch
+
+pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
 # What the kernels and their manager must not print on the batch's terminal (issue 18).
 NOISE = ("without encryption", "Task was destroyed", "Logging error", "Traceback")

@@ -9,7 +9,7 @@ from conftest import PROJECT_ROOT
 
 from ragtrial.runner.batch import run_batch
 
-pytestmark = pytest.mark.fault
+pytestmark = [pytest.mark.fault, pytest.mark.usefixtures("notebook_kernels")]
 
 
 class EveryLLMCallFails:

@@ -22,6 +22,8 @@ from ragtrial.llm.ledger import read_ledger
 from ragtrial.runner.batch import run_batch
 from ragtrial.runner.context import HEADLINE_FILE
 
+pytestmark = pytest.mark.usefixtures("notebook_kernels")
+
 PLANNED = {run.notebook: run for run in planned_runs(set(), embedded=False)}  # a text folder, an endpoint
 RUNS_WITHOUT_GOLD = [n for n, run in PLANNED.items() if not run.left_out and n != "11_upstream_systems"]
 NEED_GOLD = [n for n, run in PLANNED.items() if run.left_out]

@@ -167,6 +167,9 @@ def _open_sqlite(path: Path) -> sqlite3.Connection:
 def _close_sqlite(conn: sqlite3.Connection) -> None:
     """Checkpoint the WAL into the database file, then close."""
     try:
+        # without waiting: TRUNCATE waits out the busy timeout (60 s) while any other connection reads or
+        # writes, a finalizer's close inside this process's own write included
+        conn.execute("PRAGMA busy_timeout=0")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     except sqlite3.Error:
         pass  # another process holds a read lock: SQLite checkpoints when the last one closes
