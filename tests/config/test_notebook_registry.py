@@ -15,7 +15,14 @@ import yaml
 from conftest import PROJECT_ROOT, endpoint_settings
 
 from ragtrial.cli import main
-from ragtrial.config.notebooks import NOTEBOOKS, AskedQuestions, NotebookSpec, add_notebook, notebook_specs
+from ragtrial.config.notebooks import (
+    NOTEBOOKS,
+    AskedQuestions,
+    NotebookSpec,
+    add_notebook,
+    narrative_of,
+    notebook_specs,
+)
 from ragtrial.config.settings import Settings
 from ragtrial.registry import resolve
 
@@ -39,6 +46,7 @@ def test_each_entry_names_settings_and_functions_that_exist():
     settings = Settings()
     for spec in notebook_specs():
         assert callable(resolve(spec.planner)), spec.name
+        assert callable(narrative_of(spec.name)), spec.name
         if spec.asks is not None:
             assert callable(resolve(spec.asks.sampler)), spec.name
             assert not spec.asks.section or spec.asks.section in spec.sections, spec.name
