@@ -17,7 +17,12 @@ from ragtrial.config.claims import ClaimsSettings
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.evaluation.judge.cost_plan import judge_prompt_tokens
 from ragtrial.evaluation.judge.pairs import all_pairs, make_pairs
-from ragtrial.evaluation.judge.protocols import CLASSIC_OUTCOME, FAILURE_COLUMNS, Judgments, judge_classic
+from ragtrial.evaluation.judge.protocols import (
+    CLASSIC_OUTCOME,
+    FAILURE_COLUMNS,
+    Judgments,
+    judge_classic_with_settings,
+)
 from ragtrial.llm.client import LLM
 from ragtrial.llm.plan import StagePlan, projected
 from ragtrial.stats import bootstrap_mean_ci, majority_verdict
@@ -41,15 +46,7 @@ def judge_verdicts(
         pairs, _ = make_pairs(
             questions, answers[answers["failure"] == ""].assign(replicate=0), all_pairs(methods)
         )
-        run = judge_classic(
-            llm,
-            pairs,
-            max_tokens=judge_cfg.classic_max_tokens,
-            temperature=judge_cfg.judge_temperature,
-            positions=cfg.judge_positions,
-            repeats=judge_cfg.classic_repeats,
-            ties=judge_cfg.classic_ties,
-        )
+        run = judge_classic_with_settings(llm, pairs, judge_cfg, cfg.judge_positions)
         source = (
             f"the classic protocol run here, {judge_cfg.classic_repeats} vote(s) per shown order "
             f"({', '.join(cfg.judge_positions)}), "

@@ -23,7 +23,12 @@ from ragtrial.evaluation.judge import aggregate
 from ragtrial.evaluation.judge.answers import AnswerSet
 from ragtrial.evaluation.judge.cost_plan import estimate_cost, mean_question_tokens, planned_calls
 from ragtrial.evaluation.judge.pairs import Append, align_lengths, all_pairs, llm_appender, make_pairs
-from ragtrial.evaluation.judge.protocols import POSITIONS, Judgments, judge_classic, judge_unbiased
+from ragtrial.evaluation.judge.protocols import (
+    POSITIONS,
+    Judgments,
+    judge_classic_with_settings,
+    judge_unbiased,
+)
 from ragtrial.evaluation.run_methods import failures_table
 from ragtrial.llm.client import LLM
 from ragtrial.llm.plan import QUESTION_TOKENS, StagePlan
@@ -156,15 +161,7 @@ def run_judge_pipeline(
     )
     classic = None
     if design.classic_positions:
-        classic = judge_classic(
-            llm,
-            pairs,
-            max_tokens=cfg.classic_max_tokens,
-            temperature=cfg.judge_temperature,
-            positions=design.classic_positions,
-            repeats=cfg.classic_repeats,
-            ties=cfg.classic_ties,
-        )
+        classic = judge_classic_with_settings(llm, pairs, cfg, design.classic_positions)
     aligned, alignment_log = align_lengths(
         pairs if design.unbiased else pairs.iloc[:0],
         answered.regenerate,

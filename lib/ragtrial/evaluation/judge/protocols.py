@@ -25,6 +25,7 @@ from typing import Annotated, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from ragtrial.config.judge import JudgeSettings
 from ragtrial.evaluation.judge.pairs import METHOD_KEY, pair_label
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
@@ -236,4 +237,21 @@ def judge_classic(
         temperature,
         rows,
         ["aspect", "winner", "winner_slot"],
+    )
+
+
+def judge_classic_with_settings(
+    llm: LLM, pairs: pd.DataFrame, cfg: JudgeSettings, positions: Sequence[str]
+) -> Judgments:
+    """`judge_classic` in the shown `positions` with a judge section's reply cap, temperature,
+    repeats and ties.
+    """
+    return judge_classic(
+        llm,
+        pairs,
+        max_tokens=cfg.classic_max_tokens,
+        temperature=cfg.judge_temperature,
+        positions=positions,
+        repeats=cfg.classic_repeats,
+        ties=cfg.classic_ties,
     )
