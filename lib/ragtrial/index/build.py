@@ -199,7 +199,9 @@ class _Build:
 
 
 def _import_graphrag(b: _Build) -> None:
-    b.index = import_graphrag_output(_import_location(b.settings))
+    location = _import_location(b.settings)
+    assert location is not None  # IndexSettings require import_path with graph_source "import"
+    b.index = import_graphrag_output(location)
     b.notes["imported_from"] = b.settings.import_path
 
 
@@ -224,7 +226,9 @@ def _extract_llm(b: _Build) -> None:
 
 
 def _import_openie(b: _Build) -> None:
-    entities, relations, failed = import_openie(_import_location(b.settings), b.documents, b.chunks)
+    location = _import_location(b.settings)
+    assert location is not None  # IndexSettings require import_path with graph_source "import"
+    entities, relations, failed = import_openie(location, b.documents, b.chunks)
     b.graphs["import"] = {"entities": entities, "relations": relations, "claims": empty_tables()["claims"]}
     b.failures.append(failed)
 
@@ -255,6 +259,7 @@ def _create_communities(b: _Build) -> None:
 
 def _create_community_reports(b: _Build) -> None:
     index = b.index
+    assert index is not None  # made by _create_communities or the GraphRAG import
     result = create_community_reports(
         b.ctx.llm, index.entities, index.relations, index.claims, index.communities, b.settings
     )
@@ -263,6 +268,7 @@ def _create_community_reports(b: _Build) -> None:
 
 
 def _date_relations(b: _Build) -> None:
+    assert b.index is not None  # made by _create_communities or the GraphRAG import
     b.index = date_relations(b.index)
     rels = b.index.relations
     b.notes["dated_relations"] = int((rels["valid_from"].notna() | rels["valid_to"].notna()).sum())
@@ -270,6 +276,7 @@ def _date_relations(b: _Build) -> None:
 
 def _embed(b: _Build) -> None:
     on_cluster = {"compute_batches": b.cluster.embedding(b.ctx.run_id)} if b.cluster else {}
+    assert b.index is not None  # made by _create_communities or the GraphRAG import
     b.index = embed_index(
         b.index, functools.partial(b.ctx.embedder.embed, stage="index_embeddings", **on_cluster)
     )
@@ -353,6 +360,7 @@ def _build(
         **build.notes,
         **({"distributed": build.cluster.record()} if build.cluster else {}),
     }
+    assert build.index is not None  # every stage plan makes an index
     saved = dataclasses.replace(build.index, manifest=manifest).save(path)
     return GraphIndex.load(saved)  # exactly what a later load_or_build_index returns, full manifest included
 

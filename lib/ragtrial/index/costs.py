@@ -143,9 +143,10 @@ def stage_costs(index: GraphIndex) -> pd.DataFrame:
         if not mine.empty:
             weights, what = mine["model_s"].to_dict(), "ledger latency"
         else:
-            part, origin = _MODEL_FREE_PART.get(name, (None, None))
-            if part is None:
+            made = _MODEL_FREE_PART.get(name)
+            if made is None:
                 raise ValueError(f"index {where}: build stage {name!r} made no known index part")
+            part, origin = made
             served = origins if origin == "*" else [origin]
             counts = _origin_rows(index, _ROWS_OF[name]) if len(served) > 1 else {}
             weights, what = {(part, o): counts.get(o, 0) for o in served}, _ROWS_OF.get(name, "")

@@ -53,7 +53,7 @@ def create_communities(
             weights[pair] = weights.get(pair, 0.0) + float(weight)
     nodes = known
     if use_lcc and weights:
-        nodes = set(max(nx.connected_components(nx.Graph(list(weights))), key=len))
+        nodes = set(max(nx.connected_components(nx.Graph(list(weights))), key=len))  # type: ignore[arg-type]  # networkx: untyped, components are sets
     edges = sorted((a, b, w) for (a, b), w in weights.items() if a in nodes)
     clusters = (
         gn.hierarchical_leiden(edges, max_cluster_size=max_cluster_size, seed=seed, resolution=resolution)

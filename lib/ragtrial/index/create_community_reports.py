@@ -199,7 +199,7 @@ def community_context(
         owners = {owner.get(eid) for eid in item.about}
         return owners.pop() if len(owners) == 1 else None  # an edge between two children stays an element
 
-    sizes = Counter()
+    sizes: Counter[str] = Counter()
     for item in items:
         if (cid := child_of(item)) is not None:
             sizes[cid] += item.tokens
@@ -252,7 +252,7 @@ def select_communities(
     ), skipped
 
 
-def full_text(reply: BaseModel) -> str:
+def full_text(reply: Any) -> str:  # a report_schema model
     findings = "\n\n".join(f"## {f.summary}\n\n{f.explanation}" for f in reply.findings)
     return f"# {reply.title}\n\n{reply.summary}\n\nRating: {reply.rating}/10. {reply.rating_explanation}" + (
         f"\n\n{findings}" if findings else ""
@@ -318,7 +318,7 @@ def create_community_reports(
             context = ("sub-reports" if substituted else "elements", context_tokens(items), len(substituted))
             members = _members(community)
             try:
-                reply = llm.structured(
+                reply: Any = llm.structured(  # a report_schema model: its fields are made at run time
                     prompt.render(context=render_context(items)),
                     schema,
                     stage="community_report",
@@ -361,6 +361,7 @@ def create_community_reports(
             if outcome.failure is not None:
                 failed.append({"community_id": cid, **outcome.failure})
                 continue
+            assert outcome.report is not None  # an outcome without a failure has its report
             base = {
                 "community_id": cid,
                 "level": int(community["level"]),

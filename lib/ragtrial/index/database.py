@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -213,7 +213,8 @@ class Database:
             ) from None
         self.psycopg = psycopg
         try:
-            self.url_password = psycopg.conninfo.conninfo_to_dict(url).get("password")
+            # conninfo values are typed str | int; a password is a str
+            self.url_password = cast(str | None, psycopg.conninfo.conninfo_to_dict(url).get("password"))
         except psycopg.ProgrammingError as err:
             raise StoreError(f"{self.where}: not a PostgreSQL URL: {redact_url(str(err))}") from None
         if self.url_password:

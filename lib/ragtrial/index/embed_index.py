@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -59,7 +60,7 @@ def embed_index(
             report_origins(index),
         ),
     }
-    arrays = {}
+    arrays: dict[str, Any] = {}  # GraphIndex embedding field -> its array, or None
     for table, (texts, origins) in tables.items():
         if keep_existing and getattr(index, EMBEDDINGS[table][0]) is not None:
             continue

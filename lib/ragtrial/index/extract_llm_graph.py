@@ -57,7 +57,7 @@ def _name() -> Any:
 
 
 def _items(model: type[BaseModel], max_items: int | None) -> Any:
-    return Annotated[list[model], Field(max_length=max_items)]
+    return Annotated[list[model], Field(max_length=max_items)]  # type: ignore[valid-type]  # built at run time
 
 
 @cache
@@ -68,7 +68,10 @@ def graph_schema(
     so a grammar-constrained reply closes its JSON before max_tokens instead of being cut off.
     """
     entity = create_model(
-        "Entity", name=(_name(), ...), type=(Literal[entity_types], ...), description=(_text(max_chars), ...)
+        "Entity",
+        name=(_name(), ...),
+        type=(Literal[entity_types], ...),  # type: ignore[arg-type]  # a Literal built at run time
+        description=(_text(max_chars), ...),
     )
     relation = create_model(
         "Relation",
@@ -152,7 +155,7 @@ def _named(chunk: ChunkGraph, stage: str, what: str, *names: str) -> bool:
     return not empty
 
 
-def _add_graph(chunk: ChunkGraph, reply: BaseModel, stage: str) -> None:
+def _add_graph(chunk: ChunkGraph, reply: Any, stage: str) -> None:  # a graph_schema model
     for e in reply.entities:
         if _named(chunk, stage, "entity", e.name):
             chunk.add_entity(e.name, e.type, e.description)
@@ -184,6 +187,7 @@ def extract_chunk(llm: LLM, chunk_id: str, text: str, settings: IndexSettings) -
     """Entities and relations of one chunk (plus gleaning rounds and claims when enabled)."""
     chunk = ChunkGraph(chunk_id)
     messages, schema, prompt = extraction_request(text, settings)
+    reply: Any  # a graph_schema model: its fields are made at run time
     try:
         reply = llm.structured(
             messages,
@@ -228,7 +232,7 @@ def _extract_claims(llm: LLM, chunk: ChunkGraph, text: str, settings: IndexSetti
     prompt = load_prompt("extract_claims")
     names = list(dict.fromkeys(row[1] for row in chunk.entities if row[2] != UNKNOWN_TYPE))
     try:
-        reply = llm.structured(
+        reply: Any = llm.structured(  # a claims_schema model: its fields are made at run time
             prompt.render(entity_names=", ".join(names) or NO_OBJECT, text=text),
             claims_schema(settings.max_items, settings.text_max_chars),
             stage="extract_claims",
@@ -316,9 +320,9 @@ def distinct_descriptions(graphs: list[ChunkGraph]) -> dict[str, list[str]]:
 
 def _summary_candidates(
     entities: pd.DataFrame, relations: pd.DataFrame, descriptions: dict[str, list[str]]
-) -> list[tuple[str, str, str]]:
-    """(table, element id, label) of the elements from several chunks with differing descriptions,
-    most descriptions first (ties by id, so the choice is deterministic).
+) -> list[tuple[str, str, str, str]]:
+    """(table, element id, label, descriptions key) of the elements from several chunks with differing
+    descriptions, most descriptions first (ties by id, so the choice is deterministic).
     """
     names = dict(zip(entities["entity_id"], entities["name"], strict=True))
     found = []
@@ -502,7 +506,7 @@ def planned_calls(llm: LLM, chunks: pd.DataFrame, settings: IndexSettings) -> li
         )
     summarize = load_prompt("summarize_descriptions")
     bounded = settings.max_summaries is not None
-    summaries = settings.max_summaries if bounded else n
+    summaries = n if settings.max_summaries is None else settings.max_summaries
     plans.append(
         projected(
             "summarize_descriptions",

@@ -5,7 +5,7 @@ chunk) as relations, the way GraphRAG's NLP graph extraction builds it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import combinations
 
 import pandas as pd
@@ -82,6 +82,7 @@ def extract_nlp_graph(
             ]
             for pair in combinations(sorted({f[0] for f in found} & keep), 2):
                 sentence_of_pair.setdefault(pair, sentence)
+        pairs: Iterator[tuple[str, str]]
         if cooccurrence == "chunk":
             pairs = combinations(sorted({f[0] for _, found in parsed for f in found} & keep), 2)
         else:

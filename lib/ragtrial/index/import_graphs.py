@@ -109,15 +109,18 @@ def import_graphrag_output(folder: str | Path) -> GraphIndex:
     if not list(folder.glob("*.parquet")) and (folder / "output").is_dir():
         folder = folder / "output"
     tables = {name: _graphrag_table(folder, name) for name in (*_GRAPHRAG, "covariates")}
+    required: dict[str, _Parquet] = {}
     for name in _GRAPHRAG:
-        if tables[name] is None:
+        table = tables[name]
+        if table is None:
             raise DataError(
                 str(folder / f"{name}.parquet"),
                 None,
                 None,
                 f"missing (also looked for create_final_{name}.parquet)",
             )
-    docs, units, ents, rels, comms, reports = (tables[name] for name in _GRAPHRAG)
+        required[name] = table
+    docs, units, ents, rels, comms, reports = (required[name] for name in _GRAPHRAG)
 
     # A text unit's position is its rank among its document's units, in table order.
     doc_ids = [d if isinstance(d, str) else d[0] for d in units.col("document_id", "document_ids")]

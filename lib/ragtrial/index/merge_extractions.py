@@ -117,9 +117,9 @@ def merge_extractions(extractions: Sequence[Frames], max_descriptions: int | Non
             if a == b:
                 continue
             pair = (a, b) if a < b else (b, a)
-            fold = rels.get(pair) or rels.setdefault(pair, _RelationFold(ends=(a, b)))
-            fold.weight += float(weight)
-            fold.add(desc, chunks, max_descriptions)
+            rel_fold = rels.get(pair) or rels.setdefault(pair, _RelationFold(ends=(a, b)))
+            rel_fold.weight += float(weight)
+            rel_fold.add(desc, chunks, max_descriptions)
     relations_df = pd.DataFrame(
         [
             (relation_key(*pair), *f.ends, "\n".join(f.descriptions), f.weight, list(f.chunks))

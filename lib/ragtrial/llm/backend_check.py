@@ -75,7 +75,7 @@ def run_backend_check(ctx: ModelContext) -> pd.DataFrame:
     (the `model` the endpoint reported; from the cache for a replayed call).
     """
     cfg = ctx.settings.backend_check
-    rows = []
+    rows: list[tuple[str, str, str, str, int | None, int | None, bool | None, str]] = []
 
     for probe in llm_probes(cfg):
         # the probe's own ledger row, whatever else the run's threads are recording meanwhile

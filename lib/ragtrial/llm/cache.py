@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 
@@ -263,7 +263,8 @@ class PostgresStore:
             ) from None
         self.psycopg = psycopg
         try:
-            self.url_password = psycopg.conninfo.conninfo_to_dict(url).get("password")
+            # conninfo values are typed str | int; a password is a str
+            self.url_password = cast(str | None, psycopg.conninfo.conninfo_to_dict(url).get("password"))
         except psycopg.ProgrammingError as err:
             raise CacheError(
                 f"response cache {self.where}: not a PostgreSQL URL: {redact_url(str(err))}"

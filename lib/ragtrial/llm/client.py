@@ -14,7 +14,7 @@ import re
 import threading
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import openai
 from pydantic import BaseModel
@@ -379,7 +379,7 @@ def post_json(client: openai.OpenAI, path: str, body: dict[str, Any], api_key_en
     return body
 
 
-def is_token_count(value: Any) -> bool:
+def is_token_count(value: Any) -> TypeGuard[int]:
     """Whether a usage field is a token count (a non-negative int; JSON `true` is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 

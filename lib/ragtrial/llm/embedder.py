@@ -76,9 +76,12 @@ class Embedder:
                 n_tokens = [len(ids) for ids in model.tokenizer(texts, truncation=True)["input_ids"]]
             return Computed(np.asarray(vectors, dtype=np.float32), n_tokens, 0, self.settings.model)
 
+        base_url = self.settings.base_url
+        assert base_url is not None  # the settings require it for the openai_compatible backend
+
         def attempt() -> Computed:
             body = post_json(
-                self._clients.get(self.settings.base_url),
+                self._clients.get(base_url),
                 "/embeddings",
                 {"model": self.settings.model, "input": texts, "encoding_format": "float"},
                 self.settings.api_key_env,
@@ -108,6 +111,7 @@ class Embedder:
             if usable(hit[0])
         }
         missing = list(dict.fromkeys(k for k in keys if k not in found))
+        served: set[str]
         attempts, live_tokens, served = 0, 0, set()
         if missing:
             text_of = dict(zip(keys, texts, strict=True))

@@ -186,7 +186,7 @@ def _error_message(err: openai.APIStatusError) -> str:
     return err.message
 
 
-def _cause(err: Exception) -> str:
+def _cause(err: BaseException) -> str:
     """The innermost cause of a connection failure, e.g. "[Errno 111] Connection refused"."""
     while err.__cause__ is not None:
         err = err.__cause__

@@ -52,7 +52,8 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 class TextEmbedder(Protocol):
     """What the proxy needs of an embedder (`ragtrial.llm.embedder.Embedder`, `HashingEmbedder`)."""
 
-    model_name: str
+    @property
+    def model_name(self) -> str: ...
 
     def embed(self, texts: list[str], *, stage: str, method: str = "") -> np.ndarray: ...
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field, create_model
 
@@ -80,7 +81,7 @@ class MapReduceMethod(Method):
         messages = self.map_prompt.render(
             context=format_context(batch), question=question.question, max_points=self.max_points
         )
-        reply = self.llm.structured(
+        reply: Any = self.llm.structured(  # a map_schema model: its fields are made at run time
             messages,
             self.schema,
             stage="map",

@@ -165,6 +165,7 @@ METHODS.add(
     family="passages",
     index_parts=("chunks", "chunk_embeddings"),
 )
+_parts: tuple[str, ...]
 for _retriever, _parts in (
     ("bm25", ("chunks",)),
     ("ts_rank", ("chunks",)),

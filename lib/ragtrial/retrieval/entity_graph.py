@@ -25,6 +25,7 @@ from ragtrial.retrieval.base import (
     ChunkTable,
     ContextItem,
     Retrieval,
+    Retriever,
     RetrieverParts,
     join_origins,
     one_blas_thread,
@@ -213,6 +214,7 @@ class EntityLinker:
 
     def listed(self, question: str) -> list[str]:
         prompt = load_prompt("question_entities")
+        assert self.parts.llm is not None  # __init__ requires it for entity_source "llm"
         reply = self.parts.llm.structured(
             prompt.render(question=question),
             QuestionEntities,
@@ -326,8 +328,9 @@ class GraphRetrieverBase:
 
     def __init__(self, index: GraphIndex, parts: RetrieverParts, settings: RetrievalSettings):
         self.settings, self.parts = settings, parts
-        self.fallback = VectorRetriever(index, parts, settings)
-        self.chunks = self.fallback.chunks
+        vector = VectorRetriever(index, parts, settings)
+        self.fallback: Retriever = vector  # the in-database retrievers fall back to their own vector search
+        self.chunks = vector.chunks
         self.graph = EntityGraph(index, self.chunks)
         self.graph_origin = join_origins(linked_origins(self.graph.origins, settings))
         if self.links_entities:

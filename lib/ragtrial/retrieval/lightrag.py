@@ -73,6 +73,7 @@ class LightRAGRetriever(GraphRetrieverBase):
     def keywords(self, question: str) -> tuple[list[str], list[str], dict]:
         if self.settings.lightrag_keywords == "llm":
             prompt = load_prompt("question_keywords")
+            assert self.parts.llm is not None  # __init__ requires it for lightrag_keywords "llm"
             reply = self.parts.llm.structured(
                 prompt.render(question=question),
                 QuestionKeywords,

@@ -8,10 +8,9 @@ filled from the kit's extracted graph — nothing is re-chunked, re-embedded or 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from llama_index.core import VectorStoreIndex
-from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.graph_stores.simple_labelled import SimplePropertyGraphStore
@@ -26,6 +25,7 @@ from llama_index.core.graph_stores.types import (
 from llama_index.core.indices.property_graph.sub_retrievers.base import BasePGRetriever
 from llama_index.core.llms import CompletionResponse, CompletionResponseGen, CustomLLM, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.retrievers import VectorIndexRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ragtrial.config.retrieval import RetrievalSettings
@@ -107,7 +107,7 @@ class KitEmbedding(BaseEmbedding):
 # ---------------------------------------------------------------- NaiveRAG through llama-index
 
 
-def naive_rag_llamaindex(index: GraphIndex, embedder: Embeds, k: int) -> BaseRetriever:
+def naive_rag_llamaindex(index: GraphIndex, embedder: Embeds, k: int) -> VectorIndexRetriever:
     """A llama-index VectorStoreIndex over the kit's chunks, with the kit's chunk embeddings (no
     re-chunking, no re-embedding: nodes arrive with their vectors) and questions embedded by
     `embedder`; its retriever returns the top `k` chunks by cosine, as `vector` does.
@@ -121,7 +121,8 @@ def naive_rag_llamaindex(index: GraphIndex, embedder: Embeds, k: int) -> BaseRet
         )
     ]
     store = VectorStoreIndex(nodes, embed_model=KitEmbedding(embedder, method="vector_llamaindex"))
-    return store.as_retriever(similarity_top_k=k)
+    # typed BaseRetriever; a VectorStoreIndex makes a VectorIndexRetriever
+    return cast(VectorIndexRetriever, store.as_retriever(similarity_top_k=k))
 
 
 class LlamaIndexVectorRetriever:
@@ -268,7 +269,8 @@ class SeedPathRetriever(BasePGRetriever):
         return nodes
 
     def retrieve_from_graph(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        store, ignored = self._graph_store, {KG_SOURCE_REL}
+        # BasePGRetriever types its store PropertyGraphStore; __init__ takes only this kind
+        store, ignored = cast(IndexedPropertyGraphStore, self._graph_store), {KG_SOURCE_REL}
         reached: dict[
             Key, tuple[int, Triplet]
         ] = {}  # returnable triplet -> (hop first reached, triplet), ranked
@@ -326,7 +328,7 @@ class KGTripletRetriever(GraphRetrieverBase):
             ContextItem(
                 kind="triplet",
                 text=n.node.get_content(),
-                score=float(n.score),
+                score=float(cast(float, n.score)),  # every triplet is scored by its hop
                 retriever=self.name,
                 chunk_ids=list(n.node.metadata["chunk_ids"]),
                 entity_ids=list(n.node.metadata["entity_ids"]),

@@ -9,7 +9,7 @@ filter over relations (validity from the index's `valid_from` / `valid_to`) and 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -17,7 +17,7 @@ import pandas as pd
 Window = tuple[int | None, int | None]  # (first year, last year), None: unbounded on that side
 
 _YEAR = r"((?:1[0-9]|20|21)\d\d)(?!\d)"
-_WINDOWS: list[tuple[re.Pattern[str], object]] = [
+_WINDOWS: list[tuple[re.Pattern[str], Callable[..., Window]]] = [
     (re.compile(rf"\bbetween\s+{_YEAR}\s+and\s+{_YEAR}", re.I), lambda a, b: (int(a), int(b))),
     (
         re.compile(rf"\bfrom\s+{_YEAR}\s+(?:to|until|till|through)\s+{_YEAR}", re.I),

@@ -12,7 +12,7 @@ import selectors
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ class UpstreamError(RuntimeError):
         self.system, self.op, self.kind, self.message, self.detail = system, op, kind, message, detail
 
 
-def worker_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+def worker_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     environ = os.environ if environ is None else environ
     return {**{k: environ[k] for k in _PASSED if k in environ}, **_FIXED}
 

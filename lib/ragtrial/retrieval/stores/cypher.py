@@ -19,12 +19,13 @@ FalkorDB writes a graph of its own name and deletes it if any statement fails.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import threading
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import pandas as pd
@@ -148,7 +149,7 @@ KUZU_SCHEMA = [
 ]
 KUZU_FILE = "graph.kuzu"
 # A small buffer pool and two threads: Kùzu would otherwise reserve most of the machine's memory.
-KUZU_OPTIONS = {"buffer_pool_size": 256 * 1024**2, "max_num_threads": 2}
+KUZU_OPTIONS: dict[str, Any] = {"buffer_pool_size": 256 * 1024**2, "max_num_threads": 2}
 
 
 class KuzuGraph:
@@ -199,7 +200,8 @@ class KuzuGraph:
         if conn is None:
             conn = self._local.conn = kuzu.Connection(self.database)
         try:
-            return conn.execute(query, params).get_all()
+            # one statement: one QueryResult, whose rows are lists (kuzu's default)
+            return cast(list[list[Any]], cast("kuzu.QueryResult", conn.execute(query, params)).get_all())
         except RuntimeError as err:
             raise GraphStoreError(f"Kùzu graph {self.where}: {err}") from None
 
@@ -258,7 +260,7 @@ class FalkorDBGraph:
                 rows = table.to_pylist()
                 for start in range(0, len(rows), self.BATCH):
                     batch = rows[start : start + self.BATCH]
-                    self._guarded(lambda s=statements[name], b=batch: self.graph.query(s, {"rows": b}))
+                    self._guarded(functools.partial(self.graph.query, statements[name], {"rows": batch}))
         except BaseException:
             try:
                 self.graph.delete()
@@ -298,6 +300,7 @@ class CypherGraphStore:
             raise GraphStoreError("no Cypher graph store: set store.graph to kuzu or falkordb")
         name = GRAPH_PREFIX + index.content_hash()[:16]
         where = settings.graph_url if settings.graph == "falkordb" else str(output_path(settings.graph_path))
+        assert where is not None  # StoreSettings require graph_url with falkordb
         key = (f"{settings.graph}:{where}", name)
         with cls._lock:
             if key not in cls._open:

@@ -483,8 +483,8 @@ class PostgresGraphWalkRetriever(GraphWalkRetriever):
 
     def __init__(self, index: GraphIndex, parts: RetrieverParts, settings: RetrievalSettings):
         super().__init__(index, parts, settings)
-        self.fallback = PostgresVectorRetriever(index, parts, settings)
-        self.store = self.fallback.store
+        fallback = PostgresVectorRetriever(index, parts, settings)
+        self.fallback, self.store = fallback, fallback.store
 
     def from_seeds(self, question: str, links: list[Link], notes: dict, k: int) -> Retrieval:
         s = self.settings

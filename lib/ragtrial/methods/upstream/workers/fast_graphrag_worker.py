@@ -68,7 +68,9 @@ class UsageMeter:
 
     def http_client(self) -> httpx.AsyncClient:
         """An httpx client (openai's defaults) whose every request and reply this meter counts."""
-        return openai.DefaultAsyncHttpxClient(
+        # mypy reads the kit's openai (an httpx2 client); the worker's own environment's openai
+        # makes an httpx one
+        return openai.DefaultAsyncHttpxClient(  # type: ignore[return-value]
             event_hooks={"request": [self._on_request], "response": [self._on_response]}
         )
 

@@ -252,6 +252,7 @@ def index(payload: dict[str, Any]) -> dict[str, Any]:
         ids = kept["ids"]
         counts["self_loops_not_inserted"] = kept["self_loops_not_inserted"]
     else:
+        assert documents is not None  # exactly one of the two, checked above
         texts, ids = [d["text"] for d in documents], [d["id"] for d in documents]
         run(rag.ainsert(texts, ids=ids, file_paths=[d.get("title") or d["id"] for d in documents]))
         failed = run(rag.doc_status.get_docs_by_statuses([DocStatus.FAILED]))
