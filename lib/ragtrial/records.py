@@ -6,7 +6,7 @@ the fields of one of these records, so notebooks, CLI and tests see the same sha
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -72,7 +72,7 @@ def ordered_union(lists: Iterable[Iterable[str]]) -> list[str]:
     return list(dict.fromkeys(x for ids in lists for x in ids))
 
 
-def records_frame(records: list[Record], model: type[Record]) -> pd.DataFrame:
+def records_frame(records: Sequence[Record], model: type[Record]) -> pd.DataFrame:
     """DataFrame with one column per model field, in field order (empty input keeps the columns)."""
     rows = [r.model_dump() for r in records]
     return pd.DataFrame(rows, columns=list(model.model_fields))

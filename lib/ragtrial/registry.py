@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import pandas as pd
 
@@ -35,7 +35,7 @@ class Entry(Generic[T]):
         """The registered object (imported now if it was registered by its dotted path)."""
         if isinstance(self.target, str):
             self.target = resolve(self.target)
-        return self.target
+        return cast(T, self.target)  # a dotted path was resolved above
 
 
 class Registry(Generic[T]):

@@ -515,8 +515,18 @@ def power_analysis(
         raise ValueError(f"m_comparisons must be at least 1, got {m_comparisons}")
     if target is not None and not target > 0:
         raise ValueError(f"target must be a positive difference or None, got {target}")
-    levels = {"alpha": alpha, "power": power, "m_comparisons": int(m_comparisons), "target": target}
-    nothing = {"mde": math.nan, "mde_adjusted": math.nan, "n_needed": None, "n_needed_adjusted": None}
+    levels: dict[str, Any] = {
+        "alpha": alpha,
+        "power": power,
+        "m_comparisons": int(m_comparisons),
+        "target": target,
+    }
+    nothing: dict[str, Any] = {
+        "mde": math.nan,
+        "mde_adjusted": math.nan,
+        "n_needed": None,
+        "n_needed_adjusted": None,
+    }
     if diff.size < 2:
         return PowerResult(diff.size, math.nan, **levels, **nothing, enough=None, status=NO_PAIRS)
     sd = float(diff.std(ddof=1))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from ragtrial.config.moved_keys import MOVED_KEYS, REMOVED_KEYS
 
@@ -55,7 +55,7 @@ class ParamsError(ValueError):
     """Bad parameters: the message names the file and the dotted key."""
 
 
-def _problem(key: str, error: dict) -> str:
+def _problem(key: str, error: ErrorDetails) -> str:
     if error["type"] != "extra_forbidden":
         return f"key '{key}': {error['msg']}"
     if key in MOVED_KEYS:
@@ -65,7 +65,7 @@ def _problem(key: str, error: dict) -> str:
     return f"key '{key}': unknown key"
 
 
-def _key(error: dict) -> str:
+def _key(error: ErrorDetails) -> str:
     loc = error["loc"] + ((error["ctx"]["field"],) if error["type"] == "setting_conflict" else ())
     return ".".join(str(p) for p in loc)
 

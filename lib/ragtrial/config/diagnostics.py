@@ -23,8 +23,8 @@ from ragtrial.config.methods import (
 )
 
 # The seed's four question categories, in its order.
-CATEGORIES = ("single_hop", "multi_hop", "temporal", "contradictory")
 Category = Literal["single_hop", "multi_hop", "temporal", "contradictory"]
+CATEGORIES: tuple[Category, ...] = ("single_hop", "multi_hop", "temporal", "contradictory")
 Share = Annotated[float, Field(ge=0, le=1)]
 LOG_CLUSTER_DISTANCE = 0.35  # cosine distance below which two logged questions are one kind of question
 
@@ -40,7 +40,7 @@ class DiagnosticsSettings(AnswerSettings):
     methods: MethodNames = QA_METHODS
     questions_per_type: QuestionsPerType = 2
     question_types: list[str] | None = Field(
-        list(CATEGORIES),
+        list[str](CATEGORIES),  # data-set type names, which by default are the category names
         description="the data set's question types diagnosed (each maps to a category through `categories`); "
         "None: every type with answers",
     )

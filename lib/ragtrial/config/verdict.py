@@ -27,7 +27,7 @@ PRIMARY_MEASURES = (
     "qa_recall_at_k",
     "entity_recall",
 )
-InputNotebook = Literal[INPUT_NOTEBOOKS]
+InputNotebook = Literal[INPUT_NOTEBOOKS]  # type: ignore[valid-type]  # values read from the notebook registry
 Probability = Annotated[float, Field(gt=0, lt=1)]
 MeasureName = Annotated[str, Names("measure")]
 

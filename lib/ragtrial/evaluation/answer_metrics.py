@@ -581,6 +581,8 @@ def reported_metrics(task: str, role: str, k: int) -> list[str]:
 
 
 _QA_TABLES = ("summary", "paired", "by_question_type")
+# (name, score, description, paired test, report roles by task) of one metric `register_metric` declares
+_MetricDeclaration = tuple[str, Callable[..., Any], str, str, dict[str, tuple[str, ...]]]
 for _name, _score, _description, _test, _roles in [
     (
         "em",
@@ -613,7 +615,7 @@ for _name, _score, _description, _test, _roles in [
     ),
 ]:
     register_metric(_name, _score, _description, task="qa", paired_test=_test, reported={"qa": _roles})
-for _name, _score, _description, _test, _reported in [
+_SUMMARIZATION_METRICS: list[_MetricDeclaration] = [
     ("rouge2_p", rouge_scores, "ROUGE-2 precision against the best reference", "wilcoxon", {}),
     ("rouge2_r", rouge_scores, "ROUGE-2 recall against the best reference", "wilcoxon", {}),
     (
@@ -639,9 +641,10 @@ for _name, _score, _description, _test, _reported in [
         "wilcoxon",
         {"summarization": ("summary", "paired", "by_question_type")},
     ),
-]:
+]
+for _name, _score, _description, _test, _reported in _SUMMARIZATION_METRICS:
     register_metric(_name, _score, _description, task="summarization", paired_test=_test, reported=_reported)
-for _name, _score, _description, _test, _reported in [
+_RETRIEVAL_METRICS: list[_MetricDeclaration] = [
     (
         "recall@k",
         recall_at_k,
@@ -663,7 +666,8 @@ for _name, _score, _description, _test, _reported in [
         "mcnemar",
         {"qa": ("summary",)},
     ),
-]:
+]
+for _name, _score, _description, _test, _reported in _RETRIEVAL_METRICS:
     register_metric(_name, _score, _description, task="retrieval", paired_test=_test, reported=_reported)
 
 

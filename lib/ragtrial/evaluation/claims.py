@@ -139,7 +139,7 @@ def extract_claims(
         if normalize_answer(text) == DECLINE:
             return _claim_set([], 0, max_claims, declined=True)
         try:
-            reply = llm.structured(
+            reply: Any = llm.structured(  # a claims_reply_schema model: its fields are made at run time
                 prompt.render(answer=text),
                 schema,
                 stage=stage,

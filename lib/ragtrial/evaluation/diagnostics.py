@@ -157,7 +157,7 @@ def link_gold(
     per_table = [linker.link_in(table, names) for table in linker.tables] if names else []
     linked: dict[str, tuple[list[str], str]] = {}
     for i, name in enumerate(names):
-        links = [links[i] for links in per_table if links[i] is not None]
+        links = [x for x in (table_links[i] for table_links in per_table) if x is not None]
         ids = list(dict.fromkeys(graph.ids[x.entity] for x in links))
         linked[name] = (ids, "+".join(dict.fromkeys(x.how for x in links)) or "not indexed")
     elements = IndexElements(index)
@@ -290,7 +290,7 @@ def recall_table(
         ):
             status = absent if n_gold == 0 else why or "ok"
             row[f"{metric}_retrieved"] = found if status == "ok" else None
-            row[metric] = found / n_gold if status == "ok" else np.nan
+            row[metric] = found / n_gold if status == "ok" and found is not None else np.nan
             row[f"{metric}_status"] = status
         rows.append(row)
     return pd.DataFrame(rows)

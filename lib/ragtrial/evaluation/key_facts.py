@@ -169,7 +169,7 @@ def check_key_facts(
             return _row(r, source, facts, OK, 0), None
         listed = "\n".join(f"{i}. {fact_text(forms)}" for i, forms in enumerate(facts, start=1))
         try:
-            reply = llm.structured(
+            reply: Any = llm.structured(  # a facts_reply_schema model: its fields are made at run time
                 prompt.render(question=question.question, facts=listed, n_facts=len(facts), answer=text),
                 facts_reply_schema(len(facts)),
                 stage=STAGE,

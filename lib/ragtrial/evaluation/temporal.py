@@ -117,7 +117,7 @@ def temporal_checks(
     for answer in answers.itertuples(index=False):
         question = by_id.get(answer.question_id)
         window = question_time_window(question) if question is not None else None
-        if window is None:
+        if question is None or window is None:
             continue
         ok = overlaps(lo, hi, window)
         shown = [row_of[r] for r in getattr(answer, held) if r in row_of and dated[row_of[r]]]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,7 +69,7 @@ def read_measures(
             unread[measure] = f"no run of {notebook} combined"
             continue
         try:
-            frame = observations(measure, lambda name, nb=notebook: table(nb, name))
+            frame = observations(measure, partial(table, notebook))
         except MissingTable as err:
             unread[measure] = str(err)
             continue
@@ -579,8 +580,9 @@ def _verdict_row(
     keys += ["detectable", "detectable_adjusted", "questions_needed_adjusted", "enough_questions"]
     row |= {key: lead[key] for key in [*keys, "power_status"]}
     notebook = MEASURES.entry(measure).metadata["notebook"]
-    row |= _cost_ratios(costs, notebook, method, str(lead["baseline"]), unit)
-    row |= _pay_back(paying, measure, method, question_type, float(row["max_queries"]))
+    ratios = _cost_ratios(costs, notebook, method, str(lead["baseline"]), unit)
+    row |= ratios
+    row |= _pay_back(paying, measure, method, question_type, float(ratios["max_queries"]))
     row["other_findings"] = "; ".join(
         f"{o.measure} {o.mean_diff:+.3g} [{o.ci_low:.3g}, {o.ci_high:.3g}]" for o in others.itertuples()
     )
@@ -589,7 +591,7 @@ def _verdict_row(
 
 def _cost_ratios(
     costs: pd.DataFrame, notebook: str, method: str, baseline: str, unit: str
-) -> dict[str, float]:
+) -> dict[str, str | float]:
     own = _cost_rows(costs, notebook, method, unit)
     mine = own.set_index("queries")["per_query"]
     theirs = _cost_rows(costs, notebook, baseline, unit).set_index("queries")["per_query"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -65,7 +66,7 @@ def design_moments(per_question: pd.DataFrame, symmetric: Collection[tuple[str, 
     return pd.DataFrame(rows)
 
 
-def claim_rates(row: pd.Series | tuple, n: int, alpha: float) -> tuple[float, float]:
+def claim_rates(row: Any, n: int, alpha: float) -> tuple[float, float]:  # an itertuples() design_moments row
     """P(the claim rule declares A), P(it declares B) at `n` questions under the design's normal model."""
     mean = np.array([row.mean_code, row.mean_score_diff])
     within = np.array([[row.within_code, row.within_cov], [row.within_cov, row.within_score_diff]])
@@ -127,7 +128,12 @@ RECOMMENDATION_COLUMNS = [
 Costing = Callable[[str, int, int, int], dict[str, float | None]]
 
 
-def questions_needed(row: pd.Series | tuple, power: float, alpha: float, max_questions: int) -> int | None:
+def questions_needed(
+    row: Any,  # an itertuples() row of design_moments
+    power: float,
+    alpha: float,
+    max_questions: int,
+) -> int | None:
     """The smallest question count at which the design declares the better method with `power` (the
     effect's sign says which), or None when `max_questions` are not enough.
     """

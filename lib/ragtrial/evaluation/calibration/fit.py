@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -476,6 +477,5 @@ def calibration_judge(
             if tables is None
             else "the model's defaults: the audit has no unbiased judgment to fit (every call failed)"
         )
-    return JudgeFit(
-        JudgeModel(**(fit.model.as_fields() | settings.parameters)), fit.parameters, fit.moments, source
-    )
+    parameters: dict[str, Any] = fit.model.as_fields() | settings.parameters
+    return JudgeFit(JudgeModel(**parameters), fit.parameters, fit.moments, source)

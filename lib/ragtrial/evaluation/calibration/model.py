@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -81,7 +82,7 @@ class JudgeModel:
         """The classic judge's shift toward the first-shown answer, in points."""
         return float(stats.norm.ppf(self.classic_first_win_rate)) * self.classic_spread
 
-    def as_fields(self) -> dict[str, object]:
+    def as_fields(self) -> dict[str, Any]:
         """The parameters by name (`JudgeModel(**model.as_fields() | changes)` makes a variant)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

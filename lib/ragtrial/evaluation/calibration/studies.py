@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -195,6 +196,7 @@ def simulate_audit(
     world = make_world(model, scenario, questions, answer_words, length_sd_words, seed, TWO_RUNS)
     llm = simulated_llm(SimulatedJudge(model, world.answers, seed, repeats=judge.repeats))
     judged = world.judge(llm, judge.model_copy(update={"aspects": list(model.aspects)}), POSITIONS)
+    assert judged.classic is not None  # the classic protocol ran, in POSITIONS
     verdicts, _ = length_bias(judged.pairs, judged.classic)
     return {
         "unbiased_judgments": judged.unbiased.judgments,
@@ -266,7 +268,8 @@ class StudyPlan:
     resamples: int
 
 
-def _row(scenario: Scenario, study: int, protocol: str, design: tuple, truth: float, r: tuple) -> list:
+def _row(scenario: Scenario, study: int, protocol: str, design: tuple, truth: float, r: Any) -> list:
+    # r: an itertuples() row of sanity_table
     winner = (METHOD_A if r.relative_win_rate > 0 else METHOD_B) if r.supported else "none"
     return [
         scenario.name,
@@ -298,6 +301,7 @@ def run_study(plan: StudyPlan, scenario: Scenario, study: int) -> tuple[pd.DataF
     largest = {"aspects": list(model.aspects), "trials": max(grid.trials), "repeats": max(grid.repeats)}
     judged = world.judge(llm, judge.model_copy(update=largest), ("AB",))
     classic, unbiased = judged.classic, judged.unbiased
+    assert classic is not None  # the classic protocol ran, in "AB"
     truth = true_relative_win_rate(model, scenario.difference)
     question_ids = list(judged.pairs["question_id"])
     rows, per_question = [], []

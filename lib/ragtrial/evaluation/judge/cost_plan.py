@@ -5,7 +5,7 @@ and minutes on the embedded model from its measured throughput.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
@@ -14,7 +14,7 @@ from ragtrial.llm.plan import StagePlan, projected
 from ragtrial.llm.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from ragtrial.config.judge import UnbiasedJudgeSettings
+    from ragtrial.config.judge import JudgeSettings, UnbiasedJudgeSettings
 
 
 # ---------------------------------------------------------------- cost before paying
@@ -65,6 +65,7 @@ def estimate_cost(
     tokens take.
     """
     s = settings
+    classic = cast("JudgeSettings", s)  # classic positions come with JudgeSettings only (06, 07)
     pairs = n_questions * n_pairs
     unbiased_pairs = pairs if unbiased else 0
     plan = [
@@ -82,9 +83,9 @@ def estimate_cost(
                 (
                     "classic judge",
                     "json",
-                    pairs * classic_positions * s.classic_repeats,
-                    judge_prompt_tokens(None, question_tokens, answer_tokens, s.classic_ties),
-                    s.classic_max_tokens,
+                    pairs * classic_positions * classic.classic_repeats,
+                    judge_prompt_tokens(None, question_tokens, answer_tokens, classic.classic_ties),
+                    classic.classic_max_tokens,
                 )
             ]
             if classic_positions

@@ -13,6 +13,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from itertools import combinations
+from typing import Any
 
 import pandas as pd
 
@@ -56,7 +57,7 @@ def word_count(text: str) -> int:
     return len(text.split())
 
 
-def pair_label(row: pd.Series | tuple) -> str:
+def pair_label(row: Any) -> str:  # a pairs row: a Series or an itertuples() namedtuple
     """'a vs b', with run numbers when a method meets itself."""
     if row.method_a == row.method_b:
         return f"{row.method_a} #{row.replicate_a} vs #{row.replicate_b}"
@@ -135,7 +136,11 @@ ALIGNMENT_LOG_COLUMNS = [
 
 
 def _align_pair(
-    pair: tuple, regenerate: Regenerate, append: Append, tolerance: int, max_attempts: int
+    pair: Any,  # an itertuples() row of the pairs frame
+    regenerate: Regenerate,
+    append: Append,
+    tolerance: int,
+    max_attempts: int,
 ) -> tuple[dict[str, str], dict]:
     text = {"a": pair.text_a, "b": pair.text_b}
     method = {"a": (pair.method_a, pair.replicate_a), "b": (pair.method_b, pair.replicate_b)}

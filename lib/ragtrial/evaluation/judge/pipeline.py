@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
@@ -69,7 +69,7 @@ def comparison_design(cfg: JudgeSettings, methods: Sequence[str]) -> JudgeDesign
     pairs = [p for p in (cfg.pairs or all_pairs(methods)) if set(p) <= set(methods)]
     return JudgeDesign(
         tuple((m, 0) for m in methods),
-        tuple(tuple(p) for p in pairs),
+        tuple((a, b) for a, b in pairs),
         classic_positions=tuple(cfg.classic_positions),
         unbiased=cfg.unbiased,
     )
@@ -77,7 +77,7 @@ def comparison_design(cfg: JudgeSettings, methods: Sequence[str]) -> JudgeDesign
 
 def unbiased_design(cfg: UnbiasedJudgeSettings, methods: Sequence[str]) -> JudgeDesign:
     """Notebook 11: the listed pairs of the `methods` that run, by the unbiased protocol alone."""
-    pairs = [tuple(p) for p in cfg.pairs if set(p) <= set(methods)]
+    pairs = [(a, b) for a, b in cfg.pairs if {a, b} <= set(methods)]
     return JudgeDesign(tuple((m, 0) for m in methods), tuple(pairs))
 
 
@@ -161,7 +161,8 @@ def run_judge_pipeline(
     )
     classic = None
     if design.classic_positions:
-        classic = judge_classic_with_settings(llm, pairs, cfg, design.classic_positions)
+        classic_cfg = cast("JudgeSettings", cfg)  # only 06's and 07's designs run the classic protocol
+        classic = judge_classic_with_settings(llm, pairs, classic_cfg, design.classic_positions)
     aligned, alignment_log = align_lengths(
         pairs if design.unbiased else pairs.iloc[:0],
         answered.regenerate,

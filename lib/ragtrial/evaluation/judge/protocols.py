@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -71,7 +71,10 @@ def score_schema(aspects: tuple[str, ...]) -> type[BaseModel]:
     """{"answer_1": [one score per aspect], "answer_2": [...]}: half the tokens of per-aspect keys,
     which matters at ~10 constrained tokens/s.
     """
-    scores = (Annotated[list[Score], Field(min_length=len(aspects), max_length=len(aspects))], ...)
+    scores: Any = (  # a pydantic field definition built at run time
+        Annotated[list[Score], Field(min_length=len(aspects), max_length=len(aspects))],
+        ...,
+    )
     return create_model(
         "AspectScores", __config__=ConfigDict(extra="forbid"), answer_1=scores, answer_2=scores
     )
@@ -85,7 +88,7 @@ CLASSIC_OUTCOME = {"a": "win", "tie": "tie", "b": "loss"}
 def classic_schema(ties: bool = False) -> type[BaseModel]:
     """A winner slot per criterion and overall: 1 or 2, or also 0 (a tie) when `ties`."""
     slot = Literal[0, 1, 2] if ties else Literal[1, 2]
-    fields = {a: (slot, ...) for a in (*CLASSIC_ASPECTS, "overall")}
+    fields: dict[str, Any] = {a: (slot, ...) for a in (*CLASSIC_ASPECTS, "overall")}
     return create_model("ClassicVerdict", __config__=ConfigDict(extra="forbid"), **fields)
 
 
@@ -94,11 +97,11 @@ def classic_prompt(ties: bool = False) -> Prompt:
     return load_prompt("judge_classic_ties" if ties else "judge_classic")
 
 
-def _ordered(pair: tuple, position: str) -> tuple[str, str]:
+def _ordered(pair: Any, position: str) -> tuple[str, str]:
     return (pair.text_a, pair.text_b) if position == "AB" else (pair.text_b, pair.text_a)
 
 
-def _call_key(pair: tuple, trial: int, repeat: int, position: str) -> dict:
+def _call_key(pair: Any, trial: int, repeat: int, position: str) -> dict:
     return {
         "trial": trial,
         "repeat": repeat,
@@ -129,7 +132,7 @@ def _judge(
     """
     units = [(call, pair) for call in calls for pair in pairs.itertuples(index=False)]
 
-    def judge_one(unit: tuple[tuple[int, int, str], tuple]) -> tuple[list[dict], dict | None, dict]:
+    def judge_one(unit: tuple[tuple[int, int, str], Any]) -> tuple[list[dict], dict | None, dict]:
         (trial, repeat, position), pair = unit
         first, second = _ordered(pair, position)
         key = _call_key(pair, trial, repeat, position)
@@ -175,7 +178,7 @@ def judge_unbiased(
     """
     aspects = tuple(aspects)
 
-    def rows(reply: BaseModel, position: str) -> list[dict]:
+    def rows(reply: Any, position: str) -> list[dict]:  # a score_schema model: fields made at run time
         out = []
         for aspect, first, second in zip(aspects, reply.answer_1, reply.answer_2, strict=True):
             a, b = (first, second) if position == "AB" else (second, first)
