@@ -102,7 +102,7 @@ def plan_clean(outputs: Path, cache: bool, indexes: bool) -> Plan:
 
 
 def _size(folder: Path) -> str:
-    total = sum(p.lstat().st_size for p in folder.rglob("*") if not p.is_symlink() and p.is_file())
+    total: float = sum(p.lstat().st_size for p in folder.rglob("*") if not p.is_symlink() and p.is_file())
     for unit in ("B", "kB", "MB", "GB"):
         if total < 1000 or unit == "GB":
             return f"{total:.0f} {unit}" if unit == "B" else f"{total:.1f} {unit}"

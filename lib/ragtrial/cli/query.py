@@ -61,7 +61,7 @@ def query_settings(batch: Path | None, overrides: dict[str, Any], notebook: str 
     from ragtrial.config.settings import validate_settings
 
     def section_of(name: str | None) -> str:
-        keys = NOTEBOOKS.get(name).methods if name in NOTEBOOKS else ()
+        keys = NOTEBOOKS.get(name).methods if name is not None and name in NOTEBOOKS else ()
         return keys[0].split(".")[0] if keys else DEFAULT_ANSWER_SECTION
 
     if batch is None:

@@ -95,9 +95,9 @@ def export_questions(args: argparse.Namespace) -> int:
     if args.run:
         specs = [s for s in specs if s.run_id == args.run]
     if len(specs) != 1:
-        asking = ", ".join(s.run_id for s in specs) or "none"
+        listed = ", ".join(s.run_id for s in specs) or "none"
         raise ParamsError(
-            f"{args.batch}: {len(specs)} runs ask questions ({asking}); choose one with --only NOTEBOOK "
+            f"{args.batch}: {len(specs)} runs ask questions ({listed}); choose one with --only NOTEBOOK "
             "or --run RUN_ID"
         )
     frame = notebook_questions(specs[0], Path(args.from_run) if args.from_run else None)

@@ -195,7 +195,8 @@ def read_answers(
                 raise DataError(
                     str(path), None, _named(field, columns), f"missing column (columns: {sorted(header)})"
                 )
-    answers, first = [], {}
+    answers: list[ImportedAnswer] = []
+    first: dict[tuple[str, str | None], str | int] = {}
     for rec in records:
         row = _Row(rec, columns, list_as_json=fmt == "csv", tabular=header is not None)
         question_id = row.text("question_id", required=True)
@@ -206,6 +207,9 @@ def read_answers(
             raise row.error(
                 "answer", "empty, and no failure is given (an answer that failed names its failure)"
             )
+        assert rec.record is not None  # every reader above numbers its records
+        # Any: the spread fields have different types, which a dict's one value type cannot say.
+        id_lists: dict[str, Any] = {field: row.strings(field) for field in _ID_LISTS}
         answer = ImportedAnswer(
             record=rec.record,
             question_id=question_id,
@@ -213,7 +217,7 @@ def read_answers(
             text=text,
             question=row.text("question"),
             contexts=row.strings("contexts"),
-            **{field: row.strings(field) for field in _ID_LISTS},
+            **id_lists,
             **{field: row.number(field, int) for field in _COUNTS},
             latency_s=row.number("latency_s", float),
             failure=failure,

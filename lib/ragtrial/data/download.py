@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import IO, BinaryIO
 from urllib.parse import quote, unquote, urlsplit
 
 from ragtrial import __version__
@@ -148,7 +148,7 @@ def _opened(url: str) -> Iterator[BinaryIO]:
         yield response
 
 
-def _copy(source: BinaryIO, out: BinaryIO, url: str) -> tuple[int, str]:
+def _copy(source: IO[bytes], out: IO[bytes], url: str) -> tuple[int, str]:
     """Copy `source` into `out`; (bytes, sha256) of what was copied."""
     digest, size = hashlib.sha256(), 0
     try:

@@ -23,6 +23,7 @@ def load_experiment_dataset(data: DataSettings) -> Dataset:
         entities, relations = world_tables(world, corpus)
         questions = schema_questions(entities, relations, data.questions_per_relation, data.seed)
         return corpus.model_copy(update={"questions": questions})
+    assert data.path is not None  # DataSettings requires a path unless the data set is generated
     return load_dataset(
         data.dataset,
         data_path(data.path),

@@ -26,7 +26,8 @@ def _span_text(tokens: list[str], start: int, end: int) -> str:
 
 
 def _page_text(tokens: list[str]) -> str:
-    lines, line = [], []
+    lines: list[str] = []
+    line: list[str] = []
     for token in tokens:
         if _BLOCK_END.fullmatch(token):
             lines.append(" ".join(line))

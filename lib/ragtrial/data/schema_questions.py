@@ -171,7 +171,7 @@ def schema_questions(
     def phrase(relation: str, direction: str, which: int, anchor: str, year: int | None = None) -> str:
         """Part `which` (0 question, 1 noun phrase, 2 question at `year`) of the pair's template."""
         words = relation.replace("_", " ")
-        generic = (
+        generic: tuple[str, ...] = (
             (f"Which entity is {{a}} linked to by '{words}'?", f"the entity {{a}} is linked to by '{words}'")
             if direction == "out"
             else (
@@ -227,7 +227,7 @@ def schema_questions(
     chosen: dict[str, list[Question]] = {t: [] for t in QUESTION_TYPES}
     for relation in relation_types:
         # single hop: each direction in turn, anchors whose traversal has exactly one answer
-        pools = []
+        pools: list[list] = []  # per direction; the temporal pools' items carry a year too
         for direction in ("out", "in"):
             found = [
                 (a, es[0])
@@ -251,18 +251,22 @@ def schema_questions(
         # temporal: a year inside a dated relation's window where it is the anchor's only one
         pools = []
         for direction in ("out", "in"):
-            found = []
+            dated = []
             for (anchor, r, d), es in sorted(steps.items()):
                 if (r, d) != (relation, direction):
                     continue
                 for e in es:
                     if e.valid_from is None:
                         continue
-                    end = e.valid_to or now
-                    year = rng.randint(e.valid_from + 1, end - 1) if end - e.valid_from >= 2 else e.valid_from
+                    until = e.valid_to or now
+                    year = (
+                        rng.randint(e.valid_from + 1, until - 1)
+                        if until - e.valid_from >= 2
+                        else e.valid_from
+                    )
                     if [o for o in es if o.holds_in(year, now)] == [e]:
-                        found.append((direction, anchor, e, year))
-            pools.append(rng.sample(found, len(found)))
+                        dated.append((direction, anchor, e, year))
+            pools.append(rng.sample(dated, len(dated)))
         for direction, anchor, e, year in _interleave(pools, n_per_relation):
             chosen["temporal"].append(
                 question(
@@ -277,15 +281,15 @@ def schema_questions(
                 )
             )
         # multi hop: a unique first hop into a unique second hop of this type, to a third entity
-        found = []
+        chains = []
         for direction in ("out", "in"):
-            for (middle, r, d), second in sorted(steps.items()):
-                if (r, d) != (relation, direction) or len(second) != 1:
+            for (middle, r, d), onward in sorted(steps.items()):
+                if (r, d) != (relation, direction) or len(onward) != 1:
                     continue
                 for anchor, first, r1, d1 in unique_into[middle]:
-                    if first != second[0] and other_end(second[0], direction) != anchor:
-                        found.append((anchor, first, r1, d1, second[0], direction))
-        for anchor, first, r1, d1, second, direction in rng.sample(found, min(n_per_relation, len(found))):
+                    if first != onward[0] and other_end(onward[0], direction) != anchor:
+                        chains.append((anchor, first, r1, d1, onward[0], direction))
+        for anchor, first, r1, d1, second, direction in rng.sample(chains, min(n_per_relation, len(chains))):
             text = phrase(relation, direction, 0, phrase(r1, d1, 1, names[anchor]))
             chosen["multi_hop"].append(
                 question(

@@ -12,8 +12,8 @@ import bisect
 import random
 import warnings
 from collections import defaultdict
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import pandas as pd
 from pydantic import Field
@@ -280,7 +280,8 @@ class _Namer:
     """Invented capitalised words, each used once so no two names share a token."""
 
     def __init__(self, rng: random.Random):
-        self.rng, self.used = rng, set()
+        self.rng = rng
+        self.used: set[str] = set()
 
     def word(self, n_syllables: int) -> str:
         while True:
@@ -596,8 +597,8 @@ def _candidates(
         text: str,
         answers: list[str],
         rels: list[Relation],
-        references: list[str] = (),
-        facts: list[str] = (),
+        references: Sequence[str] = (),
+        facts: Sequence[str] = (),
         **metadata: Any,
     ):
         def build(question_id: str, question_type: str) -> Question:  # deferred: most candidates go unused
@@ -638,7 +639,7 @@ def _candidates(
                     node = found[0].target if direction == "out" else found[0].source
                 else:
                     if len({doc_of[r.id] for r in rels}) == len(rels):  # each hop from another document
-                        hops = {"hops": len(rels)} if qtype == "multi_hop" else {}
+                        hops: dict[str, Any] = {"hops": len(rels)} if qtype == "multi_hop" else {}
                         answers = [ents[node].name, *ents[node].aliases]
                         fact = _sentence(ANSWER_FACTS[kind], a=_mention(anchor), x=_mention(ents[node]))
                         add(qtype, kind, text.format(a=_mention(anchor)), answers, rels, facts=[fact], **hops)
@@ -661,8 +662,9 @@ def _candidates(
         src, tgt = ents[rel.source], ents[rel.target]
         start, end = rel.valid_from, rel.valid_to or LAST_YEAR + 1
         # Ask strictly inside a term: in a boundary year both the old and the new holder are right.
-        inside = rel.type in ("ceo_of", "works_for") and end - start >= 2
-        year = rng.randint(start + 1, end - 1) if inside else start
+        # cast: the world dates every ceo_of and works_for term (valid_from is set).
+        inside = rel.type in ("ceo_of", "works_for") and end - cast(int, start) >= 2
+        year = rng.randint(cast(int, start) + 1, end - 1) if inside else start
         if rel.type == "ceo_of" and inside:
             add(
                 "temporal",

@@ -33,7 +33,9 @@ def dataset_description(
     `max_tokens`; returns (text, ids of the documents described).
     """
     enc = get_encoding()
-    lines, used, total = [], [], 0
+    lines: list[str] = []
+    used: list[str] = []
+    total = 0
     for doc_id, title, text in zip(documents["doc_id"], documents["title"], documents["text"], strict=True):
         tokens = enc.encode_ordinary(text)
         head = tokens[head_offset : head_offset + head_tokens]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -91,8 +91,10 @@ def list_schema(key: str, n: int, max_chars: int | None) -> type[BaseModel]:
     """{key: [exactly n strings of at most `max_chars` characters]}: the bounds let a constrained
     decoder stop, and a short list fail.
     """
-    items = list[question_text(max_chars)]
-    return create_model(f"{key.title()}{n}", **{key: (items, Field(min_length=n, max_length=n))})
+    # cast: the item type is built at run time, which a static checker cannot follow
+    items = cast(Any, list)[question_text(max_chars)]
+    fields: dict[str, Any] = {key: (items, Field(min_length=n, max_length=n))}
+    return create_model(f"{key.title()}{n}", **fields)
 
 
 @dataclass

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -90,13 +92,15 @@ def random_walk(
     """Uniform random walk from `start` until it has crossed `min_hops` distinct edges (None if it
     does not within `max_steps`, e.g. because the start's component is too small).
     """
-    node, nodes, edges = start, {start: None}, {}
+    node = start
+    nodes: dict[str, None] = {start: None}
+    edges: dict[tuple[str, str], None] = {}
     for step in range(1, max_steps + 1):
         neighbours = sorted(graph.neighbors(node))
         if not neighbours:
             return None
         nxt = neighbours[rng.integers(len(neighbours))]
-        edges.setdefault(tuple(sorted((node, nxt))), None)
+        edges.setdefault((min(node, nxt), max(node, nxt)), None)
         nodes.setdefault(nxt, None)
         node = nxt
         if len(edges) >= min_hops:
@@ -207,7 +211,8 @@ def _summaries(llm: LLM, ctx: _GraphContext, chunk_ids: list[str]) -> list[str |
     the embedded server reuses the previous request's prompt prefix, so its reply can depend on the
     request before it, and asking every summary first changed the default batch's questions.
     """
-    prompt, out = load_prompt("summarize_chunks"), []
+    prompt = load_prompt("summarize_chunks")
+    out: list[str | LLMError] = []
     for cid in chunk_ids:
         try:
             done = llm.complete(
@@ -266,7 +271,9 @@ def graph_questions(llm: LLM, index: GraphIndex, cfg: QuestionsSettings) -> Gene
     def question(ask: QuestionAsker, numbered: tuple[int, _Structure], level: str) -> list[GeneratedQuestion]:
         k, item = numbered
         qid = f"graph-{level}-{k:03d}"
-        values = _with_summaries(llm, ctx, item, ask, qid) if level == "subgraph" else item.values
+        values: Mapping[str, Any] | None = (
+            _with_summaries(llm, ctx, item, ask, qid) if level == "subgraph" else item.values
+        )
         reply = (
             ask(f"questions_{level}", schema, qid, cfg.max_tokens, **values) if values is not None else None
         )
@@ -294,7 +301,9 @@ def graph_questions(llm: LLM, index: GraphIndex, cfg: QuestionsSettings) -> Gene
 
     for level in cfg.levels:
         if level == "node":
-            items = [ctx.node(e) for e in sample_nodes(index, cfg.per_level, cfg.seed)]
+            items: list[_Structure | None] = [
+                ctx.node(e) for e in sample_nodes(index, cfg.per_level, cfg.seed)
+            ]
         elif level == "edge":
             items = [ctx.edge(r) for r in sample_edges(index, cfg.per_level, cfg.seed)]
         else:

@@ -103,6 +103,7 @@ def entity_mentions(
 
     asked = list(questions.itertuples(index=False))
     if linker.settings.entity_source == "llm":  # one model call per question: they fan out
+        assert linker.parts.llm is not None  # EntityLinker refuses an "llm" source without a model
         done = linker.parts.llm.fan_out(
             mentions_of, asked, label="question_entities", key=lambda q: q.question
         )
@@ -305,7 +306,9 @@ def compare_generators(
     labelled so: the two bootstrap intervals side by side, a difference claimed only when they are
     disjoint and both generators have at least `min_n` ratings (no paired test exists there).
     """
-    generators, rows, paired = list(pd.unique(ratings["generator"])), [], []
+    generators = list(pd.unique(ratings["generator"]))
+    rows: list[dict[str, Any]] = []
+    paired: list[tuple[int, str, str, int, pd.DataFrame]] = []
     for i, a in enumerate(generators):
         for b in generators[i + 1 :]:
             pair = ratings[ratings["generator"].isin([a, b]) & (ratings["anchor_id"] != "")]

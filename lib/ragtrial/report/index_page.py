@@ -31,6 +31,13 @@ class RunRecord:
     record: dict[str, Any] | None
     problem: str = ""
 
+    @property
+    def readable_record(self) -> dict[str, Any]:
+        """`record`, for code that holds only readable runs (an unreadable one there is a bug)."""
+        if self.record is None:
+            raise ValueError(f"{self.run_dir}: a run whose run.json was not read ({self.problem})")
+        return self.record
+
 
 def read_run_record(run_dir: Path) -> RunRecord:
     """`run_dir/run.json` as a record; a file that is not a JSON object gives a `problem` naming it
@@ -130,7 +137,7 @@ ERROR_SHOWN_CHARS = 160
 
 def _error_cell(run: RunRecord, status: str) -> str:
     """A failed run's reason: its start in the cell, the whole on hover, and the traceback's file."""
-    error = str(run.record.get("error", "")) if status == "failed" else ""
+    error = str(run.readable_record.get("error", "")) if status == "failed" else ""
     if not error:
         return "<td></td>"
     shown = error if len(error) <= ERROR_SHOWN_CHARS else error[: ERROR_SHOWN_CHARS - 1] + "…"
@@ -168,7 +175,7 @@ RUN_COLUMNS = [
 
 
 def _run_row(run: RunRecord) -> str:
-    record, run_dir = run.record, run.run_dir
+    record, run_dir = run.readable_record, run.run_dir
     ledger, settings = record.get("ledger", {}), record.get("settings", {})
     status = shown_status(record)
     files = " ".join(
@@ -205,11 +212,11 @@ def _table(columns: list[str], rows: list[str]) -> str:
 
 def _verdict_line(runs: list[RunRecord]) -> str:
     """The batch's latest-started verdict run, linked to its report when it has one."""
-    verdicts = [r for r in runs if r.record.get("notebook") == VERDICT_NOTEBOOK]
+    verdicts = [r for r in runs if r.readable_record.get("notebook") == VERDICT_NOTEBOOK]
     if not verdicts:
         return f"<p>No verdict run in this batch yet (notebook <code>{VERDICT_NOTEBOOK}</code>).</p>"
-    latest = max(verdicts, key=lambda r: str(r.record.get("started_at", "")))
-    status = shown_status(latest.record)
+    latest = max(verdicts, key=lambda r: str(r.readable_record.get("started_at", "")))
+    status = shown_status(latest.readable_record)
     report = _link(latest.run_dir, "report.html", "the verdict's report")
     where = report or "no report yet"
     return (
@@ -221,8 +228,10 @@ def _verdict_line(runs: list[RunRecord]) -> str:
 
 def _batch_order(runs: list[RunRecord]) -> list[RunRecord]:
     """The batch's runs in the order of its latest-started run's batch record, then the others by name."""
-    latest = max(runs, key=lambda r: str(r.record.get("started_at", "")))
-    order = {run_id: i for i, run_id in enumerate((latest.record.get("batch") or {}).get("run_ids", []))}
+    latest = max(runs, key=lambda r: str(r.readable_record.get("started_at", "")))
+    order = {
+        run_id: i for i, run_id in enumerate((latest.readable_record.get("batch") or {}).get("run_ids", []))
+    }
     return sorted(runs, key=lambda r: (order.get(r.run_dir.name, len(order)), r.run_dir.name))
 
 
@@ -246,7 +255,7 @@ def render_index(outputs: Path) -> Path:
     unreadable = [r for r in records if r.record is None]
     by_batch: dict[str, list[RunRecord]] = {}
     for run in readable:
-        by_batch.setdefault(batch_file(run.record), []).append(run)
+        by_batch.setdefault(batch_file(run.readable_record), []).append(run)
     sections = [_batch_section(b, by_batch[b]) for b in sorted(by_batch, key=lambda b: (b == "", b))]
     if unreadable:
         rows = [
@@ -256,7 +265,7 @@ def render_index(outputs: Path) -> Path:
         sections.append(
             f"<section><h2>Unreadable run records</h2>{_table(['run', 'status', 'problem'], rows)}</section>"
         )
-    counts = status_counts(shown_status(r.record) for r in readable)
+    counts = status_counts(shown_status(r.readable_record) for r in readable)
     summary = f"{len(records)} run{'' if len(records) == 1 else 's'}: {counts}" + (
         f", {len(unreadable)} unreadable" if unreadable else ""
     )

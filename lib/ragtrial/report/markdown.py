@@ -17,7 +17,7 @@ _MARKDOWN_PUNCTUATION = re.compile(r"([!\"#$%'()*+,\-./:<=>?@\[\\\]^_`{|}~])")
 _LINK_BRACKETS = re.compile(r"([\[\]])")
 
 
-def _inert_html(text: str) -> str:
+def _inert_html(text: object) -> str:
     """HTML special characters as entities: no tag, comment or autolink can start."""
     return html.escape(str(text), quote=False)
 

@@ -78,7 +78,7 @@ def label_points(
         best: tuple[float, tuple[float, float]] | None = None
         for radius in _RINGS:
             for dx, dy in _DIRECTIONS:
-                offset = (dx * radius, dy * radius)
+                offset: tuple[float, float] = (dx * radius, dy * radius)
                 note = _annotate(ax, text, xy, offset, fontsize, leader=False)
                 box = note.get_window_extent(renderer)
                 note.remove()

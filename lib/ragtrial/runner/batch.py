@@ -71,7 +71,8 @@ def run_batch(
     batch = batch_record(batch_path, root, checked.specs)
     specs, batch_workers = checked.selected, checked.workers
     outputs.mkdir(parents=True, exist_ok=True)
-    options = {"force": force, "show_code": show_code, "batch": batch}  # execute_run's, for every run
+    # execute_run's, for every run
+    options: dict[str, Any] = {"force": force, "show_code": show_code, "batch": batch}
     batch_started = time.perf_counter()
     with BatchMonitor(log, progress_every_s) as monitor:
         recorder = BatchRecorder(specs, outputs, log, monitor)

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pandas as pd
 
@@ -26,6 +26,7 @@ from ragtrial.config.base import ExistingPath, ParamsError, Section
 from ragtrial.config.batch import RunSpec, load_batch
 from ragtrial.config.data import data_path, data_root_origin
 from ragtrial.config.judge import UnbiasedJudgeSettings
+from ragtrial.config.methods import SummarizationSettings
 from ragtrial.config.notebooks import NOTEBOOKS
 from ragtrial.config.paths import notebooks_dir, outputs_dir
 from ragtrial.config.settings import Settings, marked_values
@@ -47,6 +48,7 @@ from ragtrial.index.build import planned_build
 from ragtrial.llm.backend_check import planned_calls as planned_probes
 from ragtrial.llm.cache import ResponseCache, cache_location
 from ragtrial.llm.client import LLM
+from ragtrial.llm.context import ModelContext
 from ragtrial.llm.ledger import Ledger, read_ledger
 from ragtrial.llm.plan import BASES, StagePlan, unknown
 from ragtrial.questions.quality import planned_calls as planned_quality
@@ -57,6 +59,7 @@ from ragtrial.registry import resolve
 from ragtrial.runner.checks import select_runs
 from ragtrial.runner.preflight import check_settings
 
+SectionT = TypeVar("SectionT", bound=Section)
 UNKNOWN_QUESTIONS = unknown(
     "questions", "the data set is absent and data.limit_questions is not set: its calls are unknown"
 )
@@ -107,7 +110,8 @@ class RunPlanner:
             return [unknown("index", "data absent: the index and so its calls are unknown")]
         if not dataset.documents:  # no corpus: load_or_build_index builds nothing
             return []
-        path, plans = planned_build(self.ctx, dataset)
+        # cast: the build's plan reads the settings and the model door, never run_dir or the embedder
+        path, plans = planned_build(cast(ModelContext, self.ctx), dataset)
         if path in self.built:
             return []
         self.built.add(path)
@@ -192,7 +196,7 @@ def _task_notebook(task: str) -> Callable[[RunPlanner], list[StagePlan]]:
         index = p.index()
         if n is None:
             return index + [UNKNOWN_QUESTIONS]
-        if task == "summarization" and cfg.index_per_document and p.dataset is not None:
+        if isinstance(cfg, SummarizationSettings) and cfg.index_per_document and p.dataset is not None:
             questions = task_questions(p.dataset, task, cfg.questions_per_type, cfg.seed)
             docs = {d.doc_id: d for d in p.dataset.documents}
             index = []
@@ -322,19 +326,10 @@ def plan_row(spec: RunSpec, plan: StagePlan, measured: dict[tuple[str, str], flo
     latency, source = (
         (None, "unknown") if plan.basis == "unknown" else _latency(plan, spec.settings, measured)
     )
-    priced = (
-        plan.basis != "unknown"
-        and llm.price_prompt_per_mtok is not None
-        and llm.price_completion_per_mtok is not None
-    )
+    prompt_price, completion_price = llm.price_prompt_per_mtok, llm.price_completion_per_mtok
     cost = (
-        share
-        * (
-            plan.prompt_tokens * llm.price_prompt_per_mtok
-            + plan.completion_tokens_max * llm.price_completion_per_mtok
-        )
-        / 1e6
-        if priced
+        share * (plan.prompt_tokens * prompt_price + plan.completion_tokens_max * completion_price) / 1e6
+        if plan.basis != "unknown" and prompt_price is not None and completion_price is not None
         else None
     )
     return {
@@ -365,7 +360,7 @@ def absent_data(settings: Settings, root: Path) -> list[str]:
     ]
 
 
-def _without(section: Section, keys: list[str]) -> Section:
+def _without(section: SectionT, keys: list[str]) -> SectionT:
     """`section` with the dotted `keys` set to None (not validated again: only for the name checks)."""
     nested: dict[str, list[str]] = {}
     for key in keys:
@@ -412,7 +407,9 @@ def estimate_batch(
     specs, _ = load_batch(batch_path, overrides, notebooks_dir=notebooks_dir(root))
     specs = select_runs(specs, only, batch_path)
     measured = measured_latency(outputs)
-    rows, notes, built = [], [], set()
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    built: set[Path] = set()
     asked: set[str] = set()  # the cache keys the batch's runs so far will have asked
     caches: dict[str, ResponseCache] = {}
     for spec in specs:

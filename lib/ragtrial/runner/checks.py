@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec, load_batch
@@ -182,7 +182,7 @@ def systems_needed(spec: RunSpec) -> list[str]:
 
     names: list[str] = []
     for key in NOTEBOOKS.get(spec.notebook).methods if spec.notebook in NOTEBOOKS else ():
-        value = functools.reduce(getattr, key.split("."), spec.settings)
+        value = cast(Any, functools.reduce(getattr, key.split("."), spec.settings))  # a setting: str or list
         names += [value] if isinstance(value, str) else list(value)
     imported = spec.settings.methods.answer_files
     systems = [METHODS.entry(n).metadata.get("system") for n in names if n not in imported]

@@ -111,7 +111,7 @@ class CombinedRuns:
 
     def settings(self, notebook: str) -> dict[str, Any]:
         """The settings the notebook's combined run recorded in its run.json."""
-        return self._run(notebook).record["settings"]
+        return self._run(notebook).readable_record["settings"]
 
     def run_dir(self, notebook: str) -> Path:
         """The folder of the notebook's combined run."""
@@ -123,7 +123,7 @@ class CombinedRuns:
         """
         builds: dict[str, dict[str, Any]] = {}
         for run in self.chosen.values():
-            for system, used in (run.record.get("systems") or {}).items():
+            for system, used in (run.readable_record.get("systems") or {}).items():
                 if used.get("index"):
                     builds.setdefault(system, used["index"])
         return builds
@@ -132,7 +132,7 @@ class CombinedRuns:
 def _ended(run: RunRecord) -> dt.datetime | None:
     """When the run ended (a time without a zone is UTC, as the runner writes them); None if unreadable."""
     try:
-        ended = dt.datetime.fromisoformat(str(run.record.get("ended_at", "")))
+        ended = dt.datetime.fromisoformat(str(run.readable_record.get("ended_at", "")))
     except ValueError:
         return None
     return ended if ended.tzinfo else ended.replace(tzinfo=dt.UTC)
@@ -142,7 +142,10 @@ def _named(outputs: Path, run_ids: list[str], notebooks: list[str], ours: dict[s
     """The runs `verdict.runs` names, each checked: there, completed, of a wanted notebook (once each) and
     of this verdict's data set, model and index; every fault is named in one error.
     """
-    faults, differing, chosen, by_notebook = [], [], [], {}
+    faults: list[str] = []
+    differing: list[str] = []
+    chosen: list[RunRecord] = []
+    by_notebook: dict[str, str] = {}
     for run_id in run_ids:
         try:
             run_dir = run_folder(outputs, run_id)
@@ -201,7 +204,9 @@ def combine_runs(
     chosen: dict[str, tuple[RunRecord, str]] = {}
     skipped: list[tuple[str, str, str]] = []
     if run_ids:
-        chosen = {run.record["notebook"]: (run, NAMED) for run in _named(outputs, run_ids, notebooks, ours)}
+        chosen = {
+            run.readable_record["notebook"]: (run, NAMED) for run in _named(outputs, run_ids, notebooks, ours)
+        }
         missing = [(nb, "no run of it named in verdict.runs") for nb in notebooks if nb not in chosen]
         return _combined(notebooks, chosen, missing, skipped)
     batch = _own_batch(own_run_dir)
@@ -264,10 +269,10 @@ def _combined(
             notebook,
             run.run_dir.name,
             how,
-            run.record.get("status", ""),
-            run.record.get("ended_at", ""),
-            run.record.get("git_commit", ""),
-            run.record.get("label", ""),
+            run.readable_record.get("status", ""),
+            run.readable_record.get("ended_at", ""),
+            run.readable_record.get("git_commit", ""),
+            run.readable_record.get("label", ""),
         ]
         for notebook in notebooks
         if notebook in chosen

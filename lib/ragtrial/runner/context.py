@@ -126,11 +126,11 @@ class RunContext:
     def provenance(self) -> pd.DataFrame:
         """The facts a reader needs to trace every number in the report."""
         s = self.settings
-        endpoint = (
-            "embedded llama.cpp server (127.0.0.1)"
-            if s.llm.backend == "embedded"
-            else redact_url(s.llm.base_url)
-        )
+        if s.llm.backend == "embedded":
+            endpoint = "embedded llama.cpp server (127.0.0.1)"
+        else:
+            assert s.llm.base_url is not None  # LLMSettings requires it for an openai_compatible backend
+            endpoint = redact_url(s.llm.base_url)
         data = s.data.dataset + (f" ({s.data.path})" if s.data.path else f" (size {s.data.size})")
         rows = [
             ("run id", self.run_id),

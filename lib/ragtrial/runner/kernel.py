@@ -43,8 +43,10 @@ class NotebookKernel(AsyncKernelManager):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.kernel_spec.env.update(self.environment)
-        declared = self.kernel_spec.metadata.get("supported_encryption") or []
+        spec = self.kernel_spec
+        assert spec is not None  # papermill names the notebook's kernel, so its spec is found
+        spec.env.update(self.environment)
+        declared = spec.metadata.get("supported_encryption") or []
         if zmq.has("curve") and "curve" in declared:
             self.transport_encryption = "auto"
         else:  # the socket files beside the connection files, in the private runtime folder
@@ -53,7 +55,8 @@ class NotebookKernel(AsyncKernelManager):
             ensure_dir_exists(runtime, 0o700)
             self.ip = str(Path(runtime) / f"ragtrial-kernel-{uuid.uuid4().hex[:12]}")
 
-    async def start_kernel(self, **kw: Any) -> None:
+    # AsyncKernelManager's start_kernel is a coroutine; jupyter_client types it as KernelManager's sync one
+    async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
         if not self.log_file:
             return await super().start_kernel(**kw)
         with Path(self.log_file).open("ab") as log:  # the kernel holds its own copy of the descriptor
@@ -81,7 +84,8 @@ def failure_reason(err: BaseException, kernel_log: Path | None = None) -> str:
     ename = getattr(err, "ename", None)
     if ename:  # papermill.PapermillExecutionError: the exception raised inside the notebook
         evalue = getattr(err, "evalue", "") or _raised_line(getattr(err, "traceback", None) or [], ename)
-        where = f" (notebook cell In [{err.exec_count}])" if getattr(err, "exec_count", None) else ""
+        exec_count = getattr(err, "exec_count", None)
+        where = f" (notebook cell In [{exec_count}])" if exec_count else ""
         reason = f"{ename}: {evalue}{where}"
     else:
         reason = f"{type(err).__name__}: {err}"

@@ -146,7 +146,8 @@ def run_on_ray(
     environment = {name: os.environ[name] for name in FORWARDED if name in os.environ}
     try:
         here = ray.get_runtime_context().get_node_id()
-        notices = Notices.options(
+        # ray.remote turns the class into an actor class; its stubs type the decorated class as the plain one
+        notices = Notices.options(  # type: ignore[attr-defined]
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
         ).remote()
         chains: dict[str, deque[int]] = {}

@@ -130,10 +130,11 @@ def regressions(
     for key in [*current, *(k for k in before if k not in current)]:
         row, base = current.get(key), before.get(key)
         reason = _unavailable(row)
-        value = math.nan if reason else float(row["mean"])
+        # `row is None` always has a reason; said again here for the type checker
+        value = math.nan if reason or row is None else float(row["mean"])
         base_value = float(base["mean"]) if base is not None and not _unavailable(base) else math.nan
         rules, below_threshold_by, below_baseline_by = [], math.nan, math.nan
-        if not reason and bool(row["below_threshold"]):
+        if row is not None and not reason and bool(row["below_threshold"]):
             rules.append("below_threshold")
             below_threshold_by = float(row["threshold"]) - value
         if not math.isnan(base_value):

@@ -4,6 +4,8 @@ failures, and the audit and comparison findings, generated from the numbers.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -71,7 +73,7 @@ def _pct(x: float) -> str:
     return f"{x:.0%}"
 
 
-def _rwr(r: tuple) -> str:
+def _rwr(r: Any) -> str:  # a row of itertuples: its fields are the columns
     return f"{r.relative_win_rate:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
 
 
