@@ -35,8 +35,10 @@ systems: $(SYSTEMS_STAMP)
 run: $(SYSTEMS_STAMP)
 	$(BIN)/ragtrial run params/default.yaml
 
+# ruff, and mypy on lib/ in basic mode ([tool.mypy] in pyproject.toml)
 lint: $(STAMP)
 	$(BIN)/ruff check lib tests bench
+	$(BIN)/mypy
 
 # Two workers, one a core (three were slower: 24.7 against 22.2 min here); the tests that share the
 # session's Ray cluster are one group, run in order on one worker.
