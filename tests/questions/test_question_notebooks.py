@@ -16,7 +16,7 @@ SECTIONS = {
 }
 
 
-def test_notebooks_02_and_03_are_narrated_from_their_saved_tables(scripted, tmp_path):
+def test_notebooks_02_and_03_are_narrated_from_their_saved_tables(scripted, tmp_path, notebook_kernels):
     results = run_batch(
         PROJECT_ROOT / "params" / "default.yaml",
         endpoint_settings(scripted.base_url, tmp_path, **SECTIONS),
