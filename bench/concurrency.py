@@ -50,10 +50,8 @@ from latency_server import LatencyServerProcess  # noqa: E402
 
 from ragtrial.config.batch import deep_merge  # noqa: E402
 from ragtrial.data.experiment_dataset import load_experiment_dataset  # noqa: E402
-from ragtrial.evaluation.judge.aggregate import aggregate_unbiased, classic_summary  # noqa: E402
 from ragtrial.evaluation.judge.answers import answer_questions  # noqa: E402
-from ragtrial.evaluation.judge.pairs import align_lengths, all_pairs, llm_appender, make_pairs  # noqa: E402
-from ragtrial.evaluation.judge.protocols import judge_classic, judge_unbiased  # noqa: E402
+from ragtrial.evaluation.judge.pipeline import comparison_design, run_judge_pipeline  # noqa: E402
 from ragtrial.index.build import build_index, load_or_build_index  # noqa: E402
 from ragtrial.index.tables import SCHEMAS  # noqa: E402
 from ragtrial.llm.cache import ResponseCache  # noqa: E402
@@ -148,46 +146,21 @@ def judge_workload(ctx: RunContext) -> dict[str, Any]:
     questions, _ = judge_questions(ctx.llm, dataset, index, cfg, ctx.settings.questions)
     questions_df = questions_frame(questions)
     methods, _ = make_methods(cfg.methods, index, ctx, cfg)
-    names = [m.name for m in methods]
-    method_pairs = [p for p in (cfg.pairs or all_pairs(names)) if set(p) <= set(names)]
+    design = comparison_design(cfg, [m.name for m in methods])
     answered = answer_questions({(m.name, 0): m for m in methods}, questions)
-    answers = answered.frame
-    pairs, _ = make_pairs(questions_df, answers[answers["failure"] == ""], method_pairs)
-    classic = judge_classic(
-        ctx.llm,
-        pairs,
-        max_tokens=cfg.classic_max_tokens,
-        temperature=cfg.judge_temperature,
-        positions=cfg.classic_positions,
-        repeats=cfg.classic_repeats,
-        ties=cfg.classic_ties,
-    )
-    aligned, alignment_log = align_lengths(
-        pairs,
-        answered.regenerate,
-        llm_appender(ctx.llm, cfg.answer_temperature),
-        cfg.tolerance_words,
-        cfg.max_regenerations,
-        llm=ctx.llm,
-    )
-    unbiased_run = judge_unbiased(
-        ctx.llm,
-        aligned,
-        cfg.aspects,
-        trials=cfg.trials,
-        repeats=cfg.repeats,
-        max_tokens=cfg.judge_max_tokens,
-        temperature=cfg.judge_temperature,
-    )
-    unbiased = aggregate_unbiased(unbiased_run, cfg.bootstrap_resamples, seed=cfg.seed)
+    run = run_judge_pipeline(ctx.llm, cfg, design, questions_df, answered)
+    assert run.classic is not None  # notebook 07's design runs the classic orders
     return {
-        "answers": answers.drop(columns=["failures"]),
-        "classic_judgments": classic.judgments,
-        "classic_summary": classic_summary(classic, cfg.bootstrap_resamples, cfg.seed),
-        "alignment_log": alignment_log,
-        "unbiased_judgments": unbiased_run.judgments,
-        "judge_failures": pd.concat([classic.failures, unbiased_run.failures], ignore_index=True),
-        **{f"unbiased_{name}": getattr(unbiased, name) for name in ("outcomes", "trials", "summary")},
+        "answers": run.answers.drop(columns=["failures"]),
+        "classic_judgments": run.classic.judgments,
+        "classic_summary": run.classic_summary,
+        "alignment_log": run.alignment_log,
+        "unbiased_judgments": run.unbiased.judgments,
+        "judge_failures": run.judge_failures,
+        **{
+            f"unbiased_{name}": getattr(run.unbiased_result, name)
+            for name in ("outcomes", "trials", "summary")
+        },
     }
 
 
