@@ -86,4 +86,5 @@ def assert_narrated_from_saved_tables(run_dir: Path) -> None:
     headline = (Path(run_dir) / "headline.txt").read_text().strip()
     untraced = {text[:80]: untraced_numbers(text, tables) for text in [narration.headline, *prose]}
     assert headline, notebook
-    assert not {k: v for k, v in untraced.items() if v}, f"{notebook}: numbers no saved table holds"
+    missing = {k: v for k, v in untraced.items() if v}
+    assert not missing, f"{notebook}: numbers no saved table holds: {missing}"

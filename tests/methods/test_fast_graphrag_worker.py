@@ -12,6 +12,10 @@ from scripted_server import ScriptedServer
 from ragtrial.methods.upstream.boundary import UpstreamError, Worker
 from ragtrial.methods.upstream.environments import SystemNotInstalled, python_for
 
+# Every test here shares a module worker of the real system, whose teardown may start it once more
+# (shutdown): the whole module is in the slow tier.
+pytestmark = pytest.mark.usefixtures("upstream_systems")
+
 DOCUMENTS = [
     {"id": "d1", "title": "Acme", "text": "Alice founded Acme in Paris. Acme makes rockets."},
     {"id": "d2", "title": "Berlin", "text": "Bob works for Acme in Berlin. Bob is Alice's brother."},

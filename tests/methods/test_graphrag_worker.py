@@ -15,6 +15,10 @@ from scripted_server import InFlight, ScriptedServer
 from ragtrial.methods.upstream.boundary import UpstreamError, Worker
 from ragtrial.methods.upstream.environments import SystemNotInstalled, python_for
 
+# Every test here shares a module worker of the real system, whose teardown may start it once more
+# (shutdown): the whole module is in the slow tier.
+pytestmark = pytest.mark.usefixtures("upstream_systems")
+
 CAROL_OUTPUT = SHARED_DATASETS / "graphrag_examples" / "a_christmas_carol_index" / "output"
 MODES = ("local", "global", "drift", "basic")
 # The scripted embedder's vectors have 3 dimensions; DRIFT kept to one small round.

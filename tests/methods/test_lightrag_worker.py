@@ -16,6 +16,10 @@ from scripted_server import ScriptedServer
 from ragtrial.methods.upstream.boundary import UpstreamError, Worker, worker_environment
 from ragtrial.methods.upstream.environments import worker_script
 
+# Every test here shares a module worker of the real system, whose teardown may start it once more
+# (shutdown): the whole module is in the slow tier.
+pytestmark = pytest.mark.usefixtures("upstream_systems")
+
 ANSWER = "Ada Lovelace was born in London."
 KEYWORDS = json.dumps({"high_level_keywords": ["birthplace"], "low_level_keywords": ["Ada Lovelace"]})
 # The kit's graph tables as rows; r3 is a self-loop, which LightRAG refuses.
