@@ -19,7 +19,8 @@ from ragtrial.report.files import read_saved_tables
 from ragtrial.report.narrative.common import EMBEDDED_MODEL
 
 # A number standing alone: not part of a name (gpt-4o, ROUGE-2, C0, 270M, answer_v2, 04_rag_vs_graphrag).
-_NUMBER = re.compile(r"(?<![\w.\-/])[-−]?\d[\d,]*(?:\.\d+)?(?![\w\-/])(?:\s?%)?")
+# Scientific notation (a `:g` format of a tiny difference) is one number.
+_NUMBER = re.compile(r"(?<![\w.\-/])[-−+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?(?![\w\-/])(?:\s?%)?")
 _CODE = re.compile(r"`[^`]*`")
 
 
@@ -35,12 +36,15 @@ def _cells(tables: Mapping[str, pd.DataFrame]) -> list[float]:
     return values
 
 
-def _shown(text: str) -> tuple[float, int, bool]:
-    """The number as written, its decimals, and whether it is a percentage."""
+def _shown(text: str) -> tuple[float, float, bool]:
+    """The number as written, half its last shown digit (what rounding may hide), and whether it is
+    a percentage.
+    """
     percent = text.rstrip().endswith("%")
     digits = text.rstrip("% ").replace(",", "").replace("−", "-")
-    decimals = len(digits.split(".")[1]) if "." in digits else 0
-    return float(digits), decimals, percent
+    mantissa, _, exponent = digits.partition("e")
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    return float(digits), 0.5 * 10 ** (int(exponent or 0) - decimals), percent
 
 
 def untraced_numbers(text: str, tables: Mapping[str, pd.DataFrame]) -> list[str]:
@@ -51,9 +55,9 @@ def untraced_numbers(text: str, tables: Mapping[str, pd.DataFrame]) -> list[str]
     untraced = []
     prose = _CODE.sub(" ", text.replace(EMBEDDED_MODEL, " "))
     for match in _NUMBER.finditer(prose):
-        value, decimals, percent = _shown(match.group())
+        value, half_digit, percent = _shown(match.group())
         candidates = [c * 100 for c in cells] + cells if percent else cells
-        if not any(round(abs(c), decimals) == round(abs(value), decimals) for c in candidates):
+        if not any(abs(abs(c) - abs(value)) <= half_digit * (1 + 1e-9) for c in candidates):
             untraced.append(match.group())
     return untraced
 
