@@ -41,6 +41,7 @@ SLOW_FIXTURES = {
     "notebook_kernels": "Jupyter kernels (notebooks executed by papermill, batches walked)",
     "upstream_systems": "an upstream system's worker in its own environment",
     "chromium_browser": "headless Chromium",
+    "simulation_processes": "a pool of processes simulating hundreds of judge studies (minutes of CPU)",
 }
 
 
@@ -92,6 +93,11 @@ def pytest_runtest_protocol(item, nextitem):
 @pytest.fixture(scope="session")
 def notebook_kernels():
     """The test executes notebooks in Jupyter kernels (papermill runs, whole batches): 10 s to minutes."""
+
+
+@pytest.fixture(scope="session")
+def simulation_processes():
+    """The test simulates hundreds of judge studies in spawned processes (notebook 12's coverage checks)."""
 
 
 @pytest.fixture(scope="session")

@@ -105,7 +105,7 @@ def test_a_study_reads_every_design_and_states_the_truth():
     assert len(per_question) == 10 * 5 and per_question["code"].between(-1, 1).all()
 
 
-def test_with_no_bias_the_unbiased_intervals_cover_the_truth_at_their_nominal_rate():
+def test_with_no_bias_the_unbiased_intervals_cover_the_truth_at_their_nominal_rate(simulation_processes):
     """160 A/A studies of 20 questions (M = N = 1): coverage of the truth (0) by the 95% interval
     within 0.07 of 0.95: three Monte Carlo standard errors (0.017 each) and the percentile bootstrap's
     known undercoverage at 20 questions (about 0.02).
@@ -121,7 +121,9 @@ def test_with_no_bias_the_unbiased_intervals_cover_the_truth_at_their_nominal_ra
     assert abs(covered / len(blocks) - 0.95) <= 0.07, covered
 
 
-def test_position_bias_makes_the_classic_protocol_declare_the_first_shown_method_at_the_closed_form_rate():
+def test_position_bias_makes_the_classic_protocol_declare_the_first_shown_method_at_the_closed_form_rate(
+    simulation_processes,
+):
     """A judge with no quality difference that picks the first-shown answer 68% of the time (and shifts
     rubric scores 0.5 toward it): per question the classic protocol's first-shown share is within three
     standard errors of 0.68; over 200 studies of 30 questions its claim rule declares the first-shown
