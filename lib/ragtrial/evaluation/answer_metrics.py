@@ -361,7 +361,7 @@ def bertscore_label(info: dict[str, Any]) -> str:
         return f"BERTScore on {what}, rescaled with bert-score's baseline: bert-score's published setting"
     return (
         f"BERTScore on {what}, not rescaled: not comparable with published BERTScore "
-        f"({STANDARD_BERTSCORE_MODEL}, layer {STANDARD_BERTSCORE_LAYER}, rescaled with the baseline)"
+        f"({info['published_model_name']}, layer {info['published_num_layers']}, rescaled with the baseline)"
     )
 
 
@@ -427,6 +427,8 @@ def bertscore(
         "idf": False,
         "rescale_with_baseline": model.rescale_with_baseline,
         "comparable_with_published": model.comparable_with_published,
+        "published_model_name": STANDARD_BERTSCORE_MODEL,
+        "published_num_layers": STANDARD_BERTSCORE_LAYER,
         "bert_score_version": importlib.metadata.version("bert-score"),
         "bert_score_hash": settings_hash,
     }

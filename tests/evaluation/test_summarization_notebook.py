@@ -1,0 +1,49 @@
+"""Notebook 05 end to end against the scripted server: every method's summary is scored against the
+references, compared with the baseline on the same questions, and the report's prose words only the
+tables the run saved.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from conftest import PROJECT_ROOT
+from traceable import assert_narrated_from_saved_tables
+
+from ragtrial.runner.batch import run_batch
+
+pytestmark = pytest.mark.usefixtures("notebook_kernels")
+
+
+def test_summaries_are_scored_paired_with_the_baseline_and_narrated_from_saved_tables(scripted, tmp_path):
+    scripted.default_reply = lambda body: "Ebenezer Scrooge keeps the counting-house and meets three spirits."
+    overrides = {
+        "llm": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"},
+        "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
+        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
+        "index": {"store_path": str(tmp_path / "indexes"), "graph_source": "nlp"},
+        "summarization": {"questions_per_type": 2, "bootstrap_resamples": 200},
+    }
+    (result,) = run_batch(
+        PROJECT_ROOT / "params" / "default.yaml",
+        overrides,
+        root=PROJECT_ROOT,
+        outputs=tmp_path / "out",
+        only=["05_rag_vs_graphrag_summarization"],
+        log=lambda _: None,
+    )
+    assert result.status == "completed", result.error
+    tables = result.run_dir / "tables"
+    answers = pd.read_parquet(tables / "answers.parquet")
+    scores = pd.read_parquet(tables / "scores.parquet")
+    paired = pd.read_parquet(tables / "paired_vs_baseline.parquet")
+    methods = set(answers["method"])
+    assert len(methods) >= 2 and set(scores["method"]) == methods
+    # every answered question is scored once per method, against its references
+    assert len(scores) == len(answers) and scores["rouge2_f"].between(0, 1).all()
+    baseline = json.loads((result.run_dir / "run.json").read_text())["settings"]["summarization"]["baseline"]
+    assert set(paired["baseline"]) == {baseline} and baseline not in set(paired["method"])
+    assert_narrated_from_saved_tables(result.run_dir)
+
