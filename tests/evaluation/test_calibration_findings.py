@@ -13,9 +13,9 @@ from ragtrial.config.calibration import CalibrationSettings
 from ragtrial.evaluation.calibration.findings import calibration_findings, judge_findings, scenario_findings
 from ragtrial.evaluation.calibration.fit import PARAMETER_COLUMNS, JudgeFit
 from ragtrial.evaluation.calibration.model import JudgeModel
-from ragtrial.evaluation.calibration.studies import Scenario
+from ragtrial.evaluation.calibration.studies import Scenario, scenario_table, scenarios
 from ragtrial.evaluation.findings import findings_table, stated
-from ragtrial.report.narrative.calibration import fit_note, narrate
+from ragtrial.report.narrative.calibration import fit_note, narrate, studies_note
 
 MODEL = JudgeModel(aspects=("comprehensiveness",))
 
@@ -130,3 +130,16 @@ def test_without_a_design_meeting_the_targets_the_narrative_says_why_and_names_t
         "The simulated judge is the model's defaults (`calibration.fit_audit` is false). "
         "Set over it (`calibration.parameters`): `position_bias` = 0.3."
     )
+
+
+def test_the_studies_note_words_the_scenarios_table_and_its_numbers_are_its_cells():
+    null, effect = scenarios(MODEL, 0.1, 20.0)
+    table = scenario_table(MODEL, [null, effect], 40)
+    assert list(table["studies"]) == [40, 40] and list(table["difference_points"])[0] == 0
+    assert table["true_relative_win_rate"].iloc[1] == pytest.approx(0.1, abs=1e-6)
+    note = studies_note(table)
+    assert note == (
+        "40 studies per scenario; true relative win rate of the effect scenario +0.10 "
+        f"(a difference of {table['difference_points'].iloc[1]:.3f} points on every aspect)."
+    )
+    assert untraced_numbers(note, {"scenarios": table}) == []

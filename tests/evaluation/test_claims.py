@@ -45,7 +45,12 @@ from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.client import LLM
 from ragtrial.llm.ledger import Ledger
 from ragtrial.llm.server import EmbeddedServer
-from ragtrial.report.narrative.claims import agreement_sentences, clusters_html, comparison_sentences
+from ragtrial.report.narrative.claims import (
+    agreement_sentences,
+    clusters_html,
+    comparison_sentences,
+    verdict_source_sentence,
+)
 
 # extraction_counts of a run with no answer
 NO_COUNTS = pd.DataFrame(
@@ -525,10 +530,15 @@ def test_verdicts_come_from_a_file_or_are_absent_without_a_judge_call(tmp_path):
     verdicts, judged, source = judge_verdicts(
         no_model, file_cfg, JudgeSettings(), pd.DataFrame(), pd.DataFrame(), []
     )
-    assert len(verdicts) == len(saved) and judged.failures.empty and "verdicts.csv" in source
+    assert (
+        len(verdicts) == len(saved)
+        and judged.failures.empty
+        and "verdicts.csv" in verdict_source_sentence(source)
+    )
     assert judged.costs.empty  # no judge call made here
     verdicts, judged, source = judge_verdicts(
         no_model, ClaimsSettings(judge="none"), JudgeSettings(), pd.DataFrame(), pd.DataFrame(), []
     )
-    assert verdicts.empty and list(verdicts.columns) == VERDICT_COLUMNS and source.startswith("none")
+    assert verdicts.empty and list(verdicts.columns) == VERDICT_COLUMNS and source.loc[0, "judge"] == "none"
+    assert verdict_source_sentence(source).startswith("Judge verdicts: none")
     assert judge_agreement(claim_metrics(_claim_sets([("q1", "m", ["c"])]), [0.5]), verdicts).empty

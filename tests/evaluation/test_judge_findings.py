@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from ragtrial.config.judge import JudgeSettings
-from ragtrial.evaluation.findings import embedded_model_finding, findings_table, stated
+from ragtrial.evaluation.findings import Finding, embedded_model_finding, findings_table, stated
 from ragtrial.evaluation.judge.findings import (
     alignment_findings,
     estimate_findings,
@@ -23,6 +23,7 @@ from ragtrial.report.narrative.judge import (
     EMBEDDED_NOTE,
     alignment_sentence,
     estimate_sentence,
+    failed_answers_note,
     narrate_bias_audit,
 )
 from ragtrial.report.narrative.wording import answer_length_sentence
@@ -138,6 +139,16 @@ def test_the_estimate_and_answer_length_sentences_read_the_same_from_findings():
     )
     assert value(findings, "answer_length_rule", "summarize_query@v1") == 80
     assert value(findings, "answer_max_tokens") == cfg.answer_max_tokens == 96
+
+
+def test_the_failed_answers_note_states_the_saved_count_and_is_empty_without_failures():
+    def note(failed: int) -> str:
+        return failed_answers_note(
+            findings_table([Finding("missing_answers", "failed answers", failed, "answer_failures")])
+        )
+
+    assert note(0) == ""
+    assert note(3).startswith("3 answer(s) failed") and "not judged" in note(3)
 
 
 def test_notebook_06s_narrative_words_its_saved_tables_alone():

@@ -29,7 +29,7 @@ from ragtrial.evaluation.judge.protocols import (
     Judgments,
     judge_classic,
 )
-from ragtrial.report.narrative.claims import tie_share_sentence
+from ragtrial.report.narrative.claims import tie_share_sentence, verdict_source_sentence
 from ragtrial.report.narrative.judge import classic_order_sentences, comparison_findings
 
 pytestmark = pytest.mark.fault
@@ -107,7 +107,11 @@ def test_claims_agreement_collapses_five_repeats_with_ties_by_majority(scripted,
     cfg = ClaimsSettings(methods=["c0", "ss"], judge="classic", judge_positions=["AB"])
     judge_cfg = JudgeSettings(classic_repeats=5, classic_ties=True)
     verdicts, judged, source = judge_verdicts(llm, cfg, judge_cfg, questions, answers, ["c0", "ss"])
-    assert judged.failures.empty and "5 vote(s) per shown order (AB), ties allowed" in source
+    assert (
+        judged.failures.empty
+        and "5 vote(s) per shown order (AB), ties allowed" in verdict_source_sentence(source)
+    )
+    assert source.loc[0, ["question_pairs", "failed_judge_calls"]].tolist() == [2, 0]
     assert len(judged.costs) == 2 * 5 and not judged.costs["failed"].any()  # questions x repeats, one order
     assert verdicts["outcome"].value_counts().to_dict() == {"tie": 42, "win": 5, "loss": 3}
     metrics = pd.DataFrame(

@@ -46,4 +46,3 @@ def test_summaries_are_scored_paired_with_the_baseline_and_narrated_from_saved_t
     baseline = json.loads((result.run_dir / "run.json").read_text())["settings"]["summarization"]["baseline"]
     assert set(paired["baseline"]) == {baseline} and baseline not in set(paired["method"])
     assert_narrated_from_saved_tables(result.run_dir)
-

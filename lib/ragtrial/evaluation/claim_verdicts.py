@@ -31,6 +31,31 @@ VERDICT_COLUMNS = ["trial", "question_id", "method_a", "method_b", "aspect", "ou
 FLIPPED = {"win": "loss", "loss": "win", "tie": "tie"}
 
 
+def verdict_source(
+    judge: str,
+    votes_per_order: int = 0,
+    positions: Sequence[str] = (),
+    ties: bool = False,
+    question_pairs: int = 0,
+    failed_judge_calls: int = 0,
+    verdicts_path: str = "",
+) -> pd.DataFrame:
+    """Where the verdicts came from, as one saved row: the report words it."""
+    return pd.DataFrame(
+        [
+            {
+                "judge": judge,
+                "votes_per_order": votes_per_order,
+                "positions": ", ".join(positions),
+                "ties": ties,
+                "question_pairs": question_pairs,
+                "failed_judge_calls": failed_judge_calls,
+                "verdicts_path": verdicts_path,
+            }
+        ]
+    )
+
+
 def judge_verdicts(
     llm: LLM,
     cfg: ClaimsSettings,
@@ -38,26 +63,32 @@ def judge_verdicts(
     questions: pd.DataFrame,
     answers: pd.DataFrame,
     methods: Sequence[str],
-) -> tuple[pd.DataFrame, Judgments, str]:
+) -> tuple[pd.DataFrame, Judgments, pd.DataFrame]:
     """The verdicts `cfg.judge` asks for, the judge run made here (its failed calls and what each call
-    cost; empty when the verdicts are read or absent), and a sentence on their source.
+    cost; empty when the verdicts are read or absent), and their source (`verdict_source`).
     """
     if cfg.judge == "classic":
         pairs, _ = make_pairs(
             questions, answers[answers["failure"] == ""].assign(replicate=0), all_pairs(methods)
         )
         run = judge_classic_with_settings(llm, pairs, judge_cfg, cfg.judge_positions)
-        source = (
-            f"the classic protocol run here, {judge_cfg.classic_repeats} vote(s) per shown order "
-            f"({', '.join(cfg.judge_positions)}), "
-            + ("ties allowed" if judge_cfg.classic_ties else "no ties (a tie only from votes that disagree)")
-            + f", {len(pairs)} question pairs, {len(run.failures)} failed judge call(s)"
+        source = verdict_source(
+            "classic",
+            judge_cfg.classic_repeats,
+            cfg.judge_positions,
+            judge_cfg.classic_ties,
+            len(pairs),
+            len(run.failures),
         )
         return verdicts_from_classic(run.judgments), run, source
     not_judged = Judgments(pd.DataFrame(), pd.DataFrame(columns=FAILURE_COLUMNS))
     if cfg.judge == "file" and cfg.verdicts_path:
-        return read_verdicts(cfg.verdicts_path), not_judged, f"verdicts read from `{cfg.verdicts_path}`"
-    return pd.DataFrame(columns=VERDICT_COLUMNS), not_judged, "none (claims.judge is 'none' or no path)"
+        return (
+            read_verdicts(cfg.verdicts_path),
+            not_judged,
+            verdict_source("file", verdicts_path=cfg.verdicts_path),
+        )
+    return pd.DataFrame(columns=VERDICT_COLUMNS), not_judged, verdict_source("none")
 
 
 def read_verdicts(path: str | Path) -> pd.DataFrame:

@@ -420,6 +420,26 @@ def summarize_studies(results: pd.DataFrame, confidence: float = 0.95) -> pd.Dat
     return pd.DataFrame(rows)
 
 
+def scenario_table(model: JudgeModel, studied: Sequence[Scenario], studies: int) -> pd.DataFrame:
+    """What each simulated scenario truly is, as the report states it: its studies, its difference
+    (mean over the aspects, and whether it is the same on every aspect), its true relative win rate
+    and A's length gap.
+    """
+    return pd.DataFrame(
+        [
+            {
+                "scenario": scenario.name,
+                "studies": studies,
+                "difference_points": float(np.mean(scenario.difference)),
+                "uniform_difference": len(set(scenario.difference)) == 1,
+                "true_relative_win_rate": true_relative_win_rate(model, scenario.difference),
+                "length_gap_words": scenario.length_gap_words,
+            }
+            for scenario in studied
+        ]
+    )
+
+
 def scenarios(
     model: JudgeModel, win_rate_difference: float, length_gap_words: float
 ) -> tuple[Scenario, Scenario]:

@@ -38,6 +38,20 @@ def _points(difference: float) -> str:
     return f"{difference * 100:g}-point"
 
 
+def studies_note(scenarios: pd.DataFrame) -> str:
+    """How many studies each scenario ran and what the scenarios with a true difference truly are
+    (the saved `scenarios` table).
+    """
+    parts = [
+        f"true relative win rate of the effect scenario {row.true_relative_win_rate:+.2f} (a difference of "
+        f"{row.difference_points:.3f} points "
+        + ("on every aspect)" if row.uniform_difference else "on average over the aspects)")
+        for row in scenarios[scenarios["difference_points"] != 0].itertuples(index=False)
+    ]
+    studies = ", ".join(str(n) for n in scenarios["studies"].unique())
+    return "; ".join([f"{studies} studies per scenario", *parts]) + "."
+
+
 def fit_note(parameters: pd.DataFrame, findings: pd.DataFrame) -> str:
     """Where the simulated judge's parameters come from (`fitted_parameters`, the `judge_fitted` and
     `parameter_set` findings), and which were not measured or were set.

@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib import colormaps, colors
 
 from ragtrial.evaluation.findings import FINDINGS_TABLE, answered_by_embedded_model, stated, statements
+from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative.common import embedded_disclaimer
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 from ragtrial.report.narrative.wording import answer_length_sentence, signed_interval
@@ -116,6 +117,31 @@ def agreement_sentences(agreement: pd.DataFrame, findings: pd.DataFrame) -> list
             f"Paper: {paper_agreement(findings, r.metric)}."
         )
     return lines
+
+
+def example_answer_note(
+    method: str, question: str, text: str, claims: int, labels: Sequence[int], threshold: float
+) -> str:
+    """Notebook 08's example answer: the question, the answer quoted, and its claims and clusters."""
+    return (
+        f"**{method}**, question: *{escape_markdown(question)}*\n\n> {escape_markdown(text)}\n\n"
+        f"{claims} claims, {len(set(labels))} clusters at threshold {threshold}:"
+    )
+
+
+def verdict_source_sentence(source: pd.DataFrame) -> str:
+    """Where notebook 08's judge verdicts came from, from its saved `verdict_source` row."""
+    row = source.iloc[0]
+    if row["judge"] == "classic":
+        ties = "ties allowed" if row["ties"] else "no ties (a tie only from votes that disagree)"
+        return (
+            f"Judge verdicts: the classic protocol run here, {row['votes_per_order']} vote(s) per shown "
+            f"order ({row['positions']}), {ties}, {row['question_pairs']} question pairs, "
+            f"{row['failed_judge_calls']} failed judge call(s)."
+        )
+    if row["judge"] == "file":
+        return f"Judge verdicts: verdicts read from `{row['verdicts_path']}`."
+    return "Judge verdicts: none (claims.judge is 'none' or no path)."
 
 
 def questions_note(questions: pd.DataFrame, findings: pd.DataFrame) -> str:

@@ -38,6 +38,14 @@ def estimate_sentence(findings: pd.DataFrame) -> str:
     return text + "."
 
 
+def failed_answers_note(findings: pd.DataFrame) -> str:
+    """Notebooks 06 and 07, under the answers: how many answers failed; empty when none did."""
+    failed = int(_value(findings, "missing_answers"))
+    if not failed:
+        return ""
+    return f"{failed} answer(s) failed (see the answer failures table); their pairs are not judged."
+
+
 ORDER_NAMES = {"AB": "A shown first", "BA": "B shown first"}
 
 
