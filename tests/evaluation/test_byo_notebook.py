@@ -9,7 +9,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import PROJECT_ROOT, SHARED_DATASETS
+from conftest import PROJECT_ROOT, SHARED_DATASETS, endpoint_settings
 from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.evaluation.judge.pairs import NOT_ALIGNABLE
@@ -22,14 +22,12 @@ pytestmark = pytest.mark.usefixtures("notebook_kernels")
 def test_the_kag_lightrag_answers_are_judged_against_closed_book(scripted, tmp_path):
     # A long reply: closed_book's answers outrun LightRAG's, which alignment cannot regenerate.
     scripted.default_reply = lambda body: " ".join(["word"] * 400)
-    overrides = {
-        "llm": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"},
-        "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
-        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
-        "index": {"store_path": str(tmp_path / "indexes")},
-        "judge": {"bootstrap_resamples": 200, "trials": 1},
-        "data": {"limit_questions": 4},  # the params file judges all 100 on a capable endpoint
-    }
+    overrides = endpoint_settings(
+        scripted.base_url,
+        tmp_path,
+        judge={"bootstrap_resamples": 200, "trials": 1},
+        data={"limit_questions": 4},  # the params file judges all 100 on a capable endpoint
+    )
     (result,) = run_batch(
         PROJECT_ROOT / "params" / "byo_ultradomain_lightrag.yaml",
         overrides,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, endpoint_settings
 from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.runner.batch import run_batch
@@ -16,19 +16,18 @@ pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
 def test_qa_tables_pair_em_count_fallbacks_and_name_the_graph_walked(scripted, tmp_path):
     scripted.default_reply = lambda body: "Alvor"
-    overrides = {
-        "llm": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"},
-        "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
-        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
-        "index": {"store_path": str(tmp_path / "indexes"), "graph_source": "nlp"},
-        "retrieval": {"graph_fallback": "none"},
-        "qa": {
+    overrides = endpoint_settings(
+        scripted.base_url,
+        tmp_path,
+        index={"graph_source": "nlp"},
+        retrieval={"graph_fallback": "none"},
+        qa={
             "methods": ["hybrid", "graph_walk", "graph_hybrid"],
             "baseline": "hybrid",
             "questions_per_type": 2,
             "bootstrap_resamples": 200,
         },
-    }
+    )
     (result,) = run_batch(
         PROJECT_ROOT / "params" / "default.yaml",
         overrides,

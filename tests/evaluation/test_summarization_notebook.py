@@ -9,7 +9,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, endpoint_settings
 from traceable import assert_narrated_from_saved_tables
 
 from ragtrial.runner.batch import run_batch
@@ -19,13 +19,12 @@ pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
 def test_summaries_are_scored_paired_with_the_baseline_and_narrated_from_saved_tables(scripted, tmp_path):
     scripted.default_reply = lambda body: "Ebenezer Scrooge keeps the counting-house and meets three spirits."
-    overrides = {
-        "llm": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "scripted"},
-        "embeddings": {"backend": "openai_compatible", "base_url": scripted.base_url, "model": "emb"},
-        "cache": {"url": f"sqlite:///{tmp_path / 'cache.sqlite'}"},
-        "index": {"store_path": str(tmp_path / "indexes"), "graph_source": "nlp"},
-        "summarization": {"questions_per_type": 2, "bootstrap_resamples": 200},
-    }
+    overrides = endpoint_settings(
+        scripted.base_url,
+        tmp_path,
+        index={"graph_source": "nlp"},
+        summarization={"questions_per_type": 2, "bootstrap_resamples": 200},
+    )
     (result,) = run_batch(
         PROJECT_ROOT / "params" / "default.yaml",
         overrides,
