@@ -189,6 +189,25 @@ def endpoint_settings(base_url: str, folder: Path, **sections) -> dict:
     return deep_merge(base, sections)
 
 
+def run_default_notebooks(overrides: dict, folder: Path, *notebooks: str) -> list:
+    """`notebooks` of params/default.yaml run with `overrides`, outputs in `folder/out`; each must
+    complete.
+    """
+    from ragtrial.runner.batch import run_batch
+
+    results = run_batch(
+        PROJECT_ROOT / "params" / "default.yaml",
+        overrides,
+        root=PROJECT_ROOT,
+        outputs=folder / "out",
+        only=list(notebooks),
+        log=lambda _: None,
+    )
+    for result in results:
+        assert result.status == "completed", (result.run_id, result.error)
+    return results
+
+
 def make_llm(base_url: str, tmp_path: Path, cache: str | Path | None = None, **settings) -> LLM:
     """An LLM against `base_url` with fast backoff, its own ledger and the cache at `cache` (default:
     `tmp_path/cache.sqlite`).

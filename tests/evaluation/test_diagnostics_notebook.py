@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import PROJECT_ROOT, cited_answer_reply, endpoint_settings
+from conftest import PROJECT_ROOT, cited_answer_reply, endpoint_settings, run_default_notebooks
 from traceable import assert_narrated_from_saved_tables
 
-from ragtrial.runner.batch import run_batch
 from ragtrial.runner.regression import SUMMARY_COLUMNS
 
 pytestmark = pytest.mark.usefixtures("notebook_kernels")
@@ -18,15 +17,9 @@ pytestmark = pytest.mark.usefixtures("notebook_kernels")
 def run_diagnostics(scripted, tmp_path, **sections):
     """Notebook 09 of the default batch against the scripted server, with `sections` merged in."""
     scripted.default_reply = cited_answer_reply
-    (result,) = run_batch(
-        PROJECT_ROOT / "params" / "default.yaml",
-        endpoint_settings(scripted.base_url, tmp_path, **sections),
-        root=PROJECT_ROOT,
-        outputs=tmp_path / "out",
-        only=["09_retrieval_diagnostics"],
-        log=lambda _: None,
+    (result,) = run_default_notebooks(
+        endpoint_settings(scripted.base_url, tmp_path, **sections), tmp_path, "09_retrieval_diagnostics"
     )
-    assert result.status == "completed", result.error
     return result.run_dir / "tables", result.run_dir
 
 

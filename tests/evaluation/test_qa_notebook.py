@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import PROJECT_ROOT, endpoint_settings
+from conftest import endpoint_settings, run_default_notebooks
 from traceable import assert_narrated_from_saved_tables
-
-from ragtrial.runner.batch import run_batch
 
 pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
@@ -28,15 +26,7 @@ def test_qa_tables_pair_em_count_fallbacks_and_name_the_graph_walked(scripted, t
             "bootstrap_resamples": 200,
         },
     )
-    (result,) = run_batch(
-        PROJECT_ROOT / "params" / "default.yaml",
-        overrides,
-        root=PROJECT_ROOT,
-        outputs=tmp_path / "out",
-        only=["04_rag_vs_graphrag_qa"],
-        log=lambda _: None,
-    )
-    assert result.status == "completed", result.error
+    (result,) = run_default_notebooks(overrides, tmp_path, "04_rag_vs_graphrag_qa")
     tables = result.run_dir / "tables"
     summary = pd.read_parquet(tables / "summary.parquet").set_index("method")
     fallbacks = pd.read_parquet(tables / "fallbacks.parquet").set_index("method")

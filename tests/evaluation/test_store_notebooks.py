@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import PROJECT_ROOT, cited_answer_reply, endpoint_settings
-
-from ragtrial.runner.batch import run_batch
+from conftest import cited_answer_reply, endpoint_settings, run_default_notebooks
 
 pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
@@ -35,15 +33,7 @@ def test_notebooks_04_and_09_on_postgresql_and_kuzu(scripted, tmp_path, postgres
             "relationship_edges": "induced",
         },
     )
-    results = run_batch(
-        PROJECT_ROOT / "params" / "default.yaml",
-        settings,
-        root=PROJECT_ROOT,
-        outputs=tmp_path / "out",
-        only=["04_rag_vs_graphrag_qa", "09_retrieval_diagnostics"],
-        log=lambda _: None,
-    )
-    assert [r.status for r in results] == ["completed", "completed"], [r.error for r in results]
+    results = run_default_notebooks(settings, tmp_path, "04_rag_vs_graphrag_qa", "09_retrieval_diagnostics")
     qa, diagnostics = (r.run_dir / "tables" for r in results)
     answers = pd.read_parquet(qa / "answers.parquet")
     for twin in ("hybrid", "graph_walk"):

@@ -9,10 +9,8 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import PROJECT_ROOT, endpoint_settings
+from conftest import endpoint_settings, run_default_notebooks
 from traceable import assert_narrated_from_saved_tables
-
-from ragtrial.runner.batch import run_batch
 
 pytestmark = pytest.mark.usefixtures("notebook_kernels")
 
@@ -25,15 +23,7 @@ def test_summaries_are_scored_paired_with_the_baseline_and_narrated_from_saved_t
         index={"graph_source": "nlp"},
         summarization={"questions_per_type": 2, "bootstrap_resamples": 200},
     )
-    (result,) = run_batch(
-        PROJECT_ROOT / "params" / "default.yaml",
-        overrides,
-        root=PROJECT_ROOT,
-        outputs=tmp_path / "out",
-        only=["05_rag_vs_graphrag_summarization"],
-        log=lambda _: None,
-    )
-    assert result.status == "completed", result.error
+    (result,) = run_default_notebooks(overrides, tmp_path, "05_rag_vs_graphrag_summarization")
     tables = result.run_dir / "tables"
     answers = pd.read_parquet(tables / "answers.parquet")
     scores = pd.read_parquet(tables / "scores.parquet")

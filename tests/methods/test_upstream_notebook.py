@@ -9,11 +9,9 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import PROJECT_ROOT, endpoint_settings
+from conftest import endpoint_settings, run_default_notebooks
 from test_graphrag_worker import graphrag_reply
 from traceable import assert_narrated_from_saved_tables
-
-from ragtrial.runner.batch import run_batch
 
 pytestmark = pytest.mark.usefixtures("notebook_kernels", "upstream_systems")
 
@@ -21,15 +19,7 @@ pytestmark = pytest.mark.usefixtures("notebook_kernels", "upstream_systems")
 def test_notebook_11_puts_the_real_systems_beside_the_kits_and_records_them(scripted, tmp_path):
     scripted.default_reply = graphrag_reply  # structured replies from their schema, map points, text
     overrides = endpoint_settings(scripted.base_url, tmp_path, upstream={"bootstrap_resamples": 200})
-    (result,) = run_batch(
-        PROJECT_ROOT / "params" / "default.yaml",
-        overrides,
-        root=PROJECT_ROOT,
-        outputs=tmp_path / "out",
-        only=["11_upstream_systems"],
-        log=lambda _: None,
-    )
-    assert result.status == "completed", result.error
+    (result,) = run_default_notebooks(overrides, tmp_path, "11_upstream_systems")
     read = lambda name: pd.read_parquet(result.run_dir / "tables" / f"{name}.parquet")  # noqa: E731
     answers = read("answers")
     assert set(answers["method"]) == {

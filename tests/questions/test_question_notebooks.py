@@ -5,10 +5,8 @@ prose is worded from the tables it saved.
 from __future__ import annotations
 
 import pandas as pd
-from conftest import PROJECT_ROOT, endpoint_settings
+from conftest import endpoint_settings, run_default_notebooks
 from traceable import assert_narrated_from_saved_tables
-
-from ragtrial.runner.batch import run_batch
 
 SECTIONS = {
     "index": {"graph_source": "nlp"},
@@ -17,16 +15,13 @@ SECTIONS = {
 
 
 def test_notebooks_02_and_03_are_narrated_from_their_saved_tables(scripted, tmp_path, notebook_kernels):
-    results = run_batch(
-        PROJECT_ROOT / "params" / "default.yaml",
+    results = run_default_notebooks(
         endpoint_settings(scripted.base_url, tmp_path, **SECTIONS),
-        root=PROJECT_ROOT,
-        outputs=tmp_path / "out",
-        only=["02_question_entity_distribution", "03_question_relevance"],
-        log=lambda _: None,
+        tmp_path,
+        "02_question_entity_distribution",
+        "03_question_relevance",
     )
     for result in results:
-        assert result.status == "completed", (result.run_id, result.error)
         assert_narrated_from_saved_tables(result.run_dir)
     findings = pd.read_parquet(results[0].run_dir / "tables" / "findings.parquet")
     questions = pd.read_parquet(results[0].run_dir / "tables" / "questions.parquet")
