@@ -411,6 +411,16 @@ def test_the_headline_is_the_verdict_on_all_questions_and_counts_the_rest():
     assert verdict_headline(verdict.verdicts.iloc[:0], none).startswith("No graph method was compared")
 
 
+def test_an_interval_without_a_rejecting_test_names_the_saved_level_it_missed():
+    verdicts = run(f1_observations()).verdicts.copy()
+    verdicts = verdicts.assign(ci_low=0.01, ci_high=0.4, p_holm=0.2, supported=False)
+    findings = verdict_findings(pd.DataFrame(), pd.DataFrame(), verdicts, Pricing(None, None), False)
+    tables = {"verdicts": verdicts, "findings": findings}
+    narration = narrate(tables)
+    assert "not below 0.05" in narration.findings
+    assert untraced_numbers(narration.findings, tables) == []
+
+
 def test_the_verdict_notes_word_their_tables_alone():
     verdict = run(f1_observations())
     left_out = pd.DataFrame(

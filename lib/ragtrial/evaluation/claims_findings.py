@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ragtrial.config.claims import ClaimsSettings
-from ragtrial.evaluation.findings import Finding, embedded_model_finding
+from ragtrial.evaluation.findings import Finding, claim_alpha_finding, embedded_model_finding
 from ragtrial.evaluation.run_findings import answer_length_findings, interval_level_finding
 
 PAPER = "Edge et al. 2024, Section 5.2"
@@ -106,5 +106,6 @@ def claims_findings(
             for measure, (low, high) in PAPER_AGREEMENT.items()
         ],
         interval_level_finding(),
+        claim_alpha_finding(),
         embedded_model_finding(embedded),
     ]

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
+from ragtrial.stats import CLAIM_ALPHA
+
 FINDINGS_TABLE = "findings"
 FINDINGS_COLUMNS = ["statement", "subject", "figure", "value", "ci_low", "ci_high", "source"]
 
@@ -66,6 +68,15 @@ def embedded_model_finding(embedded: bool) -> Finding:
         "1 when the embedded default model answered, else 0",
         float(embedded),
         "run.json",
+    )
+
+
+def claim_alpha_finding() -> Finding:
+    """The level the claim rule's adjusted test must reject at: a narrative that says why there is no
+    claim states it.
+    """
+    return Finding(
+        "claim_alpha", "level at which the Holm-adjusted test must reject", CLAIM_ALPHA, "ragtrial.stats"
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from ragtrial.evaluation.findings import Finding, findings_table
+from ragtrial.evaluation.findings import Finding, claim_alpha_finding, findings_table
 from ragtrial.index.tables import GraphIndex
 from ragtrial.stats import CONFIDENCE, Interval, McNemarResult
 
@@ -98,6 +98,7 @@ def index_findings(index: GraphIndex) -> pd.DataFrame:
             Finding(REPORTS_SKIPPED, "communities skipped", len(ids), MANIFEST, subject=reason)
             for reason, ids in reports["skipped"].items()
         ]
+    findings.append(claim_alpha_finding())
     return findings_table(findings)
 
 

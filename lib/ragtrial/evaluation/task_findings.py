@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ragtrial.evaluation.findings import Finding, embedded_model_finding, findings_table
-from ragtrial.stats import CLAIM_ALPHA
+from ragtrial.evaluation.findings import Finding, claim_alpha_finding, embedded_model_finding, findings_table
 
 if TYPE_CHECKING:  # the setup table reads live methods and settings once, when the run starts
     from ragtrial.config.methods import AnswerSettings
@@ -128,9 +127,7 @@ def task_findings(
             int(summary["questions"].max()) if not summary.empty else 0,
             "summary",
         ),
-        Finding(
-            "claim_alpha", "level at which the Holm-adjusted test must reject", CLAIM_ALPHA, "ragtrial.stats"
-        ),
+        claim_alpha_finding(),
         embedded_model_finding(embedded),
     ]
     return findings_table(findings)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from ragtrial.evaluation.findings import Finding, embedded_model_finding, findings_table
+from ragtrial.evaluation.findings import Finding, claim_alpha_finding, embedded_model_finding, findings_table
 from ragtrial.evaluation.verdict import Pricing
 
 RUNS_SKIPPED = "runs skipped"
@@ -71,6 +71,7 @@ def verdict_findings(
                 for tokens, price in prices.items()
                 if price is not None
             ],
+            claim_alpha_finding(),
             embedded_model_finding(embedded),
         ]
     )

@@ -194,6 +194,21 @@ def _execute_locked(
     return RunResult(spec.run_id, spec.notebook, record["status"], run_dir, record["ledger"], error)
 
 
+def record_interruption(run_dir: Path) -> None:
+    """Record `interrupted` for a run still `running` after its batch stopped it: a task the batch
+    cancelled may not reach its own record before its process is gone (papermill's kernel shutdown can
+    outlast the batch's wait), and the next run of the batch resumes from what the cache holds either way.
+    """
+    record = read_run_json(run_dir)
+    if not record or record.get("status") != "running":
+        return
+    began = dt.datetime.fromisoformat(record["started_at"])
+    elapsed = (dt.datetime.now(dt.UTC) - began).total_seconds()
+    error = "interrupted: the batch stopped before the run could record it"
+    started = time.perf_counter() - elapsed
+    write_json(run_dir / "run.json", _finished(record, run_dir, "interrupted", error, started))
+
+
 def _finished(
     record: dict[str, Any], run_dir: Path, status: str, error: str, started: float
 ) -> dict[str, Any]:

@@ -48,7 +48,7 @@ from ragtrial.redact import password_key, redact
 from ragtrial.runner.checks import run_folder
 from ragtrial.runner.combined_runs import identity
 from ragtrial.runner.context import secret_variables
-from ragtrial.runner.execute import RunResult, execute_run
+from ragtrial.runner.execute import RunResult, execute_run, record_interruption
 from ragtrial.runner.recorder import BatchRecorder
 
 NODE_FAILURE_RETRIES = 3
@@ -207,6 +207,8 @@ def run_on_ray(
             for ref in running:
                 ray.cancel(ref)
             ray.wait(list(running), num_returns=len(running), timeout=CANCEL_WAIT_S)
+            for i, _ in running.values():
+                record_interruption(run_folder(outputs, specs[i - 1].run_id))
             raise
         return [results[i] for i in range(1, len(specs) + 1)]
     finally:

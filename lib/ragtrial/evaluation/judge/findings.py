@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ragtrial.config.methods import AnswerSettings
-from ragtrial.evaluation.findings import Finding, embedded_model_finding
+from ragtrial.evaluation.findings import Finding, claim_alpha_finding, embedded_model_finding
 from ragtrial.evaluation.judge.aggregate import ALIGNMENT_OUTCOMES, alignment_summary
 from ragtrial.evaluation.judge.pairs import METHOD_KEY
 from ragtrial.evaluation.judge.pipeline import JudgeRun
@@ -188,6 +188,7 @@ def bias_audit_findings(
         *estimate_findings(estimate),
         missing_answers_finding(run),
         *answer_length_findings(run.settings),
+        claim_alpha_finding(),
         embedded_model_finding(embedded),
         *position_findings(position_audit),
         *length_findings(length_bins),
@@ -246,6 +247,7 @@ def pairwise_findings(
         *estimate_findings(estimate),
         *setup_findings(run.settings, k),
         *answer_length_findings(run.settings),
+        claim_alpha_finding(),
         embedded_model_finding(embedded),
         missing_answers_finding(run),
         *(supported_pairs_findings(sanity) if not sanity.empty else []),
@@ -295,6 +297,7 @@ def upstream_findings(
     rows = [
         *setup_findings(run.settings, k),
         *answer_length_findings(run.settings),
+        claim_alpha_finding(),
         embedded_model_finding(embedded),
         *build_findings(systems),
     ]
