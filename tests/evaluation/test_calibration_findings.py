@@ -118,13 +118,16 @@ def test_the_narrative_words_the_saved_tables_alone():
 
 
 def test_without_a_design_meeting_the_targets_the_narrative_says_why_and_names_the_defaults():
-    refused = RECOMMENDATION.assign(chosen=False, why_not=["power stays below 80% up to 500 questions", ""])
+    refused = RECOMMENDATION.assign(chosen=False, why_not=["power stays below 80% up to 2000 questions", ""])
     tables = _tables(refused, source="the model's defaults (`calibration.fit_audit` is false)",
                      parameters={"position_bias": 0.3})  # fmt: skip
     narration = narrate(tables)
     assert "no simulated (M, N) detects a 10-point win-rate difference" in narration.headline
     assert "**No simulated design** detects" in narration.findings
-    assert "the classic protocol (one trial): power stays below 80% up to 500 questions" in narration.findings
+    reason = "the classic protocol (one trial): power stays below 80% up to 2000 questions"
+    assert reason in narration.findings
+    assert stated(tables["findings"], "target", "max_questions").value == CalibrationSettings().max_questions
+    assert untraced_numbers(narration.headline + "\n" + narration.findings, tables) == []
     note = fit_note(tables["fitted_parameters"], tables["findings"])
     assert note == (
         "The simulated judge is the model's defaults (`calibration.fit_audit` is false). "

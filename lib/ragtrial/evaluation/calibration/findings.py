@@ -136,6 +136,10 @@ def design_findings(
         ),
         Finding("target", "power", settings.target_power, "run.json", "power"),
         Finding("target", "false-winner rate", settings.target_false_winner, "run.json", "false_winner_rate"),
+        # a design that never reaches the power says so "up to" this count (`recommendation.why_not`)
+        Finding(
+            "target", "largest question count considered", settings.max_questions, "run.json", "max_questions"
+        ),
         Finding(
             "model_check_gap",
             "largest gap between the normal model's and the simulated winner rate",
