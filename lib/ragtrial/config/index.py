@@ -79,6 +79,12 @@ class IndexSettings(Section):
         ge=0,
         description="seed of Leiden and of the chunk sample (GraphRAG's default Leiden seed)",
     )
+    embed_entities: bool = Field(
+        True,
+        description='embed each entity\'s "name: description" (local_search and lightrag rank entities by it); '
+        "false: no entity embeddings, those two are unavailable (the retrieval benchmark's graphs: the other "
+        "graph retrievers link question entities by name embeddings of their own)",
+    )
     reports: Literal["llm", "none"] = Field(
         "llm", description='"llm": the model writes community reports; "none": no reports (no global search)'
     )

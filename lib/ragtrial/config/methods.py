@@ -49,6 +49,8 @@ ANSWER_FILE_FIELDS = (
     "completion_tokens",
     "calls",
     "latency_s",
+    "passage_ids",
+    "titles",
     "failure",
 )
 
@@ -80,6 +82,22 @@ class AnswerFile(Section):
     )
     system: str = Field(
         "", description='who produced the answers, free text (e.g. "LightRAG (KAG authors\' run)")'
+    )
+    retrieval: bool = Field(
+        False,
+        description="the file holds retrieval results instead of answers: per question the passages a system "
+        "retrieved, as `passage_ids` (the data set's document ids) or `titles` (each the title of exactly "
+        "one passage); notebook 13 scores it (benchmark.retrieval_files); no answer is read",
+    )
+    match: Literal["question_id", "question"] = Field(
+        "question_id",
+        description='how a row finds its question: "question_id", or "question", the exact question text '
+        "(published outputs that carry no id)",
+    )
+    ranked: bool = Field(
+        True,
+        description="retrieval files: the passages are in rank order (recall@k, MRR, Hits are computed); "
+        "false: only the rank-free measures (recall and all_supporting over the whole list)",
     )
     description: str = Field("", description="what the answers are, for the report")
 

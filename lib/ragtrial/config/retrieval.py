@@ -65,6 +65,12 @@ class RetrievalSettings(Section):
     ppr_damping: float = Field(
         0.85, gt=0, lt=1, description="fastgraphrag's personalized PageRank: probability of following an edge"
     )
+    hipporag_damping: float = Field(
+        0.5,
+        gt=0,
+        lt=1,
+        description="hipporag's personalized PageRank: probability of following an edge (HippoRAG: 0.5)",
+    )
     ppr_max_iter: int = Field(100, ge=1, description="personalized PageRank: iterations at most")
     ppr_tol: float = Field(1e-6, gt=0, description="personalized PageRank: convergence tolerance")
     local_max_tokens: int = Field(

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from pydantic import Field, ValidationError
 
 from ragtrial.config.base import ExistingPath, Names, ParamsError, Section, params_error
+from ragtrial.config.benchmark import BenchmarkSettings
 from ragtrial.config.cache import CacheSettings
 from ragtrial.config.calibration import CalibrationSettings
 from ragtrial.config.claims import ClaimsSettings
@@ -63,6 +64,11 @@ class Settings(Section):
     diagnostics: DiagnosticsSettings = Field(
         DiagnosticsSettings(),
         description="retrieval diagnostics by question category and failure attribution (notebook 09)",
+    )
+    benchmark: BenchmarkSettings = Field(
+        BenchmarkSettings(),
+        description="the LLM-free retrieval benchmark on a data set's gold passages, with other systems' "
+        "published retrieval results (notebook 13)",
     )
     verdict: VerdictSettings = Field(
         VerdictSettings(),

@@ -13,6 +13,11 @@ The answers-file format (JSON Lines, CSV, Parquet or a JSON array of objects), o
 - `prompt_tokens`, `completion_tokens`, `calls` (integers), `latency_s` (seconds);
 - `failure`: non-empty when that answer failed: recorded, never scored.
 
+A retrieval file (`AnswerFile.retrieval`) holds what a system retrieved instead of answers: per
+question `passage_ids` (the data set's document ids) or `titles` (each one passage's title), ranked
+or not (`AnswerFile.ranked`); its rows find their question by `question_id` or, for published outputs
+without ids, by the exact `question` text (`AnswerFile.match`).
+
 In CSV a list field is a JSON array (or, for contexts, one string) and an empty cell is absent.
 `AnswerFile.columns` maps the file's own names onto these fields. Errors name the file, the record
 (`line N` of JSON Lines / CSV, the row index of Parquet / JSON) and the field; nothing is dropped.
@@ -40,6 +45,7 @@ FORMATS = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet", ".json": "js
 _REQUIRED = ("question_id", "answer")
 _COUNTS = ("prompt_tokens", "completion_tokens", "calls")
 _ID_LISTS = ("chunk_ids", "entity_ids", "relation_ids")
+_RETRIEVED = ("passage_ids", "titles")
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ class ImportedAnswer:
     chunk_ids: tuple[str, ...] = ()
     entity_ids: tuple[str, ...] = ()
     relation_ids: tuple[str, ...] = ()
+    passage_ids: tuple[str, ...] = ()
+    titles: tuple[str, ...] = ()
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
@@ -177,20 +185,25 @@ class _Row:
 
 
 def read_answers(
-    path: Path, format: str = "auto", columns: dict[str, str] | None = None
+    path: Path,
+    format: str = "auto",
+    columns: dict[str, str] | None = None,
+    retrieval: bool = False,
+    match: str = "question_id",
 ) -> list[ImportedAnswer]:
-    """Every row of an answers file, validated (see the module docstring); DataError naming the
-    file, the record and the field at the first problem: a missing required field, a field of the
-    wrong type, a non-numeric count, an empty answer without a failure, a duplicate
-    (question_id, method).
+    """Every row of an answers file (a retrieval file with `retrieval`), validated (see the module
+    docstring); DataError naming the file, the record and the field at the first problem: a missing
+    required field, a field of the wrong type, a non-numeric count, an empty answer without a failure
+    (a retrieval row without passage_ids or titles), a duplicate (question, method).
     """
     columns = columns or {}
     fmt = _file_format(path, format)
     if not path.is_file():
         raise DataError(str(path), None, None, "answers file not found")
     records, header = _records(path, fmt)
+    required = (match,) if retrieval else _REQUIRED
     if header is not None:
-        for field in _REQUIRED:
+        for field in required:
             if records and columns.get(field, field) not in header:
                 raise DataError(
                     str(path), None, _named(field, columns), f"missing column (columns: {sorted(header)})"
@@ -199,20 +212,23 @@ def read_answers(
     first: dict[tuple[str, str | None], str | int] = {}
     for rec in records:
         row = _Row(rec, columns, list_as_json=fmt == "csv", tabular=header is not None)
-        question_id = row.text("question_id", required=True)
-        if not question_id:
-            raise row.error("question_id", "empty")
-        text, failure = row.text("answer", required=True), row.text("failure")
-        if not text and not failure:
+        key_text = row.text(match, required=True)
+        if not key_text:
+            raise row.error(match, "empty")
+        failure = row.text("failure")
+        text = "" if retrieval else row.text("answer", required=True)
+        if retrieval and not failure and not any(row.has(field) for field in _RETRIEVED):
+            raise row.error("passage_ids", "missing, and no titles either: a retrieval row names what it retrieved")
+        if not retrieval and not text and not failure:
             raise row.error(
                 "answer", "empty, and no failure is given (an answer that failed names its failure)"
             )
         assert rec.record is not None  # every reader above numbers its records
         # Any: the spread fields have different types, which a dict's one value type cannot say.
-        id_lists: dict[str, Any] = {field: row.strings(field) for field in _ID_LISTS}
+        id_lists: dict[str, Any] = {field: row.strings(field) for field in (*_ID_LISTS, *_RETRIEVED)}
         answer = ImportedAnswer(
             record=rec.record,
-            question_id=question_id,
+            question_id=row.text("question_id"),
             method=row.text("method") or None,
             text=text,
             question=row.text("question"),
@@ -222,12 +238,12 @@ def read_answers(
             latency_s=row.number("latency_s", float),
             failure=failure,
         )
-        key = (answer.question_id, answer.method)
+        key = (key_text, answer.method)
         if key in first:
             method = f", method {answer.method!r}" if answer.method else ""
+            what = "question" if match == "question_id" else "question text"
             raise row.error(
-                "question_id",
-                f"duplicate answer to question {answer.question_id!r}{method} (first at record {first[key]})",
+                match, f"duplicate answer to {what} {key_text!r}{method} (first at record {first[key]})"
             )
         first[key] = rec.record
         answers.append(answer)
@@ -235,15 +251,17 @@ def read_answers(
 
 
 def method_answers(name: str, spec: AnswerFile) -> dict[str, ImportedAnswer]:
-    """The answers of imported method `name` by question id: the rows of `spec.method` (default
+    """The answers of imported method `name` by question id (by question text when `spec.match` is
+    "question"): the rows of `spec.method` (default
     `name`) of a file with a method column, or every row of a file without one.
     """
     path = answer_file_path(spec)
-    rows = read_answers(path, spec.format, spec.columns)
+    rows = read_answers(path, spec.format, spec.columns, spec.retrieval, spec.match)
+    key = "question" if spec.match == "question" else "question_id"
     if not any(r.method for r in rows):
-        return {r.question_id: r for r in rows}
+        return {getattr(r, key): r for r in rows}
     wanted = spec.method or name
-    mine = {r.question_id: r for r in rows if r.method == wanted}
+    mine = {getattr(r, key): r for r in rows if r.method == wanted}
     if not mine:
         found = sorted({r.method or "" for r in rows})
         raise DataError(

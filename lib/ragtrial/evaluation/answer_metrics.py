@@ -223,6 +223,22 @@ def all_supporting_retrieved(
     return recall_at_k(retrieved_doc_ids, gold_doc_ids, k) == 1.0
 
 
+def reciprocal_rank(retrieved_doc_ids: Sequence[str], gold_doc_ids: Sequence[str], k: int | None = None) -> float:
+    """1 / rank of the first gold document among the first k distinct retrieved ones; 0 when none is
+    (MultiHop-RAG's MRR@k, averaged over questions).
+    """
+    gold = set(_nonempty_list(gold_doc_ids, "gold document ids"))
+    first_k = list(dict.fromkeys(_as_list(retrieved_doc_ids, "retrieved document ids")))[:k]
+    return next((1.0 / rank for rank, doc in enumerate(first_k, 1) if doc in gold), 0.0)
+
+
+def any_gold_retrieved(
+    retrieved_doc_ids: Sequence[str], gold_doc_ids: Sequence[str], k: int | None = None
+) -> bool:
+    """Whether at least one gold document is among the first k distinct retrieved documents."""
+    return reciprocal_rank(retrieved_doc_ids, gold_doc_ids, k) > 0
+
+
 def retrieval_scores(
     df: pd.DataFrame, retrieved_col: str, gold_col: str, ks: Sequence[int] = (1, 2, 5, 10)
 ) -> pd.DataFrame:
@@ -652,21 +668,42 @@ _RETRIEVAL_METRICS: list[_MetricDeclaration] = [
         recall_at_k,
         "share of gold documents among the first k distinct documents shown",
         "wilcoxon",
-        {"qa": _QA_TABLES, "summarization": ("summary",)},
+        {"qa": _QA_TABLES, "summarization": ("summary",), "retrieval": ("summary",)},
     ),
     (
         "recall",
         recall_at_k,
         "share of gold documents among all passages shown",
         "wilcoxon",
-        {"qa": ("summary",)},
+        {"qa": ("summary",), "retrieval": ("summary",)},
     ),
     (
         "all_supporting",
         all_supporting_retrieved,
-        "every gold document was among the passages shown",
+        "every gold document was among the passages shown (fast-graphrag's perfect retrieval)",
         "mcnemar",
-        {"qa": ("summary",)},
+        {"qa": ("summary",), "retrieval": ("summary",)},
+    ),
+    (
+        "all_supporting@k",
+        all_supporting_retrieved,
+        "every gold document was among the first k distinct documents",
+        "mcnemar",
+        {"retrieval": ("summary",)},
+    ),
+    (
+        "mrr@k",
+        reciprocal_rank,
+        "1 / rank of the first gold document within the first k, 0 when none (MultiHop-RAG's MRR@k)",
+        "wilcoxon",
+        {"retrieval": ("summary",)},
+    ),
+    (
+        "hits@k",
+        any_gold_retrieved,
+        "at least one gold document among the first k (MultiHop-RAG's Hits@k)",
+        "mcnemar",
+        {"retrieval": ("summary",)},
     ),
 ]
 for _name, _score, _description, _test, _reported in _RETRIEVAL_METRICS:
@@ -675,4 +712,5 @@ for _name, _score, _description, _test, _reported in _RETRIEVAL_METRICS:
 
 def metric_entry(column: str) -> Entry[Callable[..., Any]]:
     """The registry entry of a score column ("recall@5" is an instance of "recall@k")."""
-    return METRICS.entry("recall@k" if column.startswith("recall@") else column)
+    name, at, _ = column.partition("@")
+    return METRICS.entry(f"{name}@k" if at and f"{name}@k" in METRICS else column)

@@ -278,7 +278,9 @@ def _embed(b: _Build) -> None:
     on_cluster = {"compute_batches": b.cluster.embedding(b.ctx.run_id)} if b.cluster else {}
     assert b.index is not None  # made by _create_communities or the GraphRAG import
     b.index = embed_index(
-        b.index, functools.partial(b.ctx.embedder.embed, stage="index_embeddings", **on_cluster)
+        b.index,
+        functools.partial(b.ctx.embedder.embed, stage="index_embeddings", **on_cluster),
+        skip=() if b.settings.embed_entities else ("entities",),
     )
 
 
@@ -324,6 +326,15 @@ def _cluster(ctx: ModelContext) -> Any:
     from ragtrial.index.distribute import Cluster
 
     return Cluster(address, ctx.settings, RAY_ADDRESS_ENV)
+
+
+def benchmark_index_settings(settings: IndexSettings, graph: str) -> IndexSettings:
+    """The run's index settings for one graph of the retrieval benchmark (notebook 13): that graph
+    source, no community reports (no model call) and no entity embeddings (the benchmark's retrievers
+    read neither: its graph retrievers link question entities by name embeddings of their own).
+    """
+    update = {"graph_source": graph, "reports": "none", "embed_entities": False}
+    return IndexSettings.model_validate({**settings.model_dump(), **update})
 
 
 def build_index(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None) -> GraphIndex:

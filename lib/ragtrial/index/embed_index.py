@@ -10,7 +10,7 @@ split changes no vector.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import numpy as np
@@ -41,11 +41,14 @@ def embedding_label(table: str, origin: str, origins: int) -> str:
 
 
 def embed_index(
-    index: GraphIndex, embed: Callable[..., np.ndarray], keep_existing: bool = False
+    index: GraphIndex,
+    embed: Callable[..., np.ndarray],
+    keep_existing: bool = False,
+    skip: Collection[str] = (),
 ) -> GraphIndex:
     """Fill chunk ("text"), entity ("name: description") and report ("title: summary") embeddings,
     L2-normalized float32 in table order. `embed(texts, method=label)` embeds one labelled group
-    (`embedding_label`). An empty table keeps None (there is nothing to embed). `keep_existing`: a
+    (`embedding_label`). An empty table, and a table named in `skip`, keeps None. `keep_existing`: a
     table that has its embeddings keeps them (an index read from your own database).
     """
     entities, reports = index.entities, index.community_reports
@@ -64,7 +67,7 @@ def embed_index(
     for table, (texts, origins) in tables.items():
         if keep_existing and getattr(index, EMBEDDINGS[table][0]) is not None:
             continue
-        if not texts:
+        if not texts or table in skip:
             arrays[EMBEDDINGS[table][0]] = None
             continue
         keys = pd.Series([o if isinstance(o, str) else "" for o in origins])

@@ -328,3 +328,19 @@ def import_openie(
             "extraction_failures", pd.DataFrame(failures, columns=list(SCHEMAS["extraction_failures"]))
         ),
     )
+
+
+def openie_stated_cost(path: str | Path) -> tuple[float | None, str]:
+    """The extraction cost in US dollars a HippoRAG OpenIE file states (`approx_total_cost`), with
+    where it is stated; None when the file states none or 0.0 (HippoRAG's export leaves 0.0 when the
+    run did not track it: a cost of zero would be false).
+    """
+    path = Path(path)
+    data = _json_with_nan(path)
+    value = data.get("approx_total_cost") if isinstance(data, dict) else None
+    where = f"approx_total_cost in {path.name}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None, f"{path.name} states no approx_total_cost"
+    if value == 0:
+        return None, f"{where} is 0.0: the export did not track its cost"
+    return float(value), where

@@ -313,6 +313,11 @@ def _imported(name: str, kit: Toolkit) -> ImportedMethod:
         raise ValueError(
             f"methods.answer_files.{name}: {name!r} is a method of the kit; name the import otherwise"
         )
+    if spec.retrieval:
+        raise ValueError(
+            f"methods.answer_files.{name}: a retrieval file (retrieval: true) holds no answers; notebook "
+            "13 scores it through benchmark.retrieval_files"
+        )
     answers = method_answers(name, spec)
     whole = kit.ctx.settings.data.model_copy(update={"limit_questions": None})
     check_question_ids(

@@ -570,3 +570,28 @@ def calibration_curves(summary: pd.DataFrame) -> Any:
         ax.legend(fontsize=6)
     plt.close(fig)
     return fig
+
+
+def recall_at_k_plot(summary: pd.DataFrame, ks: Sequence[int]) -> Any:
+    """recall@k against k per method (all questions), graph retrievers dashed, with 95% intervals."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
+    rows = summary[(summary["question_type"] == "all") & summary["measure"].isin([f"recall@{k}" for k in ks])]
+    for method, part in rows.groupby("method", sort=False):
+        part = part.assign(k=part["measure"].str.split("@").str[1].astype(int)).sort_values("k")
+        style = "--" if bool(part["reads_graph"].iloc[0]) else "-"
+        ax.errorbar(
+            part["k"],
+            part["mean"],
+            yerr=[part["mean"] - part["ci_low"], part["ci_high"] - part["mean"]],
+            fmt=f"{style}o",
+            capsize=3,
+            label=method,
+        )
+    ax.set(xlabel="k (distinct passages)", ylabel="recall@k (95% bootstrap interval)", ylim=(0, 1))
+    ax.set_xticks(list(ks))
+    ax.set_title("Gold passages among the first k (graph retrievers dashed)")
+    ax.legend(loc="lower right", fontsize=8)
+    plt.close(fig)
+    return fig

@@ -70,3 +70,36 @@ class FastGraphRAGRetriever(GraphRetrieverBase):
         ]
         items += self.chunks.ranked(top_k(chunk_scores, k, positive_only=True), chunk_scores, self.name)
         return Retrieval(items, notes={**notes, **keep.notes()})
+
+
+# ---------------------------------------------------------------- HippoRAG
+
+
+class HippoRAGRetriever(GraphRetrieverBase):
+    """HippoRAG's single-step retrieval: each linked question entity seeds a personalized PageRank
+    over the entity graph with weight 1 / (passages mentioning it) (HippoRAG's node specificity);
+    a passage scores the sum of the ranks of the entities it mentions. Returns the top k passages.
+    Differs from HippoRAG where the kit has no model: question entities come from the kit's linker
+    (names in the question, exact or by name embedding), not an LLM's named-entity list, and the
+    graph has no synonymy edges (entities merge by normalized name).
+    """
+
+    name = "hipporag"
+
+    def __init__(self, index: GraphIndex, parts: RetrieverParts, settings: RetrievalSettings):
+        super().__init__(index, parts, settings)
+        self.pagerank = PersonalizedPageRank(self.graph.adjacency)
+        passages = np.asarray(self.graph.mentions.sum(axis=1)).ravel()
+        self.specificity = np.divide(1.0, passages, out=np.zeros(len(passages)), where=passages > 0)
+
+    def from_seeds(self, question: str, links: list[Link], notes: dict, k: int) -> Retrieval:
+        g, s = self.graph, self.settings
+        seed = np.zeros(len(g.ids))
+        for x in links:
+            seed[x.entity] = self.specificity[x.entity]
+        if not seed.any():
+            return self.fall_back(question, k, "linked entities mention no passage", notes)
+        rank = self.pagerank(seed, s.hipporag_damping, s.ppr_max_iter, s.ppr_tol)
+        chunk_scores = np.asarray(g.mentions.T @ rank).ravel()
+        rows = top_k(chunk_scores, k, positive_only=True)
+        return Retrieval(self.chunks.ranked(rows, chunk_scores, self.name), notes=notes)

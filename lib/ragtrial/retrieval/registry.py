@@ -15,13 +15,15 @@ from ragtrial.retrieval.entity_graph import select_graph
 
 # Classes are named by dotted path and imported on use, so building a vector retriever never imports
 # llama-index. `llm_setting`: the retrieval setting under which the retriever itself calls the model
-# (set to "llm"); None: it never does. `library`: whose code retrieves ("kit", or "llama-index").
+# (set to "llm"); None: it never does. `reads_graph`: whether it ranks from the entity graph (a graph
+# retriever) or from passages alone. `library`: whose code retrieves ("kit", or "llama-index").
 RETRIEVERS: Registry[type] = Registry("retriever")
 RETRIEVERS.add(
     "vector",
     "ragtrial.retrieval.passages:VectorRetriever",
     "NaiveRAG: cosine between question and chunk embeddings",
     llm_setting=None,
+    reads_graph=False,
     library="kit",
 )
 RETRIEVERS.add(
@@ -29,6 +31,7 @@ RETRIEVERS.add(
     "ragtrial.retrieval.passages:BM25Retriever",
     "BM25 Okapi over chunk tokens",
     llm_setting=None,
+    reads_graph=False,
     library="kit",
 )
 RETRIEVERS.add(
@@ -36,6 +39,7 @@ RETRIEVERS.add(
     "ragtrial.retrieval.passages:TsRankRetriever",
     "Postgres ts_rank (defaults) over chunk tokens",
     llm_setting=None,
+    reads_graph=False,
     library="kit",
 )
 RETRIEVERS.add(
@@ -43,6 +47,7 @@ RETRIEVERS.add(
     "ragtrial.retrieval.passages:HybridRetriever",
     "vector + keyword (retrieval.keyword: BM25 or ts_rank) by reciprocal rank fusion",
     llm_setting=None,
+    reads_graph=False,
     library="kit",
 )
 RETRIEVERS.add(
@@ -50,6 +55,7 @@ RETRIEVERS.add(
     "ragtrial.retrieval.graph_walk:GraphWalkRetriever",
     "question entities, then a breadth-first walk",
     llm_setting="entity_source",
+    reads_graph=True,
     library="kit",
 )
 RETRIEVERS.add(
@@ -57,6 +63,7 @@ RETRIEVERS.add(
     "ragtrial.retrieval.graph_walk:GraphHybridRetriever",
     "graph walk + vector by reciprocal rank fusion",
     llm_setting="entity_source",
+    reads_graph=True,
     library="kit",
 )
 RETRIEVERS.add(
@@ -64,6 +71,7 @@ RETRIEVERS.add(
     "ragtrial.retrieval.local_search:LocalSearchRetriever",
     "GraphRAG local search (mixed context)",
     llm_setting=None,
+    reads_graph=True,
     library="kit",
 )
 RETRIEVERS.add(
@@ -71,6 +79,7 @@ RETRIEVERS.add(
     "ragtrial.retrieval.lightrag:LightRAGRetriever",
     "LightRAG: low- and high-level keyword retrieval",
     llm_setting="lightrag_keywords",
+    reads_graph=True,
     library="kit",
 )
 RETRIEVERS.add(
@@ -78,6 +87,16 @@ RETRIEVERS.add(
     "ragtrial.retrieval.ppr:FastGraphRAGRetriever",
     "fast-graphrag: personalized PageRank from question entities",
     llm_setting="entity_source",
+    reads_graph=True,
+    library="kit",
+)
+RETRIEVERS.add(
+    "hipporag",
+    "ragtrial.retrieval.ppr:HippoRAGRetriever",
+    "HippoRAG: personalized PageRank from question entities weighted by node specificity, passages by "
+    "the ranks of the entities they mention",
+    llm_setting="entity_source",
+    reads_graph=True,
     library="kit",
 )
 RETRIEVERS.add(
@@ -85,6 +104,7 @@ RETRIEVERS.add(
     "ragtrial.retrieval.llamaindex_bridge:KGTripletRetriever",
     "KG-GraphRAG triplets through llama-index",
     llm_setting="entity_source",
+    reads_graph=True,
     library="llama-index",
 )
 RETRIEVERS.add(
@@ -92,6 +112,7 @@ RETRIEVERS.add(
     "ragtrial.retrieval.llamaindex_bridge:LlamaIndexVectorRetriever",
     "NaiveRAG through llama-index",
     llm_setting=None,
+    reads_graph=False,
     library="llama-index",
 )
 
@@ -134,6 +155,7 @@ for _store, _twins in STORE_TWINS.items():
             _target,
             f"{_twin} in the {_store} store ({_how})",
             llm_setting=RETRIEVERS.entry(_twin).metadata["llm_setting"],
+            reads_graph=RETRIEVERS.entry(_twin).metadata["reads_graph"],
             library=_store,
             twin=_twin,
         )
