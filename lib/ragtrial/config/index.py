@@ -15,10 +15,11 @@ class IndexSettings(Section):
     model's budget; the GraphRAG paper's values are in params/paper_index.yaml.
     """
 
-    chunking: Literal["tokens", "documents"] = Field(
+    chunking: Literal["tokens", "documents", "titled_documents"] = Field(
         "tokens",
         description='"tokens": windows of chunk_size tokens; "documents": one chunk per (pre-chunked) '
-        "document",
+        'document; "titled_documents": one chunk per document, its title on the first line (a passage as '
+        "HippoRAG indexes it: the title is often the entity a multi-hop question bridges through)",
     )
     chunk_size: int = Field(600, gt=0, description="tokens per chunk (GraphRAG paper: 600, with 100 overlap)")
     chunk_overlap: int = Field(

@@ -224,19 +224,6 @@ add_notebook(
 )
 add_notebook(
     NotebookSpec(
-        "13_retrieval_benchmark",
-        "On a benchmark's own gold evidence, without any model call: does graph retrieval find the passages "
-        "plain retrieval misses, and what did the graph cost to build?",
-        sections=("benchmark", "retrieval", "index"),
-        # embeddings are local; the graphs are built without a model (nlp) or imported
-        planner="ragtrial.runner.batch_estimate:plan_no_model_call",
-        narrative="ragtrial.report.narrative.benchmark:narrate",
-        needs=("questions", "gold passages"),
-        why_not="it scores retrieval against a data set's gold passages",
-    )
-)
-add_notebook(
-    NotebookSpec(
         "10_verdict",
         "Per question type: is the graph worth its indexing bill here?",
         sections=("verdict",),
@@ -281,5 +268,18 @@ add_notebook(
         sections=("calibration",),
         planner="ragtrial.runner.batch_estimate:plan_no_model_call",  # it simulates its judge: no call
         narrative="ragtrial.report.narrative.calibration:narrate",
+    )
+)
+add_notebook(
+    NotebookSpec(
+        "13_retrieval_benchmark",
+        "On a benchmark's own gold evidence, without any model call: does graph retrieval find the passages "
+        "plain retrieval misses, and what did the graph cost to build?",
+        sections=("benchmark", "retrieval", "index"),
+        # embeddings are local; the graphs are built without a model (nlp) or imported
+        planner="ragtrial.runner.batch_estimate:plan_no_model_call",
+        narrative="ragtrial.report.narrative.benchmark:narrate",
+        needs=("questions", "gold passages"),
+        why_not="it scores retrieval against a data set's gold passages",
     )
 )

@@ -42,20 +42,26 @@ def chunk_documents(
     return conform_table("chunks", pd.DataFrame(rows, columns=list(SCHEMAS["chunks"])))
 
 
-def documents_as_chunks(documents_df: pd.DataFrame, encoding: str = "cl100k_base") -> pd.DataFrame:
-    """One chunk per document, for corpora that arrive pre-chunked (podcast parts, passages)."""
+def documents_as_chunks(
+    documents_df: pd.DataFrame, encoding: str = "cl100k_base", titled: bool = False
+) -> pd.DataFrame:
+    """One chunk per document, for corpora that arrive pre-chunked (podcast parts, passages); `titled`:
+    the document's title on the chunk's first line (when it has one).
+    """
     enc = get_encoding(encoding)
-    docs = documents_df[["doc_id", "text"]]
-    counts = [len(t) for t in enc.encode_ordinary_batch(list(docs["text"]))]
+    texts = list(documents_df["text"])
+    if titled:
+        texts = [f"{title}\n{text}" if title else text for title, text in zip(documents_df["title"], texts, strict=True)]
+    counts = [len(t) for t in enc.encode_ordinary_batch(texts)]
     rows = [
         (make_chunk_id(doc_id, 0, "document"), doc_id, 0, text, n)
-        for doc_id, text, n in zip(docs["doc_id"], docs["text"], counts, strict=True)
+        for doc_id, text, n in zip(documents_df["doc_id"], texts, counts, strict=True)
     ]
     return conform_table("chunks", pd.DataFrame(rows, columns=list(SCHEMAS["chunks"])))
 
 
 def chunks_for(documents_df: pd.DataFrame, settings: IndexSettings) -> pd.DataFrame:
-    """The chunks `settings.chunking` asks for: token windows, or one chunk per document."""
-    if settings.chunking == "documents":
-        return documents_as_chunks(documents_df)
+    """The chunks `settings.chunking` asks for: token windows, or one chunk per document (titled or not)."""
+    if settings.chunking in ("documents", "titled_documents"):
+        return documents_as_chunks(documents_df, titled=settings.chunking == "titled_documents")
     return chunk_documents(documents_df, settings.chunk_size, settings.chunk_overlap)

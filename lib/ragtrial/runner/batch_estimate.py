@@ -437,9 +437,12 @@ def estimate_batch(
         ctx = PlanContext(settings, spec.run_id, ledger, LLM(settings.llm, cache, ledger, _no_endpoint))
         dataset = None if "data.path" in absent else load_experiment_dataset(settings.data)
         planner = RunPlanner(spec, ctx, dataset, built, absent)
-        for plan in plan_notebook(planner):
+        plans = plan_notebook(planner)
+        for plan in plans:
             rows.append(plan_row(spec, asked_earlier(plan, asked), measured))
         notes += [f"{spec.run_id}: {n}" for n in ([note] if note else []) + planner.notes]
+        if not plans:
+            notes.append(f"{spec.run_id} ({spec.notebook}): no model call (0 calls, 0 tokens)")
     for cache in caches.values():
         cache.close()
     return pd.DataFrame(rows), notes
@@ -520,6 +523,8 @@ def _duration(seconds: float | None) -> str:
 
 def render(table: pd.DataFrame, notes: list[str]) -> str:
     """The readable estimate: a table per run, then the batch total and the notes."""
+    if table.empty:
+        return "\n".join(["== totals: no run of this batch calls a model (0 calls, 0 tokens, cost 0)", "", *(f"note: {n}" for n in notes)])
     out = []
     shown = [
         "stage",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ragtrial.evaluation.findings import stated
+from ragtrial.evaluation.findings import statements
 from ragtrial.evaluation.retrieval_benchmark import ALL_QUESTIONS, ALL_TYPES, KIT_GROUP, WITHOUT_FALLBACKS
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
@@ -20,11 +20,9 @@ from ragtrial.stats import claim_text
 def narrate(tables: SavedTables) -> Narration:
     comparisons, chosen = saved(tables, "comparisons"), saved(tables, "baselines")
     findings = saved(tables, "findings")
-    dataset = escape_markdown(str(stated(findings, "dataset_questions")["subject"]))
-    paragraphs = [
-        f"**{dataset}**: {int(stated(findings, 'dataset_questions')['value'])} questions with gold "
-        "passages, ranked without any model call."
-    ]
+    (counted,) = statements(findings, "dataset_questions").itertuples(index=False)
+    dataset = escape_markdown(str(counted.subject))
+    paragraphs = [f"**{dataset}**: {int(counted.value)} questions with gold passages, ranked without any model call."]
     paragraphs += [_group_paragraph(comparisons, c) for c in chosen.itertuples(index=False)]
     paragraphs.append(_fallback_paragraph(saved(tables, "failure_counts")))
     paragraphs.append(_bill_paragraph(saved(tables, "graph_bills"), saved(tables, "latency")))
