@@ -51,7 +51,9 @@ def _published(n: int, dataset) -> pd.DataFrame:
             ranked=False,
             columns={"titles": "evidence"},
         )
-        found = imported_retrievals(f"{system}_{n}", spec, graph, "fast-graphrag", dataset.questions, dataset.documents)
+        found = imported_retrievals(
+            f"{system}_{n}", spec, graph, "fast-graphrag", dataset.questions, dataset.documents
+        )
         frames.append(found)
     return pd.concat(frames, ignore_index=True)
 

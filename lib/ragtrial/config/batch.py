@@ -175,11 +175,20 @@ class _RunEntry(BaseModel):
         return grid
 
 
+class _IncludeEntry(BaseModel):
+    """The runs of another batch file, in its order, with its own settings (its path is relative to the
+    including file's folder), so one batch can hold another's runs without a copy.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    include: str
+
+
 class BatchFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     description: str = ""
     settings: dict[str, Any] = Field(default_factory=dict)
-    runs: list[_RunEntry] = Field(min_length=1)
+    runs: list[_RunEntry | _IncludeEntry] = Field(min_length=1)
     workers: int = Field(1, ge=1)
     resources: RunResources = Field(default_factory=RunResources)
 
@@ -209,9 +218,15 @@ def notebook_file(notebooks_dir: Path, name: str, where: str) -> Path:
 
 
 def load_batch(
-    path: str | Path, overrides: dict[str, Any] | None = None, notebooks_dir: Path | None = None
+    path: str | Path,
+    overrides: dict[str, Any] | None = None,
+    notebooks_dir: Path | None = None,
+    including: tuple[Path, ...] = (),
 ) -> tuple[list[RunSpec], int]:
-    """Expand a batch file into validated run specs (and its worker count)."""
+    """Expand a batch file into validated run specs (and its worker count); an `include` entry expands
+    to the included file's runs in its place (`including`: the files that include this one, to refuse
+    a cycle).
+    """
     path = Path(path)
     raw = load_yaml(path)
     try:
@@ -220,6 +235,14 @@ def load_batch(
         raise params_error(str(path), err) from None
     specs: list[RunSpec] = []
     for i, entry in enumerate(batch.runs):
+        if isinstance(entry, _IncludeEntry):
+            included = path.parent / entry.include
+            if included.resolve() in {p.resolve() for p in (*including, path)}:
+                raise ParamsError(f"{path}: key 'runs.{i}.include': {entry.include} includes itself")
+            if not included.is_file():
+                raise ParamsError(f"{path}: key 'runs.{i}.include': no params file {included}")
+            specs += load_batch(included, overrides, notebooks_dir, (*including, path))[0]
+            continue
         if notebooks_dir is not None:
             notebook_file(notebooks_dir, entry.notebook, f"{path}: key 'runs.{i}.notebook'")
         base = deep_merge(batch.settings, entry.settings)

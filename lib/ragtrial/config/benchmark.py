@@ -24,7 +24,7 @@ class ImportedRetrieval(Section):
         "imported",
         min_length=1,
         description="systems run under one setting (same questions, same corpus) share a group and are "
-        "paired with each other only; the kit's retrievers are the group \"kit\"",
+        'paired with each other only; the kit\'s retrievers are the group "kit"',
     )
 
 
@@ -38,9 +38,9 @@ class BenchmarkSettings(Section):
     retrievers: list[RetrieverName] = Field(
         ["bm25", "vector", "hybrid", "graph_walk", "graph_hybrid", "fastgraphrag", "hipporag"],
         min_length=1,
-        description="the retrievers ranked (ragtrial.retrieval.registry.RETRIEVERS); graph retrievers run once "
-        "per graph of `graphs` (named <retriever>:<graph>); none may call a model (retrieval.entity_source "
-        "and retrieval.lightrag_keywords must be string_embedding)",
+        description="the retrievers ranked (ragtrial.retrieval.registry.RETRIEVERS); graph retrievers run "
+        "once per graph of `graphs` (named <retriever>:<graph>); none may call a model "
+        "(retrieval.entity_source and retrieval.lightrag_keywords must be string_embedding)",
     )
     graphs: list[Literal["nlp", "import"]] = Field(
         ["nlp"],
@@ -84,7 +84,8 @@ class BenchmarkSettings(Section):
         if name not in LEAD_MEASURES or (k and (not k.isdigit() or int(k) not in self.ks)):
             raise conflict(
                 "lead_measure",
-                f"{self.lead_measure!r} is not one of {', '.join(LEAD_MEASURES)} with @k for k in ks {self.ks} "
+                f"{self.lead_measure!r} is not one of {', '.join(LEAD_MEASURES)} with @k for k in ks "
+                f"{self.ks} "
                 "(all_supporting also without @k)",
             )
         if not k and name != "all_supporting":

@@ -82,9 +82,9 @@ class IndexSettings(Section):
     )
     embed_entities: bool = Field(
         True,
-        description='embed each entity\'s "name: description" (local_search and lightrag rank entities by it); '
-        "false: no entity embeddings, those two are unavailable (the retrieval benchmark's graphs: the other "
-        "graph retrievers link question entities by name embeddings of their own)",
+        description='embed each entity\'s "name: description" (local_search and lightrag rank entities by '
+        "it); false: no entity embeddings, those two are unavailable (the retrieval benchmark's graphs: the "
+        "other graph retrievers link question entities by name embeddings of their own)",
     )
     reports: Literal["llm", "none"] = Field(
         "llm", description='"llm": the model writes community reports; "none": no reports (no global search)'

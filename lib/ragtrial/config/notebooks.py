@@ -49,7 +49,9 @@ class NotebookSpec:
     upstream systems a run needs from them; `ragtrial query` its answer settings). `asks`: the data
     set's questions it asks, if any. `on_embedded`: dotted settings `ragtrial init` adds for the
     embedded model. `verdict_input`: the verdict (notebook 10) reads its result tables;
-    `answer_costs`: the saved table of answers whose per-query cost the verdict reads.
+    `answer_costs`: the saved table of answers whose per-query cost the verdict reads. `real_evidence`:
+    it measures real data without any model call (the index page lists its runs first; the verdict
+    reads a batch's runs of it whatever their data set).
     """
 
     name: str
@@ -65,6 +67,7 @@ class NotebookSpec:
     on_embedded: dict[str, Any] = field(default_factory=dict)
     verdict_input: bool = False
     answer_costs: str = ""
+    real_evidence: bool = False
 
 
 NOTEBOOKS: Registry[NotebookSpec] = Registry("notebook")
@@ -281,5 +284,11 @@ add_notebook(
         narrative="ragtrial.report.narrative.benchmark:narrate",
         needs=("questions", "gold passages"),
         why_not="it scores retrieval against a data set's gold passages",
+        real_evidence=True,
     )
 )
+
+
+def real_evidence_notebooks() -> tuple[str, ...]:
+    """The notebooks that measure real data without any model call."""
+    return tuple(spec.name for spec in notebook_specs() if spec.real_evidence)

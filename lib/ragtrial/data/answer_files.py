@@ -218,7 +218,9 @@ def read_answers(
         failure = row.text("failure")
         text = "" if retrieval else row.text("answer", required=True)
         if retrieval and not failure and not any(row.has(field) for field in _RETRIEVED):
-            raise row.error("passage_ids", "missing, and no titles either: a retrieval row names what it retrieved")
+            raise row.error(
+                "passage_ids", "missing, and no titles either: a retrieval row names what it retrieved"
+            )
         if not retrieval and not text and not failure:
             raise row.error(
                 "answer", "empty, and no failure is given (an answer that failed names its failure)"

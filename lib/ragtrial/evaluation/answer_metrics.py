@@ -223,7 +223,9 @@ def all_supporting_retrieved(
     return recall_at_k(retrieved_doc_ids, gold_doc_ids, k) == 1.0
 
 
-def reciprocal_rank(retrieved_doc_ids: Sequence[str], gold_doc_ids: Sequence[str], k: int | None = None) -> float:
+def reciprocal_rank(
+    retrieved_doc_ids: Sequence[str], gold_doc_ids: Sequence[str], k: int | None = None
+) -> float:
     """1 / rank of the first gold document among the first k distinct retrieved ones; 0 when none is
     (MultiHop-RAG's MRR@k, averaged over questions).
     """

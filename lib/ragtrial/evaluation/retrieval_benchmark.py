@@ -39,6 +39,8 @@ from ragtrial.records import DataError, Document, Question
 from ragtrial.retrieval.base import Retriever
 from ragtrial.retrieval.registry import RETRIEVERS
 from ragtrial.stats import (
+    McNemarResult,
+    TestResult,
     bootstrap_mean_ci,
     claim_supported,
     holm_correction,
@@ -158,7 +160,9 @@ def imported_retrievals(
     record and field.
     """
     if not spec.retrieval:
-        raise ValueError(f"benchmark.retrieval_files.{name}: methods.answer_files.{name} needs retrieval: true")
+        raise ValueError(
+            f"benchmark.retrieval_files.{name}: methods.answer_files.{name} needs retrieval: true"
+        )
     path = answer_file_path(spec)
     rows = method_answers(name, spec)
     known = {d.doc_id for d in documents}
@@ -218,7 +222,9 @@ def measure_names(ks: Sequence[int], ranked: bool) -> list[str]:
     return names
 
 
-def score_retrievals(retrievals: pd.DataFrame, questions: Sequence[Question], ks: Sequence[int]) -> pd.DataFrame:
+def score_retrievals(
+    retrievals: pd.DataFrame, questions: Sequence[Question], ks: Sequence[int]
+) -> pd.DataFrame:
     """One row per scored (question, method, measure): question_type, group, reads_graph, fallback,
     value. Failed rows are not scored (they stay in `retrievals` with their failure).
     """
@@ -227,7 +233,7 @@ def score_retrievals(retrievals: pd.DataFrame, questions: Sequence[Question], ks
     for r in retrievals[retrievals["failure"] == ""].itertuples(index=False):
         for measure in measure_names(ks, bool(r.ranked)):
             name, _, k = measure.partition("@")
-            score = metric_entry(measure).target
+            score = metric_entry(measure).load()
             value = score(r.doc_ids, gold[r.question_id], int(k) if k else None)
             rows.append(
                 {
@@ -254,7 +260,10 @@ def benchmark_summary(scores: pd.DataFrame, n_resamples: int, seed: int) -> pd.D
     keys = ["group", "method", "reads_graph", "question_type", "measure"]
     for key, part in _with_all_types(scores).groupby(keys, sort=False):
         ci = bootstrap_mean_ci(part["value"], n_resamples, seed=seed)
-        rows.append(dict(zip(keys, key, strict=True)) | {"n": ci.n, "mean": ci.mean, "ci_low": ci.low, "ci_high": ci.high})
+        rows.append(
+            dict(zip(keys, key, strict=True))
+            | {"n": ci.n, "mean": ci.mean, "ci_low": ci.low, "ci_high": ci.high}
+        )
     return pd.DataFrame(rows)
 
 
@@ -273,7 +282,9 @@ def failure_counts(retrievals: pd.DataFrame) -> pd.DataFrame:
                 "method": method,
                 "questions": len(part),
                 "fallbacks": len(fell),
-                "fallback_reasons": "; ".join(f"{k}: {v}" for k, v in fell["fallback"].value_counts().items()),
+                "fallback_reasons": "; ".join(
+                    f"{k}: {v}" for k, v in fell["fallback"].value_counts().items()
+                ),
                 "not_scored": len(failed),
                 "not_scored_reasons": "; ".join(
                     f"{k}: {v}" for k, v in failed["failure"].value_counts().items()
@@ -320,7 +331,9 @@ def baselines(summary: pd.DataFrame, settings: BenchmarkSettings) -> pd.DataFram
     for group in dict.fromkeys(summary["group"]):
         measure = group_measure(summary, group, settings.lead_measure)
         mine = summary[
-            (summary["group"] == group) & (summary["measure"] == measure) & (summary["question_type"] == ALL_TYPES)
+            (summary["group"] == group)
+            & (summary["measure"] == measure)
+            & (summary["question_type"] == ALL_TYPES)
         ]
         if settings.baseline != "strongest" and group == KIT_GROUP:
             baseline, rule = settings.baseline, "named (benchmark.baseline)"
@@ -329,7 +342,10 @@ def baselines(summary: pd.DataFrame, settings: BenchmarkSettings) -> pd.DataFram
             if plain.empty:
                 continue
             best = plain.iloc[int(np.argmax(plain["mean"].to_numpy()))]
-            baseline, rule = best["method"], f"the plain method with the highest mean {measure}, on these questions"
+            baseline, rule = (
+                best["method"],
+                f"the plain method with the highest mean {measure}, on these questions",
+            )
         rows.append({"group": group, "measure": measure, "baseline": baseline, "rule": rule})
     return pd.DataFrame(rows, columns=["group", "measure", "baseline", "rule"])
 
@@ -342,9 +358,7 @@ def _paired(scores: pd.DataFrame, method: str, baseline: str, drop_fallbacks: bo
     return mine.merge(base, on="question_id", suffixes=("", "_baseline"))
 
 
-def comparisons(
-    scores: pd.DataFrame, chosen: pd.DataFrame, n_resamples: int, seed: int
-) -> pd.DataFrame:
+def comparisons(scores: pd.DataFrame, chosen: pd.DataFrame, n_resamples: int, seed: int) -> pd.DataFrame:
     """Each method against its group's baseline on the questions both have, per question type (and
     "all"), on the group's measure and on all_supporting: mean difference (method - baseline) with a
     paired bootstrap interval, McNemar (0/1 measures) or Wilcoxon, Holm across the methods of one
@@ -364,15 +378,32 @@ def comparisons(
                         if method == c.baseline:
                             continue
                         pairs = _paired(part, method, c.baseline, variant == WITHOUT_FALLBACKS)
-                        if variant == WITHOUT_FALLBACKS and len(pairs) == len(_paired(part, method, c.baseline, False)):
+                        if variant == WITHOUT_FALLBACKS and len(pairs) == len(
+                            _paired(part, method, c.baseline, False)
+                        ):
                             continue  # no fallback: the same comparison as on all questions
-                        row = {"variant": variant, "group": c.group, "question_type": qtype, "measure": measure}
+                        row = {
+                            "variant": variant,
+                            "group": c.group,
+                            "question_type": qtype,
+                            "measure": measure,
+                        }
                         graph = bool(part.loc[part["method"] == method, "reads_graph"].iloc[0])
                         row |= {"method": method, "graph": graph, "baseline": c.baseline, "n": len(pairs)}
                         block.append(row | _difference(pairs, binary, n_resamples, seed))
                     _holm(block)
                     rows += block
-    columns = ["variant", "group", "question_type", "measure", "method", "graph", "baseline", "n", "mean_diff"]
+    columns = [
+        "variant",
+        "group",
+        "question_type",
+        "measure",
+        "method",
+        "graph",
+        "baseline",
+        "n",
+        "mean_diff",
+    ]
     columns += ["ci_low", "ci_high", "wins", "losses", "test", "p_value", "p_holm", "supported", "status"]
     return pd.DataFrame(rows, columns=columns)
 
@@ -383,9 +414,9 @@ def _difference(pairs: pd.DataFrame, binary: bool, n_resamples: int, seed: int) 
         return {"status": f"{len(pairs)} paired question(s): no interval or test"}
     ci = paired_bootstrap_diff(a, b, n_resamples, seed=seed)
     diff = a - b
-    test = mcnemar_test(a, b) if binary else None
-    if not binary:
-        test = wilcoxon_signed_rank(a, b) if np.any(diff != 0) else None
+    test: McNemarResult | TestResult | None = mcnemar_test(a, b) if binary else None
+    if not binary and np.any(diff != 0):
+        test = wilcoxon_signed_rank(a, b)
     return {
         "mean_diff": ci.mean,
         "ci_low": ci.low,
@@ -426,7 +457,9 @@ def stated_graph_costs(settings: IndexSettings, graphs: Sequence[str]) -> dict[s
     return {"import": (None, f"{settings.import_path} states no cost")}
 
 
-def graph_bills(costs: Mapping[str, pd.DataFrame], stated: Mapping[str, tuple[float | None, str]]) -> pd.DataFrame:
+def graph_bills(
+    costs: Mapping[str, pd.DataFrame], stated: Mapping[str, tuple[float | None, str]]
+) -> pd.DataFrame:
     """Per graph: what building it cost here (model calls, and wall seconds of its parts: the graph,
     its communities and its entity embeddings; `index.costs.part_costs` of the graph's index) and,
     for a published graph, the cost its publication states with where it is stated.
@@ -454,7 +487,13 @@ def benchmark_findings(dataset: str, questions: Sequence[Question]) -> pd.DataFr
     """
     return findings_table(
         [
-            Finding("dataset_questions", "questions with gold passages benchmarked", len(questions), "retrievals", dataset),
+            Finding(
+                "dataset_questions",
+                "questions with gold passages benchmarked",
+                len(questions),
+                "retrievals",
+                dataset,
+            ),
             claim_alpha_finding(),
         ]
     )
@@ -510,7 +549,8 @@ def reproduction_table(summary: pd.DataFrame, published: pd.DataFrame) -> pd.Dat
                 "kit_ci_high": float(kit["ci_high"]),
                 "in_interval": bool(kit["ci_low"] <= p.published <= kit["ci_high"]),
                 "same_as_printed": bool(
-                    round(float(kit["mean"]) * (100 if p.scale == "percent" else 1), p.decimals) == float(p.value)
+                    round(float(kit["mean"]) * (100 if p.scale == "percent" else 1), p.decimals)
+                    == float(p.value)
                 ),
                 "published_sample": p.sample,
                 "published_corpus": p.corpus,
@@ -524,3 +564,78 @@ def reproduction_table(summary: pd.DataFrame, published: pd.DataFrame) -> pd.Dat
     table["published_rank"] = group["published"].rank(ascending=False, method="min").astype(int)
     table["kit_rank"] = group["kit_mean"].rank(ascending=False, method="min").astype(int)
     return table
+
+
+# ---------------------------------------------------------------- the verdict's real evidence
+
+
+REAL_EVIDENCE_COLUMNS = [
+    "run_id",
+    "data_set",
+    "question_type",
+    "measure",
+    "method",
+    "baseline",
+    "n",
+    "mean_diff",
+    "ci_low",
+    "ci_high",
+    "p_holm",
+    "supported",
+    "graph",
+    "graph_model_calls",
+    "graph_wall_s",
+    "passages_wall_s",
+    "published_cost_usd",
+    "published_cost_source",
+]
+
+
+def best_graph_comparisons(comparisons: pd.DataFrame, group: str, measure: str) -> pd.DataFrame:
+    """Per question type (in the table's order), the graph method of `group` with the largest mean
+    difference from the baseline on `measure`, on all questions.
+    """
+    rows = comparisons[
+        (comparisons["variant"] == ALL_QUESTIONS)
+        & (comparisons["group"] == group)
+        & (comparisons["measure"] == measure)
+        & comparisons["graph"].astype(bool)
+        & (comparisons["status"] == "ok")
+    ]
+    best = [part.loc[part["mean_diff"].idxmax()] for _, part in rows.groupby("question_type", sort=False)]
+    return pd.DataFrame(best, columns=comparisons.columns)
+
+
+def real_evidence(runs: Sequence[tuple[str, str, Mapping[str, pd.DataFrame]]]) -> pd.DataFrame:
+    """Notebook 10's real evidence, from the notebook-13 runs of its batch (run id, data set, saved
+    tables): per data set and question type, the kit's graph retriever with the largest mean
+    difference from the strongest plain retriever on the lead measure, on all questions, with its
+    interval, Holm-adjusted p (across that run's graph and plain retrievers) and the claim rule,
+    and the bill of the graph it read (built here: model calls and wall seconds; published: the cost
+    its publication states).
+    """
+    rows = []
+    for run_id, data_set, tables in runs:
+        chosen = tables["baselines"].set_index("group")
+        if KIT_GROUP not in chosen.index:
+            continue
+        best_rows = best_graph_comparisons(tables["comparisons"], KIT_GROUP, chosen.loc[KIT_GROUP, "measure"])
+        bills = tables["graph_bills"].set_index("graph")
+        for _, best in best_rows.iterrows():
+            graph = str(best["method"]).rpartition(":")[2]
+            bill = bills.loc[graph]
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "data_set": data_set,
+                    **{c: best[c] for c in ("question_type", "measure", "method", "baseline", "n")},
+                    **{c: best[c] for c in ("mean_diff", "ci_low", "ci_high", "p_holm", "supported")},
+                    "graph": graph,
+                    "graph_model_calls": int(bill["model_calls"]),
+                    "graph_wall_s": float(bill["wall_s"]),
+                    "passages_wall_s": float(bill["passages_wall_s"]),
+                    "published_cost_usd": bill["published_cost_usd"],
+                    "published_cost_source": bill["published_cost_source"],
+                }
+            )
+    return pd.DataFrame(rows, columns=REAL_EVIDENCE_COLUMNS)

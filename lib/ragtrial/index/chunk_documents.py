@@ -51,7 +51,10 @@ def documents_as_chunks(
     enc = get_encoding(encoding)
     texts = list(documents_df["text"])
     if titled:
-        texts = [f"{title}\n{text}" if title else text for title, text in zip(documents_df["title"], texts, strict=True)]
+        texts = [
+            f"{title}\n{text}" if title else text
+            for title, text in zip(documents_df["title"], texts, strict=True)
+        ]
     counts = [len(t) for t in enc.encode_ordinary_batch(texts)]
     rows = [
         (make_chunk_id(doc_id, 0, "document"), doc_id, 0, text, n)

@@ -115,6 +115,9 @@ class Embedder:
         attempts, live_tokens, served = 0, 0, set()
         if missing:
             text_of = dict(zip(keys, texts, strict=True))
+            # longest first, as sentence-transformers orders one call's texts: a batch of similar
+            # lengths pads little (bench/embedding_order.py measures the ratio)
+            missing.sort(key=lambda k: -len(text_of[k]))
             batch = self.settings.batch_size
             parts = [missing[start : start + batch] for start in range(0, len(missing), batch)]
             # by default each batch is computed when its result is asked for: a failure stops the rest

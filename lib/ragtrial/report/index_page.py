@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragtrial.config.notebooks import NOTEBOOKS
+from ragtrial.config.notebooks import NOTEBOOKS, real_evidence_notebooks
 from ragtrial.locks import pid_alive
 from ragtrial.report.files import write_text
 from ragtrial.report.html import CONTENT_SECURITY_POLICY
@@ -219,10 +219,13 @@ def _verdict_line(runs: list[RunRecord]) -> str:
     status = shown_status(latest.readable_record)
     report = _link(latest.run_dir, "report.html", "the verdict's report")
     where = report or "no report yet"
+    headline = latest.readable_record.get("headline", "")
     return (
         f'<p class="verdict">Verdict: {where} (run <code>{_text(latest.run_dir.name)}</code>, '
         f'<span class="{html.escape(status, quote=True)}">{_text(status)}</span>): is the graph worth its '
-        "indexing bill on this batch's data set and model, per question type.</p>"
+        "indexing bill on this batch's data sets and model, per question type."
+        + (f"<br>{_text(headline)}" if headline else "")
+        + "</p>"
     )
 
 
@@ -241,8 +244,19 @@ def _batch_section(batch: str, runs: list[RunRecord]) -> str:
         verdict = _verdict_line(runs)
     else:
         title, verdict = "Runs without a batch file", ""
-    rows = [_run_row(run) for run in _batch_order(runs)]
-    return f"<section><h2>{title}</h2>{verdict}{_table(RUN_COLUMNS, rows)}</section>"
+    ordered = _batch_order(runs)
+    real = [r for r in ordered if r.readable_record.get("notebook") in real_evidence_notebooks()]
+    if not real:
+        rows = [_run_row(r) for r in ordered]
+        return f"<section><h2>{title}</h2>{verdict}{_table(RUN_COLUMNS, rows)}</section>"
+    others = [_run_row(r) for r in ordered if r not in real]
+    return (
+        f"<section><h2>{title}</h2>{verdict}<h3>Real evidence (LLM-free)</h3><p>Retrieval on real "
+        "benchmarks' gold evidence, no model call: these headlines are measurements.</p>"
+        f"{_table(RUN_COLUMNS, [_run_row(r) for r in real])}"
+        + (f"<h3>The other runs</h3>{_table(RUN_COLUMNS, others)}" if others else "")
+        + "</section>"
+    )
 
 
 def render_index(outputs: Path) -> Path:

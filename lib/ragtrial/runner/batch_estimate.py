@@ -524,7 +524,13 @@ def _duration(seconds: float | None) -> str:
 def render(table: pd.DataFrame, notes: list[str]) -> str:
     """The readable estimate: a table per run, then the batch total and the notes."""
     if table.empty:
-        return "\n".join(["== totals: no run of this batch calls a model (0 calls, 0 tokens, cost 0)", "", *(f"note: {n}" for n in notes)])
+        return "\n".join(
+            [
+                "== totals: no run of this batch calls a model (0 calls, 0 tokens, cost 0)",
+                "",
+                *(f"note: {n}" for n in notes),
+            ]
+        )
     out = []
     shown = [
         "stage",

@@ -19,8 +19,9 @@ from typing import Any
 import pandas as pd
 
 from ragtrial.config.base import ParamsError
+from ragtrial.config.notebooks import real_evidence_notebooks
 from ragtrial.config.settings import Settings
-from ragtrial.report.files import saved_table_path
+from ragtrial.report.files import read_saved_table, saved_table_path
 from ragtrial.report.index_page import RunRecord, read_run_record, run_records
 from ragtrial.runner.checks import run_folder
 from ragtrial.runner.credentials import mask_credentials
@@ -284,3 +285,26 @@ def _combined(
         skipped=pd.DataFrame(skipped, columns=SKIPPED_COLUMNS),
         chosen={notebook: chosen[notebook][0] for notebook in notebooks if notebook in chosen},
     )
+
+
+BENCHMARK_TABLES = ("baselines", "comparisons", "graph_bills")
+
+
+def batch_benchmark_runs(
+    outputs: Path, own_run_dir: Path | None
+) -> list[tuple[str, str, dict[str, pd.DataFrame]]]:
+    """The completed notebook-13 runs of the verdict's own batch (whatever their data set: each is a
+    verdict of its own), in batch order: run id, data set label, and the tables the verdict reads.
+    """
+    found = []
+    for run_id in _own_batch(own_run_dir):
+        run = read_run_record(run_folder(outputs, run_id))
+        record = run.record or {}
+        if record.get("notebook") not in real_evidence_notebooks() or record.get("status") != "completed":
+            continue
+        tables = {name: read_saved_table(run.run_dir, name) for name in BENCHMARK_TABLES}
+        if any(t is None for t in tables.values()):
+            continue
+        data = record.get("settings", {}).get("data", {})
+        found.append((run_id, f"{data.get('dataset', '')} ({data.get('path', '')})", tables))
+    return found

@@ -10,7 +10,12 @@ from __future__ import annotations
 import pandas as pd
 
 from ragtrial.evaluation.findings import statements
-from ragtrial.evaluation.retrieval_benchmark import ALL_QUESTIONS, ALL_TYPES, KIT_GROUP, WITHOUT_FALLBACKS
+from ragtrial.evaluation.retrieval_benchmark import (
+    ALL_TYPES,
+    KIT_GROUP,
+    WITHOUT_FALLBACKS,
+    best_graph_comparisons,
+)
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 from ragtrial.report.narrative.wording import signed_interval
@@ -22,7 +27,9 @@ def narrate(tables: SavedTables) -> Narration:
     findings = saved(tables, "findings")
     (counted,) = statements(findings, "dataset_questions").itertuples(index=False)
     dataset = escape_markdown(str(counted.subject))
-    paragraphs = [f"**{dataset}**: {int(counted.value)} questions with gold passages, ranked without any model call."]
+    paragraphs = [
+        f"**{dataset}**: {int(counted.value)} questions with gold passages, ranked without any model call."
+    ]
     paragraphs += [_group_paragraph(comparisons, c) for c in chosen.itertuples(index=False)]
     paragraphs.append(_fallback_paragraph(saved(tables, "failure_counts")))
     paragraphs.append(_bill_paragraph(saved(tables, "graph_bills"), saved(tables, "latency")))
@@ -34,17 +41,9 @@ def narrate(tables: SavedTables) -> Narration:
 
 def _best_graph(comparisons: pd.DataFrame, group: str, measure: str, question_type: str) -> pd.Series | None:
     """The graph method with the largest mean difference on all questions of one question type."""
-    rows = comparisons[
-        (comparisons["variant"] == ALL_QUESTIONS)
-        & (comparisons["group"] == group)
-        & (comparisons["measure"] == measure)
-        & (comparisons["question_type"] == question_type)
-        & comparisons["graph"].astype(bool)
-        & (comparisons["status"] == "ok")
-    ]
-    if rows.empty:
-        return None
-    return rows.loc[rows["mean_diff"].idxmax()]
+    best = best_graph_comparisons(comparisons, group, measure)
+    best = best[best["question_type"] == question_type]
+    return None if best.empty else best.iloc[0]
 
 
 def _verdict(row: pd.Series) -> str:
@@ -53,7 +52,8 @@ def _verdict(row: pd.Series) -> str:
     if row["mean_diff"] < 0:
         claim = f"{escape_markdown(row['baseline'])} retrieves more of the gold evidence"
     interval = signed_interval(row["mean_diff"], row["ci_low"], row["ci_high"])
-    return f"{what} {interval} over {int(row['n'])} questions: {claim_text(row['ci_low'], row['ci_high'], row['p_holm'], claim)}"
+    rule = claim_text(row["ci_low"], row["ci_high"], row["p_holm"], claim)
+    return f"{what} {interval} over {int(row['n'])} questions: {rule}"
 
 
 def _headline(dataset: str, comparisons: pd.DataFrame, chosen: pd.DataFrame) -> str:
@@ -103,7 +103,8 @@ def _fallback_paragraph(counts: pd.DataFrame) -> str:
         for r in fell.itertuples(index=False)
     ]
     parts += [
-        f"{escape_markdown(r.method)} has no result for {r.not_scored} of {r.questions} questions (not scored)"
+        f"{escape_markdown(r.method)} has no result for {r.not_scored} of {r.questions} questions "
+        "(not scored)"
         for r in missing.itertuples(index=False)
     ]
     if not parts:
@@ -124,7 +125,8 @@ def _bill_paragraph(bills: pd.DataFrame, latency: pd.DataFrame) -> str:
             f"{b.wall_s:.1f} s of wall time to build here (the passages' own index {b.passages_wall_s:.1f} s)"
         )
         if pd.notna(b.published_cost_usd):
-            text += f"; its publication states ${b.published_cost_usd:.2f} ({escape_markdown(b.published_cost_source)})"
+            where = escape_markdown(b.published_cost_source)
+            text += f"; its publication states ${b.published_cost_usd:.2f} ({where})"
         elif b.published_cost_source:
             text += f" ({escape_markdown(b.published_cost_source)})"
         parts.append(text)

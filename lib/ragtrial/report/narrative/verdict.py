@@ -240,9 +240,59 @@ def verdict_headline(verdicts: pd.DataFrame, findings: pd.DataFrame) -> str:
     return verdict_sentence(row, embedded) + (f" ({more} more verdict(s) in the report.)" if more else "")
 
 
+def real_evidence_sentence(row: pd.Series) -> str:
+    """One real-data verdict: the best graph retriever against the strongest plain one, under the
+    claim rule, with the graph's bill.
+    """
+    claim = f"{row['method']} retrieves more of the gold evidence than {row['baseline']}"
+    if row["mean_diff"] < 0:
+        claim = f"{row['baseline']} retrieves more of the gold evidence than {row['method']}"
+    interval = f"{row['mean_diff']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]"
+    bill = (
+        f"its {row['graph']} graph cost {row['graph_model_calls']} model calls and "
+        f"{row['graph_wall_s']:.1f} s to build here"
+    )
+    if pd.notna(row["published_cost_usd"]):
+        bill += f", ${row['published_cost_usd']:.2f} as published"
+    return (
+        f"{table_cell(row['data_set'])}, {table_cell(row['question_type'])}, {row['measure']}: "
+        f"{table_cell(row['method'])} vs {table_cell(row['baseline'])} {interval} over {int(row['n'])} "
+        f"questions: {stats.claim_text(row['ci_low'], row['ci_high'], row['p_holm'], table_cell(claim))}; "
+        f"{table_cell(bill)}."
+    )
+
+
+def real_evidence_text(evidence: pd.DataFrame) -> str:
+    """The real-data verdicts (table `real_evidence`: the batch's notebook-13 runs, no model call)."""
+    if evidence.empty:
+        return ""
+    lines = [
+        "**Real evidence (LLM-free)**: per real data set and question type, the kit's best graph retriever "
+        "against the strongest plain retriever on the lead measure, from this batch's retrieval-benchmark "
+        "runs (no model call; these numbers are measurements):"
+    ]
+    lines += [f"- {real_evidence_sentence(row)}" for _, row in evidence.iterrows()]
+    return "\n".join(lines)
+
+
+def real_evidence_headline(evidence: pd.DataFrame) -> str:
+    """The index page's line when the batch has real evidence: each data set's verdict on all questions."""
+    overall = evidence[evidence["question_type"] == "all"]
+    return "Real evidence (no model call): " + " ".join(
+        real_evidence_sentence(r) for _, r in overall.iterrows()
+    )
+
+
 def narrate(tables: SavedTables) -> Narration:
-    """The headline and the verdict per question type (tables `verdicts` and `findings`)."""
+    """The headline and the verdict per question type (tables `verdicts` and `findings`); with real
+    evidence (table `real_evidence`), it comes first and is the headline.
+    """
     verdicts, findings = saved(tables, "verdicts"), saved(tables, FINDINGS_TABLE)
+    by_type = verdict_by_type(verdicts, answered_by_embedded_model(findings))
+    evidence = tables.get("real_evidence")
+    if evidence is None or evidence.empty:
+        return Narration(verdict_headline(verdicts, findings), by_type)
     return Narration(
-        verdict_headline(verdicts, findings), verdict_by_type(verdicts, answered_by_embedded_model(findings))
+        real_evidence_headline(evidence),
+        real_evidence_text(evidence) + "\n\n**This batch's data set**: " + by_type,
     )
