@@ -73,10 +73,15 @@ def test_default_batch_runs_every_notebook_on_the_embedded_model():
 
     specs, _ = load_batch(PROJECT_ROOT / "params" / "default.yaml", notebooks_dir=PROJECT_ROOT / "notebooks")
     notebooks = sorted(p.stem for p in (PROJECT_ROOT / "notebooks").glob("*.ipynb"))
-    assert list(dict.fromkeys(s.notebook for s in specs)) == notebooks
+    # the real evidence first (params/real_evidence.yaml, included), then the notebooks in order
+    assert list(dict.fromkeys(s.notebook for s in specs)) == [notebooks[-1], *notebooks[:-1]]
     assert all(s.settings.llm.backend == "embedded" for s in specs)
-    # the generated corpus, except the real systems' run and the imported answers' judging
-    real = [(s.notebook, s.settings.data.dataset) for s in specs if s.settings.data.dataset != "generated"]
+    real_data = ["musique", "2wikimultihopqa", "hotpotqa", "multihop_rag"]
+    assert [(s.notebook, s.settings.data.dataset) for s in specs[:4]] == [
+        ("13_retrieval_benchmark", name) for name in real_data
+    ]
+    # then the generated corpus, except the real systems' run and the imported answers' judging
+    real = [(s.notebook, s.settings.data.dataset) for s in specs[4:] if s.settings.data.dataset != "generated"]
     assert real == [("11_upstream_systems", "text_folder"), ("07_pairwise_method_comparison", "ultradomain")]
 
 

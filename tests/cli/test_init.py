@@ -195,6 +195,7 @@ def test_the_plan_follows_what_the_data_set_provides():
     assert {n for n, r in plan.items() if r.left_out} == {
         "04_rag_vs_graphrag_qa",
         "05_rag_vs_graphrag_summarization",
+        "13_retrieval_benchmark",  # it scores gold passages
     }
     assert plan["09_retrieval_diagnostics"].settings == {} and plan["06_judge_bias_audit"].settings == {}
     bare = {r.notebook: r for r in planned_runs(set(), embedded=True)}

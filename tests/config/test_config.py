@@ -210,6 +210,9 @@ PER_SECTION_NAMES = {
     "max_tokens",
     "model",
     "question_source",
+    # the retrieval benchmark's own sample of a data set's questions (no answers, so no AnswerSettings)
+    "question_types",
+    "questions_per_type",
     "seed",
     "summary_max_tokens",
     "temperature",

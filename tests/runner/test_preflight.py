@@ -44,6 +44,9 @@ CONTEXTUAL: dict[str, list[Any]] = {
     "store.url": ["mysql://u@h/db", "outputs/store"],
     "store.schema_name": ["Mine", "1st", "my-schema", 'x"; DROP SCHEMA y'],
     "store.graph_url": ["http://127.0.0.1:6379", "127.0.0.1:6379"],
+    "benchmark.lead_measure": ["recall@3", "mrr", "nope@5"],  # a k not in ks, no cut-off, no measure
+    "benchmark.compare_with": ["no_such_retriever", "ts_rank"],  # not among benchmark.retrievers
+    "benchmark.retrieval_files": [{"nope": {"reads_graph": False}}],  # not in methods.answer_files
 }
 # The other settings a field's invalid value is tried with, so that it is the only thing wrong.
 CONTEXT: dict[str, dict[str, Any]] = {
@@ -64,6 +67,7 @@ FREE = {
     },
     "diagnostics.question_types": "question types are data: a type no question has selects nothing, and "
     "diagnosis_questions names the types the data set has when none is left",
+    "benchmark.question_types": "question types are data: a type no question has selects nothing",
     "diagnostics.categories": "keys are data-set question types (data); values: one of the four categories",
     "verdict.runs": "run ids: combine_runs refuses a missing, unfinished or mismatched one by name "
     "(tests/runner/test_combined_runs.py)",

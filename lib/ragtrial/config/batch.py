@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragtrial.config.base import ParamsError, params_error
 from ragtrial.config.settings import Settings, validate_settings
@@ -149,17 +149,31 @@ NOTEBOOK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 class _RunEntry(BaseModel):
+    """One run (a notebook, with a grid of settings) or `include`: the runs of another batch file in its
+    order, with that file's own settings (its path relative to the including file's folder), so one
+    batch holds another's runs without a copy.
+    """
+
     model_config = ConfigDict(extra="forbid")
-    notebook: str
+    notebook: str = ""
+    include: str = ""
     settings: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     label: str = ""
     resources: RunResources | None = None  # over the batch's, key by key
 
+    @model_validator(mode="after")
+    def _a_run_or_an_include(self) -> _RunEntry:
+        if bool(self.notebook) == bool(self.include):
+            raise ValueError("give either notebook (a run) or include (another batch file's runs)")
+        if self.include and (self.settings or self.grid or self.label or self.resources):
+            raise ValueError("an include takes the included file's runs as they are: no other key")
+        return self
+
     @field_validator("notebook")
     @classmethod
     def _plain_name(cls, name: str) -> str:
-        if not NOTEBOOK_NAME.fullmatch(name):
+        if name and not NOTEBOOK_NAME.fullmatch(name):
             raise ValueError(
                 f"{name!r} is not a notebook name: give the file name of a notebook in notebooks/ without "
                 "'.ipynb' (letters, digits, '_' and '-'; no folder, no path)"
@@ -175,20 +189,11 @@ class _RunEntry(BaseModel):
         return grid
 
 
-class _IncludeEntry(BaseModel):
-    """The runs of another batch file, in its order, with its own settings (its path is relative to the
-    including file's folder), so one batch can hold another's runs without a copy.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-    include: str
-
-
 class BatchFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     description: str = ""
     settings: dict[str, Any] = Field(default_factory=dict)
-    runs: list[_RunEntry | _IncludeEntry] = Field(min_length=1)
+    runs: list[_RunEntry] = Field(min_length=1)
     workers: int = Field(1, ge=1)
     resources: RunResources = Field(default_factory=RunResources)
 
@@ -235,7 +240,7 @@ def load_batch(
         raise params_error(str(path), err) from None
     specs: list[RunSpec] = []
     for i, entry in enumerate(batch.runs):
-        if isinstance(entry, _IncludeEntry):
+        if entry.include:
             included = path.parent / entry.include
             if included.resolve() in {p.resolve() for p in (*including, path)}:
                 raise ParamsError(f"{path}: key 'runs.{i}.include': {entry.include} includes itself")

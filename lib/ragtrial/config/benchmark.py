@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from ragtrial.config.base import Names, Section, conflict
-from ragtrial.config.methods import QuestionsPerType
+from ragtrial.config.methods import QuestionsPerType, Resampling
 
 RetrieverName = Annotated[str, Names("retriever")]
 # The measures a comparison may lead with; "@k" ones take a k of `ks`.
@@ -28,7 +28,7 @@ class ImportedRetrieval(Section):
     )
 
 
-class BenchmarkSettings(Section):
+class BenchmarkSettings(Resampling):
     """Notebook 13 (ragtrial.evaluation.retrieval_benchmark): every retriever ranks passages for every
     question without a model call; recall@k (HippoRAG's), the share of questions with every gold passage
     retrieved (fast-graphrag's "perfect retrieval"), MRR and Hits (MultiHop-RAG's) per retriever x question
@@ -62,7 +62,7 @@ class BenchmarkSettings(Section):
         description="the measure of the paired comparisons and the verdict: recall@k, all_supporting@k, "
         "mrr@k or hits@k with k in `ks`, or all_supporting (every gold passage anywhere in the list)",
     )
-    baseline: str = Field(
+    compare_with: str = Field(
         "strongest",
         description='what each retriever is paired with: "strongest", the plain (non-graph) retriever with '
         "the highest mean lead measure over all questions (chosen on the same questions, said in the "
@@ -73,8 +73,7 @@ class BenchmarkSettings(Section):
         description="methods.answer_files holding other systems' retrieval results (retrieval: true), by "
         "their name there, scored beside the kit's retrievers",
     )
-    bootstrap_resamples: int = Field(2000, ge=100, description="bootstrap resamples of every interval")
-    seed: int = Field(0, description="seed of the question sample and the bootstrap")
+    seed: int = Field(0, ge=0, description="seed of the question sample and the bootstrap")
 
     @model_validator(mode="after")
     def _measures(self) -> BenchmarkSettings:
@@ -90,4 +89,10 @@ class BenchmarkSettings(Section):
             )
         if not k and name != "all_supporting":
             raise conflict("lead_measure", f"{name} needs a cut-off: {name}@k with k in ks {self.ks}")
+        if self.compare_with != "strongest" and self.compare_with not in self.retrievers:
+            raise conflict(
+                "compare_with",
+                f'"strongest" or one of the retrievers ({", ".join(self.retrievers)}), '
+                f"got {self.compare_with!r}",
+            )
         return self

@@ -335,8 +335,8 @@ def baselines(summary: pd.DataFrame, settings: BenchmarkSettings) -> pd.DataFram
             & (summary["measure"] == measure)
             & (summary["question_type"] == ALL_TYPES)
         ]
-        if settings.baseline != "strongest" and group == KIT_GROUP:
-            baseline, rule = settings.baseline, "named (benchmark.baseline)"
+        if settings.compare_with != "strongest" and group == KIT_GROUP:
+            baseline, rule = settings.compare_with, "named (benchmark.compare_with)"
         else:
             plain = mine[~mine["reads_graph"].astype(bool)]
             if plain.empty:

@@ -100,6 +100,13 @@ def _answer_file_problems(settings: Settings) -> list[str]:
             method_answers(name, spec)
         except DataError as err:
             problems.append(f"key 'methods.answer_files.{name}': {err}")
+    for name in settings.benchmark.retrieval_files:
+        spec = settings.methods.answer_files.get(name)
+        if spec is None or not spec.retrieval:
+            problems.append(
+                f"key 'benchmark.retrieval_files.{name}': not a retrieval file of methods.answer_files "
+                "(one with retrieval: true)"
+            )
     return problems
 
 
