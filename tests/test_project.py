@@ -81,7 +81,9 @@ def test_default_batch_runs_every_notebook_on_the_embedded_model():
         ("13_retrieval_benchmark", name) for name in real_data
     ]
     # then the generated corpus, except the real systems' run and the imported answers' judging
-    real = [(s.notebook, s.settings.data.dataset) for s in specs[4:] if s.settings.data.dataset != "generated"]
+    real = [
+        (s.notebook, s.settings.data.dataset) for s in specs[4:] if s.settings.data.dataset != "generated"
+    ]
     assert real == [("11_upstream_systems", "text_folder"), ("07_pairwise_method_comparison", "ultradomain")]
 
 

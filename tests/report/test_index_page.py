@@ -122,3 +122,17 @@ def test_running_interrupted_and_failed_runs_say_so(tmp_path):
     assert '<a href="04-failed/error.txt">error.txt</a>' in cell[1]
     assert '<td class="error" title="ValueError: short">ValueError: short</td>' in row_of(page, "00-failed")
     assert "2 failed, 1 interrupted, 1 running" in page
+
+
+def test_a_batch_lists_its_real_evidence_first_and_its_verdict_headline(tmp_path):
+    batch = {"file": "params/default.yaml", "run_ids": ["13-musique", "00-ours", "10-new"]}
+    write_run(tmp_path, "00-ours", BACKEND, batch=batch)
+    write_run(tmp_path, "10-new", VERDICT_NOTEBOOK, batch=batch, headline="Real evidence (no model call): x")
+    write_run(tmp_path, "13-musique", "13_retrieval_benchmark", batch=batch, headline="musique: no claim")
+    default = section(render_index(tmp_path).read_text(), "Batch <code>params/default.yaml</code>")
+    real, others = default.split("<h3>The other runs</h3>")
+    assert "<h3>Real evidence (LLM-free)</h3>" in real and "<td>13-musique</td>" in real
+    assert "<td>00-ours</td>" in others and "<td>13-musique</td>" not in others
+    assert default.index("Real evidence (no model call): x") < default.index(
+        "<h3>Real evidence (LLM-free)</h3>"
+    )

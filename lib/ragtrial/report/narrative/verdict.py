@@ -23,7 +23,7 @@ from ragtrial.evaluation.verdict_findings import (
     RUNS_SKIPPED,
 )
 from ragtrial.evaluation.verdict_measures import MEASURES
-from ragtrial.report.markdown import table_cell
+from ragtrial.report.markdown import escape_markdown, table_cell
 from ragtrial.report.narrative.common import embedded_disclaimer
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 
@@ -244,21 +244,21 @@ def real_evidence_sentence(row: pd.Series) -> str:
     """One real-data verdict: the best graph retriever against the strongest plain one, under the
     claim rule, with the graph's bill.
     """
-    claim = f"{row['method']} retrieves more of the gold evidence than {row['baseline']}"
+    method, baseline = escape_markdown(row["method"]), escape_markdown(row["baseline"])
+    claim = f"{method} retrieves more of the gold evidence than {baseline}"
     if row["mean_diff"] < 0:
-        claim = f"{row['baseline']} retrieves more of the gold evidence than {row['method']}"
+        claim = f"{baseline} retrieves more of the gold evidence than {method}"
     interval = f"{row['mean_diff']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]"
     bill = (
-        f"its {row['graph']} graph cost {row['graph_model_calls']} model calls and "
+        f"its {escape_markdown(row['graph'])} graph cost {row['graph_model_calls']} model calls and "
         f"{row['graph_wall_s']:.1f} s to build here"
     )
     if pd.notna(row["published_cost_usd"]):
         bill += f", ${row['published_cost_usd']:.2f} as published"
     return (
-        f"{table_cell(row['data_set'])}, {table_cell(row['question_type'])}, {row['measure']}: "
-        f"{table_cell(row['method'])} vs {table_cell(row['baseline'])} {interval} over {int(row['n'])} "
-        f"questions: {stats.claim_text(row['ci_low'], row['ci_high'], row['p_holm'], table_cell(claim))}; "
-        f"{table_cell(bill)}."
+        f"{escape_markdown(row['data_set'])}, {escape_markdown(row['question_type'])}, {row['measure']}: "
+        f"{method} vs {baseline} {interval} over {int(row['n'])} questions: "
+        f"{stats.claim_text(row['ci_low'], row['ci_high'], row['p_holm'], claim)}; {bill}."
     )
 
 
