@@ -251,7 +251,11 @@ def score_retrievals(
 
 
 def _with_all_types(scores: pd.DataFrame) -> pd.DataFrame:
-    return pd.concat([scores, scores.assign(question_type=ALL_TYPES)], ignore_index=True)
+    """The scores under their question type and under "all"; a data set of one type is "all" only."""
+    everything = scores.assign(question_type=ALL_TYPES)
+    if scores["question_type"].nunique() < 2:
+        return everything
+    return pd.concat([scores, everything], ignore_index=True)
 
 
 def benchmark_summary(scores: pd.DataFrame, n_resamples: int, seed: int) -> pd.DataFrame:
