@@ -101,7 +101,7 @@ def test_the_verdict_leads_with_the_real_evidence_and_words_only_its_tables():
     )
     tables = {"verdicts": verdicts, "findings": findings, "real_evidence": evidence}
     narration = narrate(tables)
-    assert narration.headline.startswith("Real evidence (no model call): musique \\(m\\), all, recall@5:")
+    assert narration.headline.startswith("Real evidence (no model call): musique \\(m\\), all, `recall@5`:")
     assert "hipporag\\:import retrieves more of the gold evidence than vector" in narration.headline
     assert "$12.50 as published" in narration.headline
     assert narration.findings.index("**Real evidence (LLM-free)**") < narration.findings.index("This batch")

@@ -406,3 +406,18 @@ def test_malformed_openie_file_names_file_record_and_field(tmp_path, record, fie
         import_openie(path, corpus)
     assert (err.value.path, err.value.record, err.value.field) == (str(path), 0, field)
     assert "openie.json" in str(err.value) and "record 0" in str(err.value)
+
+
+def test_a_cut_corpus_leaves_the_openie_records_of_other_passages_out_and_says_so(tmp_path):
+    path = tmp_path / "openie.json"
+    records = [
+        {"title": "T", "text": "Body.", "extracted_triples": [["Ann", "met", "Bob"]]},
+        {"title": "U", "text": "Not in the sample.", "extracted_triples": [["Cy", "met", "Di"]]},
+    ]
+    path.write_text(json.dumps({"docs": records}))
+    corpus = Dataset(name="t", documents=[Document(doc_id="T#0", title="T", text="Body.")])
+    with pytest.raises(DataError):
+        import_openie(path, corpus)
+    entities, _, failures = import_openie(path, corpus, corpus_is_a_subset=True)
+    assert sorted(entities["name"]) == ["Ann", "Bob"]
+    assert failures["kind"].tolist() == ["outside_corpus"] and "record 1" in failures["detail"].iloc[0]

@@ -300,19 +300,19 @@ def failure_counts(retrievals: pd.DataFrame) -> pd.DataFrame:
 
 
 def latency_table(retrievals: pd.DataFrame) -> pd.DataFrame:
-    """Per method with measured latencies: n, p50 and p95 seconds per question."""
+    """Per method with measured latencies: n, p50 and p95 milliseconds per question."""
     timed = retrievals.dropna(subset=["latency_s"])
     rows = [
         {
             "group": group,
             "method": method,
             "n": len(part),
-            "p50_s": float(np.percentile(part["latency_s"], 50)),
-            "p95_s": float(np.percentile(part["latency_s"], 95)),
+            "p50_ms": 1000 * float(np.percentile(part["latency_s"], 50)),
+            "p95_ms": 1000 * float(np.percentile(part["latency_s"], 95)),
         }
         for (group, method), part in timed.groupby(["group", "method"], sort=False)
     ]
-    return pd.DataFrame(rows, columns=["group", "method", "n", "p50_s", "p95_s"])
+    return pd.DataFrame(rows, columns=["group", "method", "n", "p50_ms", "p95_ms"])
 
 
 # ---------------------------------------------------------------- comparisons
@@ -348,7 +348,7 @@ def baselines(summary: pd.DataFrame, settings: BenchmarkSettings) -> pd.DataFram
             best = plain.iloc[int(np.argmax(plain["mean"].to_numpy()))]
             baseline, rule = (
                 best["method"],
-                f"the plain method with the highest mean {measure}, on these questions",
+                "the plain method with the highest mean of this measure, on these questions",
             )
         rows.append({"group": group, "measure": measure, "baseline": baseline, "rule": rule})
     return pd.DataFrame(rows, columns=["group", "measure", "baseline", "rule"])

@@ -228,7 +228,9 @@ def _extract_llm(b: _Build) -> None:
 def _import_openie(b: _Build) -> None:
     location = _import_location(b.settings)
     assert location is not None  # IndexSettings require import_path with graph_source "import"
-    entities, relations, failed = import_openie(location, b.documents, b.chunks)
+    # a corpus cut by data.limit_documents holds some of the file's passages: the rest are left out
+    cut = b.ctx.settings.data.limit_documents is not None
+    entities, relations, failed = import_openie(location, b.documents, b.chunks, corpus_is_a_subset=cut)
     b.graphs["import"] = {"entities": entities, "relations": relations, "claims": empty_tables()["claims"]}
     b.failures.append(failed)
 

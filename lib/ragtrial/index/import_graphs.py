@@ -260,7 +260,10 @@ def _json_with_nan(path: Path) -> object:
 
 
 def import_openie(
-    path: str | Path, corpus: Dataset | pd.DataFrame, chunks: pd.DataFrame | None = None
+    path: str | Path,
+    corpus: Dataset | pd.DataFrame,
+    chunks: pd.DataFrame | None = None,
+    corpus_is_a_subset: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """HippoRAG OpenIE triples as (entities, relations, extraction_failures).
 
@@ -270,7 +273,9 @@ def import_openie(
     "import"), each triple one relation instance "subject relation object"; instances merge with
     `merge_extractions`, so weight = number of triples linking the pair. Triples that are not
     [subject, relation, object] (HippoRAG's output has some) are skipped and reported as failures;
-    anything else malformed raises DataError naming file, record and field.
+    anything else malformed raises DataError naming file, record and field. A record matching no
+    corpus document is a DataError, unless `corpus_is_a_subset` (the corpus was cut to a sample): then
+    it is left out and reported (kind "outside_corpus").
     """
     path = Path(path)
     documents = corpus.documents_frame() if isinstance(corpus, Dataset) else corpus
@@ -294,6 +299,9 @@ def import_openie(
             if not isinstance(record.get(key), str):
                 raise DataError(str(path), i, key, "expected a string")
         doc_id = doc_of.get((record["title"], record["text"]))
+        if doc_id is None and corpus_is_a_subset:
+            failures.append(_failure([], "outside_corpus", f"{path.name} record {i}: {record['title']!r}"))
+            continue
         if doc_id is None:
             raise DataError(str(path), i, "text", f"matches no corpus document (title {record['title']!r})")
         chunk_ids = chunks_of.get(doc_id, [])

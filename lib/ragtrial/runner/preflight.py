@@ -101,8 +101,8 @@ def _answer_file_problems(settings: Settings) -> list[str]:
         except DataError as err:
             problems.append(f"key 'methods.answer_files.{name}': {err}")
     for name in settings.benchmark.retrieval_files:
-        spec = settings.methods.answer_files.get(name)
-        if spec is None or not spec.retrieval:
+        named = settings.methods.answer_files.get(name)
+        if named is None or not named.retrieval:
             problems.append(
                 f"key 'benchmark.retrieval_files.{name}': not a retrieval file of methods.answer_files "
                 "(one with retrieval: true)"

@@ -64,14 +64,14 @@ def _headline(dataset: str, comparisons: pd.DataFrame, chosen: pd.DataFrame) -> 
     best = _best_graph(comparisons, KIT_GROUP, c["measure"], ALL_TYPES)
     if best is None:
         return f"{dataset}: no graph retriever was compared with {c['baseline']}."
-    return f"{dataset}, {c['measure']}, best graph retriever: {_verdict(best)}"
+    return f"{dataset}, `{c['measure']}`, best graph retriever: {_verdict(best)}"
 
 
 def _group_paragraph(comparisons: pd.DataFrame, c: object) -> str:
     group, measure, baseline = str(c.group), str(c.measure), str(c.baseline)  # type: ignore[attr-defined]
     lines = [
         f"**Group {escape_markdown(group)}** — each retriever paired with {escape_markdown(baseline)} "
-        f"({escape_markdown(str(c.rule))}) on {measure}:"  # type: ignore[attr-defined]
+        f"({escape_markdown(str(c.rule))}) on `{measure}`:"  # type: ignore[attr-defined]
     ]
     of_group = comparisons[(comparisons["group"] == group) & (comparisons["measure"] == measure)]
     for qtype in dict.fromkeys(of_group["question_type"]):
@@ -125,13 +125,13 @@ def _bill_paragraph(bills: pd.DataFrame, latency: pd.DataFrame) -> str:
             f"{b.wall_s:.1f} s of wall time to build here (the passages' own index {b.passages_wall_s:.1f} s)"
         )
         if pd.notna(b.published_cost_usd):
-            where = escape_markdown(b.published_cost_source)
+            where = f"`{b.published_cost_source}`"
             text += f"; its publication states ${b.published_cost_usd:.2f} ({where})"
         elif b.published_cost_source:
-            text += f" ({escape_markdown(b.published_cost_source)})"
+            text += f" (`{b.published_cost_source}`)"
         parts.append(text)
     timing = ", ".join(
-        f"{escape_markdown(r.method)} {r.p50_s * 1000:.1f} / {r.p95_s * 1000:.1f} ms"
+        f"{escape_markdown(r.method)} {r.p50_ms:.1f} / {r.p95_ms:.1f} ms"
         for r in latency.itertuples(index=False)
     )
     return f"The graph's bill: {'; '.join(parts)}. Retrieval latency per question (p50 / p95): {timing}."
@@ -142,7 +142,7 @@ def _reproduction_paragraph(reproduction: pd.DataFrame) -> str:
     for r in reproduction.itertuples(index=False):
         inside = "inside" if r.in_interval else "outside"
         lines.append(
-            f"- {escape_markdown(r.paper)}, {escape_markdown(r.published_row)} {r.kit_measure}: published "
+            f"- `{r.paper}`, `{r.published_row}` `{r.kit_measure}`: published "
             f"{r.published:.2f}, kit {escape_markdown(r.kit_method)} {r.kit_mean:.2f} "
             f"[{r.kit_ci_low:.2f}, {r.kit_ci_high:.2f}] ({inside} the interval)"
         )

@@ -256,7 +256,7 @@ def real_evidence_sentence(row: pd.Series) -> str:
     if pd.notna(row["published_cost_usd"]):
         bill += f", ${row['published_cost_usd']:.2f} as published"
     return (
-        f"{escape_markdown(row['data_set'])}, {escape_markdown(row['question_type'])}, {row['measure']}: "
+        f"{escape_markdown(row['data_set'])}, {escape_markdown(row['question_type'])}, `{row['measure']}`: "
         f"{method} vs {baseline} {interval} over {int(row['n'])} questions: "
         f"{stats.claim_text(row['ci_low'], row['ci_high'], row['p_holm'], claim)}; {bill}."
     )
