@@ -182,7 +182,7 @@ def unbiased_pair_sentences(summary: pd.DataFrame, findings: pd.DataFrame) -> li
     """Per judged pair, the unbiased protocol's overall score difference with its interval and test."""
     return [
         f"{r.pair}: per-question overall score difference {r.score_diff:+.2f} "
-        f"[{r.score_diff_ci_low:+.2f}, {r.score_diff_ci_high:+.2f}] ({r.test}, p={r.p_value:.3g}, "
+        f"[{r.score_diff_ci_low:+.2f}, {r.score_diff_ci_high:+.2f}] (`{r.test}`, p={r.p_value:.3g}, "
         f"Holm-adjusted over {int(_value(findings, 'unbiased_pairs'))} pair(s) {r.p_holm:.3g}); mean tie "
         f"rate over trials {_pct(r.tie_rate)}."
         for r in summary.itertuples(index=False)
