@@ -41,11 +41,12 @@ from ragtrial.retrieval.registry import RETRIEVERS
 from ragtrial.stats import (
     McNemarResult,
     TestResult,
-    bootstrap_mean_ci,
     claim_supported,
     holm_correction,
+    latency_summary,
     mcnemar_test,
     paired_bootstrap_diff,
+    summary_by_group,
     wilcoxon_signed_rank,
 )
 
@@ -53,8 +54,6 @@ KIT_GROUP = "kit"
 ALL_TYPES = "all"
 WITHOUT_FALLBACKS = "without fallbacks"
 ALL_QUESTIONS = "all questions"
-# The measures an unranked list supports: they read the whole list, not its order.
-RANK_FREE = ("recall", "all_supporting")
 UNRESOLVED = "title:"
 
 
@@ -260,15 +259,8 @@ def _with_all_types(scores: pd.DataFrame) -> pd.DataFrame:
 
 def benchmark_summary(scores: pd.DataFrame, n_resamples: int, seed: int) -> pd.DataFrame:
     """Mean of each measure per method x question type (and "all") with a bootstrap interval."""
-    rows = []
     keys = ["group", "method", "reads_graph", "question_type", "measure"]
-    for key, part in _with_all_types(scores).groupby(keys, sort=False):
-        ci = bootstrap_mean_ci(part["value"], n_resamples, seed=seed)
-        rows.append(
-            dict(zip(keys, key, strict=True))
-            | {"n": ci.n, "mean": ci.mean, "ci_low": ci.low, "ci_high": ci.high}
-        )
-    return pd.DataFrame(rows)
+    return summary_by_group(_with_all_types(scores), keys, "value", n_resamples, seed=seed)
 
 
 def failure_counts(retrievals: pd.DataFrame) -> pd.DataFrame:
@@ -307,10 +299,11 @@ def latency_table(retrievals: pd.DataFrame) -> pd.DataFrame:
             "group": group,
             "method": method,
             "n": len(part),
-            "p50_ms": 1000 * float(np.percentile(part["latency_s"], 50)),
-            "p95_ms": 1000 * float(np.percentile(part["latency_s"], 95)),
+            "p50_ms": 1000 * float(latency["p50"]),
+            "p95_ms": 1000 * float(latency["p95"]),
         }
         for (group, method), part in timed.groupby(["group", "method"], sort=False)
+        for latency in [latency_summary(part["latency_s"])]
     ]
     return pd.DataFrame(rows, columns=["group", "method", "n", "p50_ms", "p95_ms"])
 
