@@ -6,6 +6,10 @@ A run's identity is what its result tables are measured on: the data set (its `d
 model (`llm.backend`, `llm.model`) and the index (the `index` settings but `store_path`, which says
 where the index is kept, not what it is, and `embeddings.model`). Runs are compared on the `settings`
 their `run.json` records.
+
+A run that varies one setting of an earlier run of its batch (a grid's neighbouring point, a params
+file's variation) is compared with it on the same questions (`batch_variations`,
+`paired_with_variations`): the same method in both runs, for notebook 04's report.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import pandas as pd
 from ragtrial.config.base import ParamsError
 from ragtrial.config.notebooks import real_evidence_notebooks
 from ragtrial.config.settings import Settings
+from ragtrial.evaluation.cross_run import paired_across_runs, question_set_difference
 from ragtrial.report.files import read_saved_table, saved_table_path
 from ragtrial.report.index_page import RunRecord, read_run_record, run_records
 from ragtrial.runner.checks import run_folder
@@ -308,3 +313,102 @@ def batch_benchmark_runs(
         data = record.get("settings", {}).get("data", {})
         found.append((run_id, f"{data.get('dataset', '')} ({data.get('path', '')})", tables))
     return found
+
+
+VARIATION_COLUMNS = ["run_id", "label", "status", "varied", "reference_value", "value", "compared", "reason"]
+
+
+@dataclass(frozen=True)
+class Variation:
+    """An earlier run of the same notebook in this run's batch that differs from it in one setting."""
+
+    run_id: str
+    label: str
+    run_dir: Path
+    setting: str  # the dotted key the two runs differ in
+    reference_value: Any  # its value in the earlier run
+    value: Any  # its value in this run
+
+
+def settings_difference(theirs: dict[str, Any], ours: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The dotted settings keys whose values differ between two recorded settings, with (theirs, ours)."""
+    a, b = _flat(theirs, ""), _flat(ours, "")
+    return {
+        key: (a.get(key, ABSENT), b.get(key, ABSENT))
+        for key in dict.fromkeys([*a, *b])
+        if a.get(key, ABSENT) != b.get(key, ABSENT)
+    }
+
+
+def batch_variations(outputs: Path, own_run_dir: Path) -> tuple[list[Variation], pd.DataFrame]:
+    """The runs this run is compared with: the runs of its own notebook listed before it in its batch
+    whose recorded settings differ from its own in exactly one key (a grid's neighbouring point, a
+    params file's one-setting variation), completed. Each earlier run of the notebook is a row of the
+    table, with why it was not compared (`VARIATION_COLUMNS`); outside a batch both are empty. Every
+    pair of a batch is thus compared once, in the later run's report.
+    """
+    own = read_run_record(Path(own_run_dir))
+    if own.record is None:
+        return [], pd.DataFrame(columns=VARIATION_COLUMNS)
+    batch = _own_batch(own_run_dir)
+    own_id = Path(own_run_dir).name
+    earlier = batch[: batch.index(own_id)] if own_id in batch else []
+    notebook = own.record.get("notebook", "")
+    found: list[Variation] = []
+    rows = []
+    for run_id in dict.fromkeys(
+        r for r in earlier if r.startswith(f"{notebook}-")
+    ):  # a run id: notebook-hash
+        run = read_run_record(run_folder(Path(outputs), run_id))
+        record = run.record or {}
+        differing = settings_difference(record.get("settings", {}), own.record.get("settings", {}))
+        row = {"run_id": run_id, "label": record.get("label", ""), "status": record.get("status", "")}
+        row |= {"varied": ", ".join(differing), "reference_value": "", "value": "", "compared": False}
+        if run.record is None:
+            reason = run.problem
+        elif len(differing) != 1:
+            reason = f"differs in {len(differing)} settings, not one"
+        elif record.get("status") != "completed":
+            reason = f"status {record.get('status', 'unknown')}, not completed"
+        else:
+            ((key, (theirs, ours)),) = differing.items()
+            found.append(Variation(run_id, row["label"], run.run_dir, key, theirs, ours))
+            row |= {"reference_value": json.dumps(theirs), "value": json.dumps(ours), "compared": True}
+            reason = ""
+        rows.append(row | {"reason": reason})
+    return found, pd.DataFrame(rows, columns=VARIATION_COLUMNS)
+
+
+def paired_with_variations(
+    variations: list[Variation],
+    runs: pd.DataFrame,
+    scores: pd.DataFrame,
+    metrics: list[str],
+    n_resamples: int,
+    seed: int,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """This run's `scores` against each of `variations`' saved `scores` table
+    (`evaluation.cross_run.paired_across_runs`, Holm across every row of a measure), each row naming
+    the reference run and the setting that differs; and `runs` (`batch_variations`' table) with a
+    reference that asked other questions marked not compared, with why.
+    """
+    runs = runs.copy()
+    references: dict[str, pd.DataFrame] = {}
+    for variation in variations:
+        theirs = read_saved_table(variation.run_dir, "scores")
+        why = "it saved no scores table" if theirs is None else question_set_difference(theirs, scores)
+        if why:
+            runs.loc[runs["run_id"] == variation.run_id, ["compared", "reason"]] = [False, why]
+        else:
+            references[variation.run_id] = theirs
+    table = paired_across_runs(references, scores, metrics, n_resamples, seed)
+    described = {v.run_id: v for v in variations}
+    return (
+        table.assign(
+            reference_label=table["reference"].map(lambda r: described[r].label),
+            setting=table["reference"].map(lambda r: described[r].setting),
+            reference_value=table["reference"].map(lambda r: json.dumps(described[r].reference_value)),
+            value=table["reference"].map(lambda r: json.dumps(described[r].value)),
+        ),
+        runs,
+    )

@@ -26,7 +26,57 @@ def narrate_qa(tables: SavedTables) -> Narration:
     selection routed the questions.
     """
     narration = task_narration(tables, "qa", QA_QUALITY)
-    return Narration(narration.headline, narration.findings + route_line(tables))
+    k = int(saved(tables, "setup")["k"].iloc[0])
+    stated = [QA_QUALITY, *(m for m in reported_metrics("qa", "stated", k) if m != QA_QUALITY)]
+    across = variation_lines(
+        tables.get("paired_across_runs", pd.DataFrame()), tables.get("variations", pd.DataFrame()), stated
+    )
+    return Narration(narration.headline, narration.findings + route_line(tables) + across)
+
+
+def variation_lines(across: pd.DataFrame, variations: pd.DataFrame, metrics: Sequence[str]) -> str:
+    """The run against each earlier run of its batch that differs in one setting (the saved
+    `paired_across_runs` and `variations` tables of `runner.combined_runs`), on `metrics`: one sentence
+    per method whose answers changed, under the claim rule; the methods identical on every question in
+    one line; a one-setting neighbour that could not be compared, with why ("" when there is none).
+    """
+    lines = []
+    for reference, rows in across.groupby("reference", sort=False) if not across.empty else ():
+        first = rows.iloc[0]
+        lines.append(
+            f"\n\nAgainst the batch's run `{reference}` ({first['reference_label']}), which differs only in "
+            f"`{first['setting']}` (`{first['reference_value']}` there, `{first['value']}` here), each "
+            "method against itself on the same questions (this run minus that one):\n"
+        )
+        shown = rows[rows["metric"].isin(metrics)]
+        unchanged = shown.groupby("method", sort=False).apply(
+            lambda m: bool(((m["wins"] == 0) & (m["losses"] == 0)).all()), include_groups=False
+        )
+        changed = shown[~shown["method"].map(unchanged)]
+        lines += [
+            f"\n- **{r.method}** on {r.metric}: {_interval(r.mean_diff, r.ci_low, r.ci_high)} over {r.n} "
+            f"questions both answered ({r.wins} better, {r.losses} worse; {r.test} p={r.p_value:.3g}, "
+            f"Holm {r.p_holm:.3g}): "
+            + claim_text(
+                r.ci_low,
+                r.ci_high,
+                r.p_holm,
+                f"the interval excludes zero and the Holm-adjusted test rejects, so {r.method} did "
+                f"{'better' if r.mean_diff > 0 else 'worse'} with `{first['setting']}` "
+                f"`{first['value']}` on these questions",
+            )
+            + "."
+            for r in changed.itertuples(index=False)
+        ]
+        if same := [m for m, is_same in unchanged.items() if is_same]:
+            lines.append(f"\n- Scored the same on every question in both runs: {', '.join(same)}.")
+    if not variations.empty:
+        blocked = variations[~variations["compared"] & ~variations["reason"].str.startswith("differs in")]
+        lines += [
+            f"\n\nNot compared with the batch's run `{r.run_id}`: `{r.reason}`."
+            for r in blocked.itertuples(index=False)
+        ]
+    return "".join(lines)
 
 
 def narrate_summarization(tables: SavedTables) -> Narration:
