@@ -146,3 +146,12 @@ def test_the_setup_note_words_the_saved_setup_table():
     )
     without_retrieval = setup_table(METHODS, QASettings(), 2)
     assert "Graph walked" not in setup_note(without_retrieval, unavailable.iloc[:0])
+
+
+def test_the_setup_note_says_when_answers_are_cut_to_their_first_line():
+    cut = setup_note(setup_table(METHODS, QASettings(), 2), pd.DataFrame())
+    assert "Each answer is cut to its first line (`first_line_only`)" in cut
+    kept = setup_table(METHODS, QASettings(whole_answer_types=["contradictory"]), 2)
+    assert "(answers to `contradictory` questions are kept whole)" in setup_note(kept, pd.DataFrame())
+    whole = setup_table(METHODS, QASettings(first_line_only=False), 2)
+    assert "first line" not in setup_note(whole, pd.DataFrame())

@@ -27,7 +27,8 @@ def setup_table(
     retrieval: RetrievalSettings | None = None,
 ) -> pd.DataFrame:
     """What ran, one row per method: the graph it walked, where it routes questions (Selection),
-    and the settings its answers used (k, context budget, prompt, answer tokens, the baseline), with
+    and the settings its answers used (k, context budget, prompt, answer tokens, whether an answer
+    is cut to its first line and which question types are not, the baseline), with
     the retrieval settings that decide what a method shows when `retrieval` is given.
     """
     rows = []
@@ -42,6 +43,8 @@ def setup_table(
             "context_budget": settings.context_budget,
             "answer_prompt": settings.answer_prompt,
             "answer_max_tokens": settings.answer_max_tokens,
+            "first_line_only": settings.first_line_only,
+            "whole_answer_types": ", ".join(settings.whole_answer_types),
         }
         if retrieval is not None:
             row |= {

@@ -14,8 +14,9 @@ from ragtrial.report.markdown import escape_markdown
 
 def setup_note(setup: pd.DataFrame, unavailable: pd.DataFrame) -> str:
     """What ran, from the saved `setup` table: methods, baseline (when the experiment has one), k,
-    budget, prompt, which methods the index could not support (`unavailable`), and (when the table
-    has the retrieval settings) the retrieval choices that decide what a method shows.
+    budget, prompt, whether answers are cut to their first line, which methods the index could not
+    support (`unavailable`), and (when the table has the retrieval settings) the retrieval choices
+    that decide what a method shows.
     """
     first = setup.iloc[0]
     compared = f"; baseline **{first['baseline']}**" if first["baseline"] else ""
@@ -24,6 +25,12 @@ def setup_note(setup: pd.DataFrame, unavailable: pd.DataFrame) -> str:
         f"{first['context_budget']} tokens; prompt `{first['answer_prompt']}`, at most "
         f"{first['answer_max_tokens']} tokens."
     )
+    if first.get("first_line_only", False):
+        kept_whole = f" (answers to `{first['whole_answer_types']}` questions are kept whole)"
+        note += (
+            " Each answer is cut to its first line (`first_line_only`), so text after a line break is "
+            f"never scored{kept_whole if first['whole_answer_types'] else ''}."
+        )
     if "graph_fallback" in setup:
         note += "\n\n" + retrieval_note(setup)
     if not unavailable.empty:
