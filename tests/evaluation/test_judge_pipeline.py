@@ -310,3 +310,17 @@ def test_trial_scope_answers_refuses_answers_it_cannot_write_again(scripted, tmp
         design = comparison_design(cfg, ["naive_rag", "hybrid"])
         run_judge_pipeline(llm, cfg, design, QUESTIONS, answer_set(texts))
     assert scripted.chat_requests() == []
+
+
+def test_the_narrative_says_what_the_trials_re_ran(scripted, tmp_path):
+    from ragtrial.evaluation.findings import findings_table
+    from ragtrial.evaluation.judge.findings import run_findings
+    from ragtrial.report.narrative.judge import alignment_sentence
+
+    scripted.default_reply = trial_answers_reply
+    for scope, wording in (
+        ("answers", "Each of the 3 trials wrote"),
+        ("judge_only", "`trial_scope: judge_only`"),
+    ):
+        _, _, run = run_trials(scripted, make_llm(scripted.base_url, tmp_path / scope), scope)
+        assert wording in alignment_sentence(findings_table(run_findings(run)))
