@@ -257,3 +257,29 @@ def test_diagnostics_thresholds_name_the_seed_categories_and_are_shares():
         DiagnosticsSettings(entity_recall_thresholds={"temporal": 1.5})
     with pytest.raises(ValueError, match="categories"):
         DiagnosticsSettings(categories={"2hop": "two_hop"})
+
+
+def test_settings_from_lays_the_batch_over_shared_fragments_in_order(tmp_path):
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "q.yaml").write_text(
+        "settings:\n  questions: {per_level: 50, min_hops: 50}\n  judge: {trials: 4}\n"
+    )
+    (tmp_path / "shared" / "more.yaml").write_text("settings:\n  questions: {min_hops: 40}\n")
+    batch = tmp_path / "b.yaml"
+    batch.write_text(
+        "settings_from: [shared/q.yaml, shared/more.yaml]\n"
+        "settings: {judge: {trials: 2}}\n"
+        "runs:\n  - notebook: 06_judge_bias_audit\n  - notebook: 07_pairwise_method_comparison\n"
+        "    settings: {questions: {per_level: 3}}\n"
+    )
+    specs, _ = load_batch(batch)
+    q0, q1 = (s.settings.questions for s in specs)
+    assert (q0.per_level, q0.min_hops, specs[0].settings.judge.trials) == (50, 40, 2)
+    assert (q1.per_level, q1.min_hops) == (3, 40)
+    batch.write_text("settings_from: [shared/none.yaml]\nruns:\n  - notebook: 06_judge_bias_audit\n")
+    with pytest.raises(ParamsError, match="settings_from.0"):
+        load_batch(batch)
+    (tmp_path / "shared" / "runs.yaml").write_text("runs:\n  - notebook: 06_judge_bias_audit\n")
+    batch.write_text("settings_from: [shared/runs.yaml]\nruns:\n  - notebook: 06_judge_bias_audit\n")
+    with pytest.raises(ParamsError, match="runs"):  # a fragment is settings only
+        load_batch(batch)

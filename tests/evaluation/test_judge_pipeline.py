@@ -5,14 +5,18 @@ run's own.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+from typing import Any
+
 import pandas as pd
 import pytest
 from conftest import make_llm
-from test_judge import first_position_judge, words
+from test_judge import first_position_judge, shown_answers, words
 
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.config.systems import UpstreamComparisonSettings
-from ragtrial.evaluation.judge.answers import AnswerSet
+from ragtrial.evaluation.judge.answers import AnswerSet, answer_context, answer_questions
 from ragtrial.evaluation.judge.cost_plan import estimate_cost, mean_question_tokens
 from ragtrial.evaluation.judge.pairs import NOT_ALIGNABLE, CannotRegenerate
 from ragtrial.evaluation.judge.pipeline import (
@@ -23,6 +27,7 @@ from ragtrial.evaluation.judge.pipeline import (
     self_check_design,
     unbiased_design,
 )
+from ragtrial.questions.sampling import questions_frame
 
 QUESTIONS = pd.DataFrame(
     {
@@ -84,7 +89,7 @@ def test_a_failed_answer_leaves_its_pairs_out_and_the_classic_protocol_can_run_a
     texts = {(q, m, 0): words(20) for q in QUESTIONS["question_id"] for m in ("naive_rag", "hybrid")}
     texts[("q1", "hybrid", 0)] = ""
     run = run_judge_pipeline(llm, cfg, design, QUESTIONS, answer_set(texts))
-    assert list(run.missing.itertuples(index=False)) == [("q1", "hybrid", 0)]
+    assert list(run.missing.itertuples(index=False)) == [("q1", "hybrid", 0, 0)]  # (..., trial)
     assert list(run.pairs["question_id"]) == ["q0", "q2"]
     assert list(run.answer_failures["question_id"]) == ["q1"]
     # no alignment and no unbiased judge: the classic protocol alone, once per pair
@@ -171,3 +176,151 @@ def test_the_plan_counts_the_calls_the_pipeline_makes(scripted, tmp_path):
         classic_positions=2,
     )
     pd.testing.assert_frame_equal(table, expected)
+
+
+# ---------------------------------------------------------------- what a trial re-runs (seed 000, IV-B)
+
+
+@dataclass
+class RunContext:
+    """What `answer_context` swaps: a run context's model client."""
+
+    llm: Any
+
+
+def trial_answers_reply(body: dict) -> str:
+    """Judge calls favour the answer shown first; an answer's words are its request's seed ("s<seed>",
+    method "short" adds "x"): "long" (max_tokens 97) writes 20 words, "short" 10, unless a target
+    length is asked for.
+    """
+    system = body["messages"][0]["content"]
+    if body.get("response_format"):
+        return first_position_judge(body)
+    target = re.search(r"Write the answer in about (\d+) words", system)
+    long = body["max_tokens"] == 97
+    n = int(target.group(1)) if target else 20 if long else 10
+    return words(n, f"s{body['seed']}" + ("" if long else "x"))
+
+
+def unbiased_requests(scripted) -> list[dict]:
+    judged = [r["body"] for r in scripted.chat_requests() if r["body"].get("response_format")]
+    return [b for b in judged if not shown_answers(b)[2]]
+
+
+def trials_shown(judged: list[dict]) -> set[str]:
+    """The seeds of the answers the judge requests showed."""
+    return {word.rstrip("x") for b in judged for word in (shown_answers(b)[0].split()[0],)}
+
+
+def run_trials(scripted, llm, scope: str):
+    from ragtrial.methods.base import Generator
+    from ragtrial.methods.retrieval_method import RetrievalMethod
+    from ragtrial.prompts import load_prompt
+    from ragtrial.records import Question
+
+    cfg = CFG.model_copy(update={"trials": 3, "trial_scope": scope, "answer_temperature": 0.9})
+    questions = [Question(question_id=f"q{i}", question=f"Question {i}?") for i in range(2)]
+
+    def runs(trial: int) -> dict:
+        ctx = answer_context(RunContext(llm), cfg, trial)
+        return {
+            (name, 0): RetrievalMethod(
+                name,
+                Generator(ctx.llm, load_prompt("summarize_query"), cap, first_line_only=False),
+                llm.ledger,
+                {},
+                None,
+                k=1,
+                budget=100,
+            )
+            for name, cap in (("long", 97), ("short", 96))
+        }
+
+    design = comparison_design(cfg, ["long", "short"])
+    answered = answer_questions(runs(0), questions, runs_for_trial=runs)
+    frame = questions_frame(questions)
+    return cfg, design, run_judge_pipeline(llm, cfg, design, frame, answered)
+
+
+def answer_requests(scripted) -> tuple[list[dict], list[dict]]:
+    """The answer requests sent, as first written and as regenerated to a target length."""
+    bodies = [r["body"] for r in scripted.chat_requests() if not r["body"].get("response_format")]
+    hinted = ["Write the answer in" in b["messages"][0]["content"] for b in bodies]
+    written = [b for b, h in zip(bodies, hinted, strict=True) if not h]
+    return written, [b for b, h in zip(bodies, hinted, strict=True) if h]
+
+
+def test_trials_of_scope_answers_write_align_and_judge_answers_of_their_own(scripted, tmp_path):
+    """Seed 000, IV-B: "We conduct M such trials to account for the LLM's randomness in generating
+    responses, and thus the evaluation process is re-executed for each trial" (trials = answers).
+    """
+    scripted.default_reply = trial_answers_reply
+    llm = make_llm(scripted.base_url, tmp_path)
+    cfg, design, run = run_trials(scripted, llm, "answers")
+    written, regenerated = answer_requests(scripted)
+    # every answer written again per trial (2 methods x 2 questions x 3 trials), as samples with a seed
+    # of their trial, and the shorter answer of each pair aligned again in every trial
+    assert len(written) == 2 * 2 * 3 and len(regenerated) == 2 * 3
+    assert sorted(b["seed"] for b in written) == [0] * 4 + [1] * 4 + [2] * 4
+    assert {b["temperature"] for b in written} == {0.9}
+    assert sorted(run.alignment_log["trial"]) == [0, 0, 1, 1, 2, 2]
+    assert (run.alignment_log["regenerations"] == 1).all() and len(run.aligned) == 6
+    # trial t's judge calls are shown trial t's answers, nothing else
+    judged = unbiased_requests(scripted)
+    assert len(judged) == 3 * 1 * 2 * 2  # M x N x 2 positions x questions
+    assert trials_shown(judged) == {"s0", "s1", "s2"}
+    judged_questions = run.unbiased.judgments.drop_duplicates(["trial", "question_id"])
+    assert sorted(judged_questions["trial"]) == [0, 0, 1, 1, 2, 2]
+    # each trial's requests had cache keys of their own: none was answered from the cache ...
+    answer_rows = llm.ledger.frame().query("stage == 'answer'")
+    assert len(answer_rows) == 12 + 6 and not answer_rows["cached"].any()
+    # ... and a rerun reuses them all: no request is sent again
+    sent = len(scripted.chat_requests())
+    rerun_llm = make_llm(scripted.base_url, tmp_path)
+    run_trials(scripted, rerun_llm, "answers")
+    assert len(scripted.chat_requests()) == sent and rerun_llm.ledger.frame()["cached"].all()
+    # the plan counts the answers and alignment once per trial
+    plans = {p.stage: p for p in planned_judge_calls(cfg, design, 2, ["long", "short"])}
+    assert plans["answer"].calls == len(written)
+    assert plans["length_alignment"].calls == 3 * 2 * (cfg.max_regenerations + 1)
+
+
+def test_trials_of_scope_judge_only_judge_the_answers_written_once(scripted, tmp_path):
+    """The kit's cheaper option, named and reported: the answers are written and aligned once and
+    only the judge is re-sampled per trial.
+    """
+    scripted.default_reply = trial_answers_reply
+    llm = make_llm(scripted.base_url, tmp_path)
+    cfg, design, run = run_trials(scripted, llm, "judge_only")
+    written, regenerated = answer_requests(scripted)
+    assert len(written) == 2 * 2 and len(regenerated) == 2
+    assert {b["seed"] for b in written} == {0}
+    judged = unbiased_requests(scripted)
+    assert len(judged) == 3 * 1 * 2 * 2 and trials_shown(judged) == {"s0"}
+    assert set(run.unbiased.judgments["trial"]) == {0, 1, 2} and set(run.alignment_log["trial"]) == {0}
+    plans = {p.stage: p for p in planned_judge_calls(cfg, design, 2, ["long", "short"])}
+    assert plans["answer"].calls == len(written)
+
+
+def test_trial_scope_answers_refuses_answers_it_cannot_write_again(scripted, tmp_path):
+    llm = make_llm(scripted.base_url, tmp_path)
+    cfg = CFG.model_copy(update={"trial_scope": "answers"})
+    texts = {(q, m, 0): words(20) for q in QUESTIONS["question_id"] for m in ("naive_rag", "hybrid")}
+    with pytest.raises(ValueError, match="written again per trial"):
+        design = comparison_design(cfg, ["naive_rag", "hybrid"])
+        run_judge_pipeline(llm, cfg, design, QUESTIONS, answer_set(texts))
+    assert scripted.chat_requests() == []
+
+
+def test_the_narrative_says_what_the_trials_re_ran(scripted, tmp_path):
+    from ragtrial.evaluation.findings import findings_table
+    from ragtrial.evaluation.judge.findings import run_findings
+    from ragtrial.report.narrative.judge import alignment_sentence
+
+    scripted.default_reply = trial_answers_reply
+    for scope, wording in (
+        ("answers", "Each of the 3 trials wrote"),
+        ("judge_only", "`trial_scope: judge_only`"),
+    ):
+        _, _, run = run_trials(scripted, make_llm(scripted.base_url, tmp_path / scope), scope)
+        assert wording in alignment_sentence(findings_table(run_findings(run)))

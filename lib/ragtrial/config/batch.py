@@ -3,8 +3,9 @@ optional grid, and `--set` overrides; expanded into validated `RunSpec`s. `resou
 and per run over it) say what one run asks of a Ray cluster (`ragtrial run --engine ray`); they are
 not settings, so they change no run id.
 
-A params file states only what it changes. Resolution order for one run:
-code defaults <- batch `settings` <- run `settings` <- grid point <- command-line `--set`.
+A params file states only what it changes. Resolution order for one run: code defaults <- the
+`settings_from` fragments (settings several batches share) <- batch `settings` <- run `settings` <-
+grid point <- command-line `--set`.
 Every error names the file and the dotted key, and is raised before any model call.
 """
 
@@ -189,9 +190,19 @@ class _RunEntry(BaseModel):
         return grid
 
 
+class SettingsFragment(BaseModel):
+    """A file of settings several batches share (`settings_from`): no runs of its own."""
+
+    model_config = ConfigDict(extra="forbid")
+    description: str = ""
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
 class BatchFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     description: str = ""
+    # fragments (paths relative to this file) whose settings this file's `settings` are laid over, in order
+    settings_from: list[str] = Field(default_factory=list)
     settings: dict[str, Any] = Field(default_factory=dict)
     runs: list[_RunEntry] = Field(min_length=1)
     workers: int = Field(1, ge=1)
@@ -222,6 +233,21 @@ def notebook_file(notebooks_dir: Path, name: str, where: str) -> Path:
     return candidate
 
 
+def shared_settings(path: Path, fragments: list[str]) -> dict[str, Any]:
+    """The settings of `fragments` (`settings_from` of the batch at `path`), merged in order."""
+    merged: dict[str, Any] = {}
+    for i, name in enumerate(fragments):
+        fragment = path.parent / name
+        if not fragment.is_file():
+            raise ParamsError(f"{path}: key 'settings_from.{i}': no params file {fragment}")
+        try:
+            shared = SettingsFragment.model_validate(load_yaml(fragment))
+        except ValidationError as err:
+            raise params_error(str(fragment), err) from None
+        merged = deep_merge(merged, shared.settings)
+    return merged
+
+
 def load_batch(
     path: str | Path,
     overrides: dict[str, Any] | None = None,
@@ -238,6 +264,7 @@ def load_batch(
         batch = BatchFile.model_validate(raw)
     except ValidationError as err:
         raise params_error(str(path), err) from None
+    batch_settings = deep_merge(shared_settings(path, batch.settings_from), batch.settings)
     specs: list[RunSpec] = []
     for i, entry in enumerate(batch.runs):
         if entry.include:
@@ -250,7 +277,7 @@ def load_batch(
             continue
         if notebooks_dir is not None:
             notebook_file(notebooks_dir, entry.notebook, f"{path}: key 'runs.{i}.notebook'")
-        base = deep_merge(batch.settings, entry.settings)
+        base = deep_merge(batch_settings, entry.settings)
         own = entry.resources.model_dump(exclude_unset=True) if entry.resources else {}
         resources = batch.resources.model_copy(update=own)
         keys = list(entry.grid)

@@ -29,10 +29,25 @@ class UnbiasedJudgeSettings(AnswerSettings):
         0.7,
         ge=0,
         le=2,
-        description="sampling temperature of 06's two runs of the self-vs-self method (they are samples) "
-        "and of length alignment's forced append",
+        description="sampling temperature of 06's two runs of the self-vs-self method (they are samples), "
+        "of every trial's answers under `trial_scope: answers` and of length alignment's forced append",
     )
-    trials: int = Field(3, ge=1, description="M: the whole evaluation re-run, every call a fresh sample")
+    trials: int = Field(
+        3,
+        ge=1,
+        description="M: trials, each a fresh sample of every judge call; `trial_scope` says whether the "
+        "answers are written again too",
+    )
+    trial_scope: Literal["answers", "judge_only"] = Field(
+        "judge_only",
+        description='what a trial re-runs. "answers" (seed 000, Section IV-B: "the evaluation process is '
+        're-executed for each trial"): every answer is written again as a sample of its own (replicate per '
+        "trial, at `answer_temperature`), length-aligned again and judged, so the trial spread holds the "
+        "answers' randomness and the judge's; \"judge_only\": the answers are written and aligned once and "
+        "only the judge is re-sampled per trial (the trial spread is judge noise alone; M times cheaper in "
+        "answers and alignment). An imported or an upstream system's answer cannot be sampled again: it "
+        "serves every trial either way",
+    )
     repeats: int = Field(1, ge=1, description="N: the same prompt issued N times per position")
     aspects: list[Literal["comprehensiveness", "relevance", "empowerment", "directness"]] = Field(
         ["comprehensiveness", "relevance", "empowerment", "directness"],

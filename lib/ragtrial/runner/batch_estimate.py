@@ -34,7 +34,7 @@ from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.evaluation.claim_verdicts import planned_calls as planned_verdicts
 from ragtrial.evaluation.claims import planned_calls as planned_claims
 from ragtrial.evaluation.grounding import planned_grounding
-from ragtrial.evaluation.judge.cost_plan import EMBEDDED_THROUGHPUT
+from ragtrial.evaluation.judge.cost_plan import EMBEDDED_THROUGHPUT, answer_rounds
 from ragtrial.evaluation.judge.pipeline import (
     JudgeDesign,
     comparison_design,
@@ -236,7 +236,9 @@ def _judge_pipeline(p: RunPlanner, cfg: UnbiasedJudgeSettings, design: JudgeDesi
     if n is None:
         return plans + [UNKNOWN_QUESTIONS]
     methods = list(dict.fromkeys(method for method, _ in design.answerers))
-    retrieval = [r for r in planned_answers(methods, n, cfg, p.settings) if r.stage != "answer"]
+    # every trial's answers retrieve again under `trial_scope: answers` (their calls are samples too)
+    asked = n * answer_rounds(cfg, design.unbiased)
+    retrieval = [r for r in planned_answers(methods, asked, cfg, p.settings) if r.stage != "answer"]
     return plans + retrieval + planned_judge_calls(cfg, design, n, answered_by_the_kit(methods, p.settings))
 
 

@@ -35,10 +35,10 @@ from ragtrial.evaluation.calibration.model import (
     uniform_difference,
 )
 from ragtrial.evaluation.judge.aggregate import classic_summary, unbiased_summary
-from ragtrial.evaluation.judge.answers import AnswerSet
+from ragtrial.evaluation.judge.answers import AnswerSet, MethodRun
 from ragtrial.evaluation.judge.audits import length_bias, sanity_table
 from ragtrial.evaluation.judge.pairs import make_pairs
-from ragtrial.evaluation.judge.pipeline import JudgeDesign, JudgeRun, MethodRun, run_judge_pipeline
+from ragtrial.evaluation.judge.pipeline import JudgeDesign, JudgeRun, run_judge_pipeline
 from ragtrial.evaluation.judge.protocols import CLASSIC_OUTCOME, POSITIONS, Judgments
 from ragtrial.llm.client import LLM
 from ragtrial.stats import OUTCOME_CODES, proportion_interval
@@ -128,7 +128,10 @@ class SimulatedWorld:
         """
         answers = AnswerSet(self.answer_texts, self.regenerate)
         design = self.design(classic_positions)
-        run = run_judge_pipeline(llm, judge, design, self.questions, answers, append=self.append)
+        # A simulated answer is not a sample that can be drawn again: every trial judges the one set,
+        # so the simulated trial spread is the judge's alone (`trial_scope: judge_only`).
+        fixed_answers = judge.model_copy(update={"trial_scope": "judge_only"})
+        run = run_judge_pipeline(llm, fixed_answers, design, self.questions, answers, append=self.append)
         for protocol in run.protocols:
             judged_without_failure(protocol)
         return run

@@ -43,6 +43,13 @@ def mean_question_tokens(questions: Sequence[str]) -> int:
 EMBEDDED_THROUGHPUT = {"prompt": 400.0, "text": 40.0, "json": 10.0}
 
 
+def answer_rounds(settings: UnbiasedJudgeSettings, unbiased: bool = True) -> int:
+    """How many times the answers are written and aligned: once per trial under `trial_scope: answers`
+    when the unbiased protocol runs (the classic one alone judges one trial), else once.
+    """
+    return settings.trials if unbiased and settings.trial_scope == "answers" else 1
+
+
 def estimate_cost(
     settings: UnbiasedJudgeSettings,
     n_questions: int,
@@ -59,21 +66,23 @@ def estimate_cost(
     """Dry-run estimate of calls and tokens, completion tokens at their maximum. Unbiased judge
     calls = M trials x N repeats x 2 positions x questions x pairs (all aspects in one call); length
     alignment is bounded by R regenerations plus one append per pair; answers count one generation
-    each (a map-reduce method's map calls come on top). Classic judge calls = orders x
-    `classic_repeats` x questions x pairs; without `unbiased` neither alignment nor the unbiased
-    judge runs. With a `throughput` (keys prompt, text, json in tokens/s), also the seconds those
+    each (a map-reduce method's map calls come on top); under `trial_scope: answers` (with the
+    unbiased protocol) the answers and their alignment come once per trial. Classic judge calls =
+    orders x `classic_repeats` x questions x pairs; without `unbiased` neither alignment nor the
+    unbiased judge runs. With a `throughput` (keys prompt, text, json in tokens/s), also the seconds those
     tokens take.
     """
     s = settings
     classic = cast("JudgeSettings", s)  # classic positions come with JudgeSettings only (06, 07)
     pairs = n_questions * n_pairs
     unbiased_pairs = pairs if unbiased else 0
+    rounds = answer_rounds(s, unbiased)
     plan = [
-        ("answers", "text", n_answers, answer_prompt_tokens, s.answer_max_tokens),
+        ("answers", "text", n_answers * rounds, answer_prompt_tokens, s.answer_max_tokens),
         (
             "length alignment (at most)",
             "text",
-            unbiased_pairs * (s.max_regenerations + 1),
+            rounds * unbiased_pairs * (s.max_regenerations + 1),
             answer_prompt_tokens,
             s.answer_max_tokens,
         ),

@@ -203,10 +203,28 @@ def missing_answers_finding(run: JudgeRun) -> Finding:
 
 
 def run_findings(run: JudgeRun) -> list[Finding]:
-    """A judge run's alignment and judge calls."""
-    return alignment_findings(run.alignment_log, run.settings.tolerance_words) + judge_call_findings(
-        run.judge_failures, run.costs
-    )
+    """A judge run's alignment, what its trials re-ran and its judge calls."""
+    alignment = alignment_findings(run.alignment_log, run.settings.tolerance_words)
+    return alignment + trial_scope_findings(run) + judge_call_findings(run.judge_failures, run.costs)
+
+
+def trial_scope_findings(run: JudgeRun) -> list[Finding]:
+    """What the unbiased protocol's trials re-ran (none when no pair was aligned): the trials, and
+    how many of them wrote and aligned answers of their own (`trial_scope`; seed 000 re-runs the
+    whole evaluation, answers included, in every trial).
+    """
+    log = run.alignment_log
+    if log.empty:
+        return []
+    return [
+        Finding("trials_run", "trials of the unbiased protocol", run.settings.trials, RUN_SETTINGS),
+        Finding(
+            "answer_trials",
+            "trials whose answers were written and aligned anew",
+            log["trial"].nunique(),
+            "alignment_log",
+        ),
+    ]
 
 
 def supported_pairs_findings(sanity: pd.DataFrame) -> list[Finding]:
@@ -320,4 +338,6 @@ def upstream_findings(
             ),
         ]
     rows += unbiased_pairs_findings(run.unbiased_result.summary)
-    return rows + alignment_findings(run.alignment_log, run.settings.tolerance_words)
+    return (
+        rows + alignment_findings(run.alignment_log, run.settings.tolerance_words) + trial_scope_findings(run)
+    )

@@ -5,13 +5,15 @@ tables both plan it from here).
 
 A `JudgeDesign` says what is judged (who answers, which pairs, the classic protocol's fixed orders,
 whether the unbiased protocol runs); the settings section (`UnbiasedJudgeSettings` and its
-subclasses) says how (alignment tolerance, M trials x N repeats, aspects, token caps, bootstrap).
+subclasses) says how (alignment tolerance, M trials x N repeats, what a trial re-runs, aspects,
+token caps, bootstrap).
 `run_judge_pipeline` returns a `JudgeRun`: every frame the notebooks save, the summaries computed
 when first read (the calibration studies read subsets of the judgments instead).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, cast
 import pandas as pd
 
 from ragtrial.evaluation.judge import aggregate
-from ragtrial.evaluation.judge.answers import AnswerSet
+from ragtrial.evaluation.judge.answers import AnswerSet, MethodRun
 from ragtrial.evaluation.judge.cost_plan import estimate_cost, mean_question_tokens, planned_calls
 from ragtrial.evaluation.judge.pairs import Append, align_lengths, all_pairs, llm_appender, make_pairs
 from ragtrial.evaluation.judge.protocols import (
@@ -35,8 +37,6 @@ from ragtrial.llm.plan import QUESTION_TOKENS, StagePlan
 
 if TYPE_CHECKING:
     from ragtrial.config.judge import JudgeSettings, UnbiasedJudgeSettings
-
-MethodRun = tuple[str, int]  # (method, replicate): one run of a method
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,10 @@ class JudgeRun:
 
     settings: UnbiasedJudgeSettings
     design: JudgeDesign
+    # Each of answers, missing, aligned and alignment_log has a `trial` column: the trial whose answers
+    # the row is of (under `trial_scope: judge_only` all are trial 0's, which every trial judges).
     answers: pd.DataFrame  # every answer, failed ones included (`AnswerSet.frame`)
-    pairs: pd.DataFrame  # PAIR_COLUMNS, the answers as generated
+    pairs: pd.DataFrame  # PAIR_COLUMNS, trial 0's answers as generated (the classic protocol's pairs)
     missing: pd.DataFrame  # the failed answers (question_id, method, replicate): their pairs are not judged
     aligned: pd.DataFrame  # the pairs length alignment kept, their answers as aligned
     alignment_log: pd.DataFrame  # one row per pair alignment tried (ALIGNMENT_LOG_COLUMNS)
@@ -153,16 +155,82 @@ def run_judge_pipeline(
     design: pairs of the answers that did not fail, the classic protocol on them as generated, length
     alignment (regenerating through `answered.regenerate`, then appending with `append`, by default
     the model at `answer_temperature`) and the unbiased protocol on the aligned pairs, in that order.
-    Judge calls run concurrently up to `llm.concurrency`; nothing failed is scored (see `JudgeRun`).
+    Under `trial_scope: answers` trial t >= 1 judges answers of its own (`answered.resample(t)`),
+    paired and aligned again; under `judge_only` every trial judges the one aligned set. The classic
+    protocol (one trial by definition) judges trial 0's pairs. Judge calls run concurrently up to
+    `llm.concurrency`; nothing failed is scored (see `JudgeRun`).
     """
-    answers = answered.frame
-    pairs, missing = make_pairs(
-        questions, answers[answers["failure"] == ""], design.method_pairs, design.replicates
-    )
+    resample = answered.resample
+    per_trial = cfg.trial_scope == "answers" and design.unbiased
+    if per_trial and resample is None:
+        raise ValueError("trial_scope answers needs answers that can be written again per trial (resample)")
+    first = _paired(design, questions, answered)
     classic = None
     if design.classic_positions:
         classic_cfg = cast("JudgeSettings", cfg)  # only 06's and 07's designs run the classic protocol
-        classic = judge_classic_with_settings(llm, pairs, classic_cfg, design.classic_positions)
+        classic = judge_classic_with_settings(llm, first[0], classic_cfg, design.classic_positions)
+    trial_runs = [_judge_trial(llm, cfg, design, answered, first, append, 0, 1 if per_trial else cfg.trials)]
+    later = (resample(t) for t in range(1, cfg.trials)) if per_trial and resample else iter(())
+    for trial, answer_set in enumerate(later, start=1):  # one trial's answers in memory at a time
+        paired = _paired(design, questions, answer_set)
+        trial_runs.append(_judge_trial(llm, cfg, design, answer_set, paired, append, trial, 1))
+
+    def stacked(name: str) -> pd.DataFrame:
+        frames = [getattr(run, name).assign(trial=trial) for trial, run in enumerate(trial_runs)]
+        return pd.concat(frames, ignore_index=True)
+
+    unbiased = Judgments(
+        *(pd.concat([getattr(r.unbiased, f) for r in trial_runs], ignore_index=True) for f in JUDGMENT_FRAMES)
+    )
+    return JudgeRun(
+        cfg,
+        design,
+        stacked("answers"),
+        first[0],
+        stacked("missing"),
+        stacked("aligned"),
+        stacked("alignment_log"),
+        classic,
+        unbiased,
+    )
+
+
+JUDGMENT_FRAMES = [f.name for f in dataclasses.fields(Judgments)]
+
+
+@dataclass(frozen=True)
+class _Trial:
+    """One trial's answers (under `judge_only`, the answers every trial judges) and their judging."""
+
+    answers: pd.DataFrame
+    missing: pd.DataFrame
+    aligned: pd.DataFrame
+    alignment_log: pd.DataFrame
+    unbiased: Judgments
+
+
+def _paired(
+    design: JudgeDesign, questions: pd.DataFrame, answered: AnswerSet
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`make_pairs` of the design on the answers that did not fail."""
+    answers = answered.frame
+    return make_pairs(questions, answers[answers["failure"] == ""], design.method_pairs, design.replicates)
+
+
+def _judge_trial(
+    llm: LLM,
+    cfg: UnbiasedJudgeSettings,
+    design: JudgeDesign,
+    answered: AnswerSet,
+    paired: tuple[pd.DataFrame, pd.DataFrame],
+    append: Append | None,
+    first_trial: int,
+    trials: int,
+) -> _Trial:
+    """`answered`'s pairs (and missing answers, `paired`) length-aligned, then judged by the unbiased
+    protocol in `trials` trials numbered from `first_trial`.
+    """
+    pairs, missing = paired
     aligned, alignment_log = align_lengths(
         pairs if design.unbiased else pairs.iloc[:0],
         answered.regenerate,
@@ -175,12 +243,13 @@ def run_judge_pipeline(
         llm,
         aligned,
         cfg.aspects,
-        trials=cfg.trials,
+        trials=trials,
+        first_trial=first_trial,
         repeats=cfg.repeats,
         max_tokens=cfg.judge_max_tokens,
         temperature=cfg.judge_temperature,
     )
-    return JudgeRun(cfg, design, answers, pairs, missing, aligned, alignment_log, classic, unbiased)
+    return _Trial(answered.frame, missing, aligned, alignment_log, unbiased)
 
 
 # ---------------------------------------------------------------- its cost, before paying

@@ -171,8 +171,10 @@ def judge_unbiased(
     repeats: int,
     max_tokens: int,
     temperature: float,
+    first_trial: int = 0,
 ) -> Judgments:
-    """Rubric scores of both answers, in both orders, `repeats` times per order, in `trials` trials.
+    """Rubric scores of both answers, in both orders, `repeats` times per order, in `trials` trials
+    numbered from `first_trial` (a trial judging answers of its own is judged alone, under its number).
     score_a / score_b are method_a's / method_b's scores whatever slot the answer was shown in.
     Every (trial, repeat) has its own replicate, so each is a distinct cached model call.
     """
@@ -185,7 +187,8 @@ def judge_unbiased(
             out.append({"aspect": aspect, "score_a": a, "score_b": b})
         return out
 
-    calls = [(t, r, p) for t in range(trials) for r in range(repeats) for p in POSITIONS]
+    numbers = range(first_trial, first_trial + trials)
+    calls = [(t, r, p) for t in numbers for r in range(repeats) for p in POSITIONS]
     return _judge(
         llm,
         pairs,

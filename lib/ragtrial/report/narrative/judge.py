@@ -102,7 +102,26 @@ def alignment_sentence(findings: pd.DataFrame) -> str:
             f" The mean word gap of the kept pairs went from {_value(findings, 'aligned_gap_before'):.1f} to "
             f"{_value(findings, 'aligned_gap_after'):.1f}."
         )
-    return text
+    return text + trial_scope_sentence(findings)
+
+
+def trial_scope_sentence(findings: pd.DataFrame) -> str:
+    """What each trial re-ran: answers of its own (seed 000's trials) or the judge alone."""
+    if not _states(findings, "answer_trials"):
+        return ""
+    trials, fresh = int(_value(findings, "trials_run")), int(_value(findings, "answer_trials"))
+    if trials == 1:
+        return " One trial: its answers were written and aligned once."
+    if fresh == trials:
+        return (
+            f" Each of the {trials} trials wrote, aligned and judged answers of its own "
+            "(`trial_scope: answers`, as seed 000 re-executes the evaluation per trial)."
+        )
+    return (
+        f" The answers were written and aligned once and each of the {trials} trials re-sampled the judge "
+        "alone (`trial_scope: judge_only`): the trial spread is the judge's noise, not the answers' (seed "
+        "000 writes every answer again in every trial)."
+    )
 
 
 def judge_failure_sentence(findings: pd.DataFrame) -> str:
