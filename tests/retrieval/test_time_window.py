@@ -99,7 +99,7 @@ WALK_TEXTS = [
 WINDOWED = "Who was the chief executive of Kest Works in 2012?"
 
 
-def _walk_index() -> tuple[GraphIndex, dict[str, str]]:
+def walk_index() -> tuple[GraphIndex, dict[str, str]]:
     """The index of WALK_TEXTS (one document each) and each passage's chunk id by its place name."""
     documents = records_frame(
         [Document(doc_id=f"d{i}", title="", text=t) for i, t in enumerate(WALK_TEXTS)], Document
@@ -119,7 +119,7 @@ def test_a_filtered_walk_takes_no_out_of_window_relation_and_counts_it(name):
     """Seed 004 step 3: "filter during retrieval". The walk (breadth-first, or HippoRAG's PageRank) does
     not cross Ada Lind's 2001-2010 relation in 2012, so her Tarn passage is never reached.
     """
-    index, chunk = _walk_index()
+    index, chunk = walk_index()
     parts = RetrieverParts(embedder=EMBEDDER)
     unfiltered = make_retriever(name, index, parts, RetrievalSettings()).retrieve(WINDOWED, 5)
     filtered = make_retriever(name, index, parts, RetrievalSettings(time_filter=True)).retrieve(WINDOWED, 5)
@@ -132,7 +132,7 @@ def test_a_filtered_walk_takes_no_out_of_window_relation_and_counts_it(name):
 
 
 def test_graph_hybrid_fuses_the_filtered_walk_and_says_what_it_dropped():
-    index, chunk = _walk_index()
+    index, chunk = walk_index()
     parts, settings = RetrieverParts(embedder=EMBEDDER), RetrievalSettings(time_filter=True)
     found = make_retriever("graph_hybrid", index, parts, settings).retrieve(WINDOWED, 5)
     assert found.notes["time_filtered"] == 1 and found.notes["time_window"] == [2012, 2012]
@@ -143,7 +143,7 @@ def test_graph_hybrid_fuses_the_filtered_walk_and_says_what_it_dropped():
 
 
 def test_kg_triplets_drops_the_out_of_window_triplet_and_counts_it():
-    index, _ = _walk_index()
+    index, _ = walk_index()
     parts = RetrieverParts(embedder=EMBEDDER)
     unfiltered = make_retriever("kg_triplets", index, parts, RetrievalSettings()).retrieve(WINDOWED, 5)
     filtered = make_retriever("kg_triplets", index, parts, RetrievalSettings(time_filter=True)).retrieve(
@@ -161,7 +161,7 @@ def test_kg_triplets_drops_the_out_of_window_triplet_and_counts_it():
 
 
 def test_the_postgres_walk_refuses_a_filter_it_cannot_apply():
-    index, _ = _walk_index()
+    index, _ = walk_index()
     parts = RetrieverParts(
         embedder=EMBEDDER, store=StoreSettings(retrieval="postgresql", url="postgresql://127.0.0.1:1/x")
     )
