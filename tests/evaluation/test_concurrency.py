@@ -126,6 +126,7 @@ def methods(llm: LLM) -> list:
             reduce_budget=500,
             reduce_prompt=None,
             seed=3,
+            entity_names={},
         ),
     ]
 

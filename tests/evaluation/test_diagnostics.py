@@ -5,11 +5,17 @@ computed showing as unavailable (never 0).
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import make_llm
+from methods.test_methods import Run
 from retrieval.test_retrieval import EMBEDDER, graph_index
 
+from ragtrial.config import Settings
 from ragtrial.config.diagnostics import DiagnosticsSettings
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.evaluation.answer_metrics import strip_citations
@@ -24,6 +30,8 @@ from ragtrial.evaluation.diagnostics import (
     recall_table,
     retrieved_elements,
 )
+from ragtrial.evaluation.run_methods import run_methods
+from ragtrial.methods.registry import make_methods
 from ragtrial.records import GoldEdge, Question
 from ragtrial.retrieval.packing import context_entries, format_context
 
@@ -228,3 +236,72 @@ def test_only_calls_that_build_the_context_make_a_method_model_dependent():
         columns=["kind", "stage", "method"],
     )
     assert model_retrieval_methods(ledger, ["naive_rag", "global_search"]) == ["global_search"]
+
+
+# ---------------------------------------------------------------- how a community counts (issue 35, item 4)
+
+
+def test_global_search_retrieves_only_what_its_shown_text_names_not_every_member(scripted, tmp_path):
+    """Seed 004: entity recall = gold entities present in the retrieved subgraph. Global search shows the
+    reduce step map points, not communities: a point counts the members its text names, and of the
+    communities it came from the relations between two named entities. Community A (Alvor, Beilun,
+    Cairdo) has a report naming Alvor and Beilun; community B (Durmask) is mapped in the same batch.
+    """
+    index = graph_index(
+        [("Alvor", "Beilun"), ("Beilun", "Cairdo"), ("Cairdo", "Durmask")],
+        {"c1": ["Alvor", "Beilun"], "c2": ["Beilun", "Cairdo"], "c3": ["Cairdo", "Durmask"]},
+    )
+    communities = pd.DataFrame(
+        {
+            "community_id": ["A", "B"],
+            "level": 0,
+            "parent_id": "",
+            "entity_ids": [["e-Alvor", "e-Beilun", "e-Cairdo"], ["e-Durmask"]],
+            "relation_ids": [["r-Alvor-Beilun", "r-Beilun-Cairdo"], []],
+            "chunk_ids": [["c1", "c2"], ["c3"]],
+            "size": [3, 1],
+        }
+    )
+    reports = pd.DataFrame(
+        {
+            "community_id": ["A", "B"],
+            "level": 0,
+            "title": ["Alvor's partnership", "Durmask"],
+            "summary": "",
+            "findings": [[], []],
+            "rating": 5.0,
+            "full_text": ["Alvor's partnership: Alvor works with Beilun.", "Durmask stands alone."],
+            "entity_ids": [["e-Alvor", "e-Beilun", "e-Cairdo"], ["e-Durmask"]],
+            "chunk_ids": [["c1", "c2"], ["c3"]],
+        }
+    )
+    index = dataclasses.replace(index, communities=communities, community_reports=reports)
+
+    def reply(body: dict) -> str:
+        if "response_format" not in body:
+            return "Beilun works with Alvor [1]."
+        points = [{"description": "ALVOR works with Beilun.", "score": 80}]
+        return json.dumps({"points": points + [{"description": "Unrelated to any name.", "score": 50}]})
+
+    scripted.default_reply = reply
+    llm = make_llm(scripted.base_url, tmp_path, max_retries=0)
+    settings = Settings()
+    methods, _ = make_methods(["global_search_c0"], index, Run(settings, llm), settings.qa)
+    answers = run_methods(methods, [QUESTION])
+    maps = [r for r in scripted.chat_requests() if "response_format" in r["body"]]
+    assert len(maps) == 1  # both reports in one batch: the whole batch used to be every point's provenance
+    assert "Cairdo" not in answers["context_text"].iloc[0]  # no shown text names Cairdo or Durmask
+    elements = retrieved_elements(answers, index).iloc[0]
+    assert list(elements["context_community_ids"]) == ["A"]  # the point names A's members only
+    assert list(elements["retrieved_entity_ids"]) == ["e-Alvor", "e-Beilun"]  # not Cairdo, not Durmask
+    assert list(elements["retrieved_relation_ids"]) == ["r-Alvor-Beilun"]  # Beilun-Cairdo: Cairdo unnamed
+    assert elements["element_mapping"] == "graph items + community relations between named entities"
+    recall = recall_table(
+        retrieved_elements(answers, index),
+        link_gold([QUESTION], index, EMBEDDER, RetrievalSettings()),
+        index,
+        [QUESTION],
+        SETTINGS,
+    ).iloc[0]
+    assert recall["entity_recall"] == pytest.approx(2 / 3)  # Cairdo is a member, but never shown
+    assert recall["relationship_recall"] == pytest.approx(1 / 2)

@@ -1,7 +1,16 @@
-import pandas as pd
+import dataclasses
+import json
 
+import pandas as pd
+from conftest import make_llm
+from methods.test_methods import Run
+from retrieval.test_time_window import WINDOWED, walk_index
+
+from ragtrial.config import Settings
+from ragtrial.evaluation.run_methods import run_methods
 from ragtrial.evaluation.temporal import temporal_checks
 from ragtrial.index.tables import GraphIndex
+from ragtrial.methods.registry import make_methods
 from ragtrial.records import GoldEdge, Question
 
 # Kest Works' chief executives: Ada Lind 2001-2010, then Cal Moor since 2010.
@@ -125,3 +134,44 @@ def test_relations_mapped_from_shown_passages_are_checked_too():
     answers = _answers(("passages", "Ada Lind.", [])).assign(retrieved_relation_ids=[["r-ada"]])
     checks = temporal_checks(answers, QUESTIONS, INDEX, (GOLD_ENTITIES, GOLD_RELATIONS)).set_index("method")
     assert checks.loc["passages", ["dated_relations", "out_of_window"]].tolist() == [1, 1]
+
+
+def test_global_search_is_marked_unfiltered_and_a_walk_counts_what_the_window_dropped(scripted, tmp_path):
+    """Seed 004 step 3 ("filter during retrieval"), run end to end with the filter on: graph_walk never
+    shows Ada Lind's Tarn passage in 2012 and its answer counts the dropped relation; global search
+    still shows the report on her 2001-2010 tenure (reports summarise every date) and is marked
+    unfiltered (<NA>), never as a filter that dropped nothing.
+    """
+    index, chunk = walk_index()
+    ada = index.entities.loc[index.entities["name"] == "Ada Lind", "entity_id"].iloc[0]
+    kest = index.entities.loc[index.entities["name"] == "Kest Works", "entity_id"].iloc[0]
+    report = "Ada Lind led Kest Works from 2001 to 2010."
+    reports = pd.DataFrame(
+        {
+            "community_id": ["A"],
+            "level": 0,
+            "title": ["Kest Works"],
+            "summary": "",
+            "findings": [[]],
+            "rating": 5.0,
+            "full_text": [report],
+            "entity_ids": [[ada, kest]],
+            "chunk_ids": [[]],
+        }
+    )
+    index = dataclasses.replace(index, community_reports=reports)
+    scripted.default_reply = lambda body: (
+        json.dumps({"points": [{"description": report, "score": 80}]})
+        if "response_format" in body
+        else "Cal Moor."
+    )
+    llm = make_llm(scripted.base_url, tmp_path, max_retries=0)
+    settings = Settings(retrieval={"time_filter": True})
+    question = Question(question_id="t1", question=WINDOWED, answers=["Cal Moor"], question_type="temporal")
+    methods, _ = make_methods(["graph_walk", "global_search_c0"], index, Run(settings, llm), settings.qa)
+    answers = run_methods(methods, [question]).set_index("method", drop=False)
+    assert chunk["Tarn"] not in answers.loc["graph_walk", "context_ids"]
+    assert report in answers.loc["global_search_c0", "context_text"]  # the out-of-window tenure is shown
+    checks = temporal_checks(answers, [question], index).set_index("method")
+    assert checks.loc["graph_walk", "time_filtered"] == 1
+    assert pd.isna(checks.loc["global_search_c0", "time_filtered"])

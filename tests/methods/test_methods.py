@@ -223,6 +223,7 @@ def global_search(llm, reports, **budgets) -> MapReduceMethod:
         llm,
         max_points=2,
         reduce_prompt=None,
+        entity_names={},
         **{"point_max_chars": 160, **budgets},
     )
 

@@ -53,6 +53,7 @@ SHARES = pd.DataFrame(
 TEMPORAL = pd.DataFrame(
     {
         "method": ["naive_rag", "naive_rag", "naive_rag"],
+        "time_filtered": pd.array([None, None, None], dtype="Int64"),
         "answer_respects": [True, False, None],
         "subgraph_respects": [True, False, None],
     }
@@ -87,6 +88,30 @@ def test_temporal_sentences_count_determined_answers_and_retrieval_origin():
     ]
 
 
+def test_temporal_sentences_say_per_method_whether_the_window_filtered_it():
+    """Seed 004: "filter during retrieval". A filtered method says in how many answers and what it
+    dropped; global search and passages say why they are not filtered.
+    """
+    temporal = pd.DataFrame(
+        {
+            "method": ["graph_walk", "graph_walk", "global_search", "naive_rag"],
+            "time_filtered": pd.array([2, 0, None, None], dtype="Int64"),
+            "answer_respects": [True, True, True, True],
+            "subgraph_respects": [True, True, None, None],
+        }
+    )
+    lines = temporal_sentences(findings_table(temporal_findings(temporal, time_filter=True)))
+    assert "where a method can be filtered" in lines[0]
+    assert "graph_walk: filtered by the window in 2 of 2 answers (2 relations and claims dropped)" in lines[1]
+    assert (
+        "global_search: not filtered by the window (community reports summarise relations of every"
+        in lines[2]
+    )
+    assert "naive_rag: not filtered by the window (passages are never filtered)" in lines[3]
+    off = temporal_sentences(findings_table(temporal_findings(temporal, time_filter=False)))
+    assert "is off" in off[0] and not any("filtered by the window" in line for line in off)
+
+
 def test_contradiction_sentences_name_silent_picks_as_failures():
     found = findings_table(contradiction_findings(CONTRADICTIONS))
     assert stated(found, "silent_picks", "hybrid")["value"] == 1
@@ -118,6 +143,7 @@ def test_findings_put_indexing_first_and_advise_fixing_retrieval():
     assert "2 of 10 gold entities are not in the index" in text
     assert "fix retrieval (ingestion, traversal depth, query expansion) before tuning prompts" in text
     assert "measured without a model call for graph_walk, naive_rag." in text
+    assert "counts as retrieved only the entities its text names" in text  # how a community counts
     assert "not research findings" in text
     with_model = narrate(saved_tables(["naive_rag"])).findings
     assert "for naive_rag the context itself came through model calls" in with_model

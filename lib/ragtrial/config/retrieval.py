@@ -111,11 +111,14 @@ class RetrievalSettings(Section):
     keywords_max_tokens: int = Field(64, gt=0, description="reply token cap of lightrag's keyword call")
     time_filter: bool = Field(
         False,
-        description="graph retrievers (fastgraphrag, local_search, lightrag) drop relation and claim items "
-        "whose validity (the index's valid_from / valid_to, claims' dates) lies outside the question's time "
-        'window ("in 2005", "before 2010", "between 2001 and 2005", ...); undated items and passages are '
-        "never filtered (graph_walk and the passage retrievers show passages only); the number dropped is "
-        'counted in the retrieval notes ("time_filtered")',
+        description='graph retrievers keep only what is valid in the question\'s time window ("in 2005", '
+        '"before 2010", "between 2001 and 2005", ...; validity: the index\'s valid_from / valid_to, claims\' '
+        "dates): fastgraphrag, local_search, lightrag and kg_triplets drop relation (and claim) items "
+        "outside it; graph_walk, graph_hybrid's walk, their Cypher twins and hipporag walk only relations "
+        "valid in it. "
+        "Undated items and passages are never filtered; global_search and ts are not filtered (community "
+        "reports summarise relations of every date); graph_walk_postgresql refuses the filter (no validity "
+        'in its edge table). The number dropped is counted in the retrieval notes ("time_filtered")',
     )
 
     @model_validator(mode="after")

@@ -102,10 +102,15 @@ class IndexElements:
 
 def retrieved_elements(answers: pd.DataFrame, index: GraphIndex) -> pd.DataFrame:
     """`answers` with the entities and relations its context held, as index ids: the ids graph items
-    carry, the members of community reports shown, and for shown passages (items of kind chunk) the
-    entities and relations the index extracted from those chunks (`element_mapping` says which
-    sources an answer's sets came from). Relation items carry their two ends as entity ids (their
-    text names them); no other end is added, so the recall guard sees what was really retrieved.
+    carry, for the communities of shown reports and map points the community's relations between
+    two entities the context names, and for shown passages (items of kind chunk) the entities and
+    relations the index extracted from those chunks (`element_mapping` says which sources an
+    answer's sets came from). A community counts by its text, never by membership: a report or a
+    map point carries as entities only the members its text names (`retrieval.base.named_entities`;
+    the kit's reports cite no ids), and of the community's relations only those joining two named
+    entities (the seed's edges among retrieved nodes, within the community the text summarises).
+    Relation items carry their two ends as entity ids (their text names them); no other end is
+    added, so the recall guard sees what was really retrieved.
     """
     elements = IndexElements(index)
     rows = []
@@ -115,11 +120,14 @@ def retrieved_elements(answers: pd.DataFrame, index: GraphIndex) -> pd.DataFrame
         relations = [list(a.context_relation_ids)]
         if len(a.context_entity_ids) or len(a.context_relation_ids):
             how.append("graph items")
+        named = set(a.context_entity_ids)
         communities = [c for c in a.context_community_ids if c in elements.community]
-        if communities:
-            how.append("community members")
-            entities += [elements.community[c][0] for c in communities]
-            relations += [elements.community[c][1] for c in communities]
+        between_named = [
+            [r for r in elements.community[c][1] if set(elements.ends[r]) <= named] for c in communities
+        ]
+        if any(between_named):
+            how.append("community relations between named entities")
+            relations += between_named
         if len(a.passage_ids):
             how.append("passage mentions")
             entities += [elements.entities_of_chunk.get(c, []) for c in a.passage_ids]

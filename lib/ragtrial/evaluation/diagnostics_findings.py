@@ -124,9 +124,53 @@ def _window_findings(method: str, flags: pd.Series, what: str) -> list[Finding]:
     ]
 
 
+# Why a method's context is not filtered by a question's window, by what it is built from
+# (`methods.registry.METHODS`' family).
+UNFILTERED_BECAUSE = {
+    "community_reports": "community reports summarise relations of every date, so none can be dropped "
+    "by a window",
+    "passages": "passages are never filtered",
+    "none": "it shows no context",
+    "gold": "its context is the gold subgraph",
+    "graph": "its retrieval applied no window (the filter is off, or every question fell back)",
+    "both": "its graph part applied no window",
+}
+
+
+def unfiltered_reason(method: str) -> str:
+    """Why `method`'s retrieval applied no time window (a method the kit does not build: not its filter)."""
+    from ragtrial.methods.registry import METHODS  # lazy: the findings need no method built
+
+    if method not in METHODS:
+        return "it is not a kit method, so the kit's window filter never ran"
+    return UNFILTERED_BECAUSE[METHODS.entry(method).metadata["family"]]
+
+
+def filter_findings(method: str, dropped: pd.Series) -> list[Finding]:
+    """Whether `method`'s retrieval applied the window (`dropped`: per answer the count it dropped,
+    <NA> where it applied none): the answers it was applied to, what it dropped, and when never
+    applied, why (the figure).
+    """
+    applied = dropped.dropna()
+    found = [
+        Finding(
+            "window_applied", "answers whose retrieval applied the window", len(applied), "temporal", method
+        ),
+        Finding(
+            "time_filtered", "relations and claims the window dropped", int(applied.sum()), "temporal", method
+        ),
+    ]
+    if applied.empty:
+        found.append(
+            Finding("window_not_applied", unfiltered_reason(method), len(dropped), "temporal", method)
+        )
+    return found
+
+
 def temporal_findings(temporal: pd.DataFrame, time_filter: bool) -> list[Finding]:
-    """Per method, whether the answer and the retrieved subgraph respect the questions' time windows,
-    and how many wrong-time answers came with out-of-window context.
+    """Per method, whether its retrieval filtered by the question's window (`filter_findings`),
+    whether the answer and the retrieved subgraph respect the questions' time windows, and how many
+    wrong-time answers came with out-of-window context.
     """
     found = [
         Finding(
@@ -138,6 +182,7 @@ def temporal_findings(temporal: pd.DataFrame, time_filter: bool) -> list[Finding
     ]
     for method, group in temporal.groupby("method", sort=False):
         violated = group[group["answer_respects"].eq(False)]
+        found += filter_findings(method, group["time_filtered"])
         found += _window_findings(method, group["answer_respects"], "answer")
         found += _window_findings(method, group["subgraph_respects"], "subgraph")
         found += [

@@ -8,6 +8,7 @@ checked. Relation validity is the index's `valid_from` / `valid_to` (`index.date
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 
 import pandas as pd
@@ -27,6 +28,7 @@ COLUMNS = [
     "dated_relations",
     "in_window",
     "out_of_window",
+    "time_filtered",
     "subgraph_respects",
     "answer_respects",
 ]
@@ -99,6 +101,9 @@ def temporal_checks(
 
     - dated_relations: those retrieved relations with a stated validity;
       in_window / out_of_window: of those, overlapping the window or not.
+    - time_filtered: the relations and claims the answer's retrieval dropped as outside the window
+      (its notes' `time_filtered`, `retrieval.time_filter`); <NA> when its retrieval applied no
+      window (the filter off, a method that cannot be filtered such as global search, a fallback).
     - subgraph_respects: of the dated retrieved relations touching a gold entity of the question,
       none lies outside the window (False if one does; None when there is no such relation).
     - answer_respects: True when the answer names a gold answer and no wrong holder; False when it
@@ -125,6 +130,7 @@ def temporal_checks(
         touching = [
             r for r in shown if rels["source_id"].iat[r] in gold_ids or rels["target_id"].iat[r] in gold_ids
         ]
+        notes = json.loads(answer.notes) if isinstance(getattr(answer, "notes", None), str) else {}
         names_gold = not answer.failure and _names_any(answer.text, question.answers)
         wrong = _wrong_holders(question, window, gold_graph) if gold_graph is not None else set()
         names_wrong = not answer.failure and _names_any(answer.text, wrong)
@@ -138,6 +144,7 @@ def temporal_checks(
                 "dated_relations": len(shown),
                 "in_window": int(sum(ok[r] for r in shown)),
                 "out_of_window": int(sum(not ok[r] for r in shown)),
+                "time_filtered": notes.get("time_filtered"),
                 "subgraph_respects": all(ok[r] for r in touching) if touching else None,
                 "answer_respects": True
                 if names_gold and not names_wrong
@@ -150,6 +157,7 @@ def temporal_checks(
         {
             "window_start": "Int64",
             "window_end": "Int64",
+            "time_filtered": "Int64",
             "subgraph_respects": object,
             "answer_respects": object,
         }

@@ -5,7 +5,7 @@ paper's TS condition over source chunks.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field, create_model
@@ -19,7 +19,7 @@ from ragtrial.llm.structured import TOO_LONG, at_length_cap, failure_kind
 from ragtrial.methods.base import NO_DATA_ANSWER, Draft, Generator, Method, MethodUnavailable
 from ragtrial.prompts import Prompt, load_prompt
 from ragtrial.records import Question, ordered_union
-from ragtrial.retrieval.base import ContextItem
+from ragtrial.retrieval.base import ContextItem, entity_names, named_entities, report_item
 from ragtrial.retrieval.packing import batch_units, format_context, pack_context
 
 
@@ -36,13 +36,39 @@ def map_schema(max_points: int, point_max_chars: int | None) -> type[BaseModel]:
     return create_model("MapReply", points=(list[point], Field(max_length=max_points)))
 
 
+def point_provenance(
+    text: str, batch: Sequence[ContextItem], entity_names: Mapping[str, str]
+) -> dict[str, list[str]]:
+    """A map point's own provenance, not its whole batch's: the entities of the batch's units that
+    the point's text names (`named_entities`), and the chunks, relations and communities of the
+    units those entities came from. A point naming none carries nothing. A batch whose units carry
+    no entities (TS's source chunks) has nothing to trace a point by, so its points carry the
+    whole batch's provenance.
+    """
+    traceable = [u for u in batch if u.entity_ids]
+    if not traceable:
+        sources, named = list(batch), []
+    else:
+        candidates = ((e, entity_names[e]) for e in ordered_union(u.entity_ids for u in traceable))
+        named = named_entities(text, candidates)
+        sources = [u for u in traceable if not set(named).isdisjoint(u.entity_ids)]
+    return {
+        "chunk_ids": ordered_union(u.chunk_ids for u in sources),
+        "entity_ids": named,
+        "relation_ids": ordered_union(u.relation_ids for u in sources),
+        "community_ids": ordered_union(u.community_ids for u in sources),
+    }
+
+
 class MapReduceMethod(Method):
     """GraphRAG's global search (units = the community reports of one level) and the paper's TS
     condition (units = source chunks): units are shuffled once (seeded) and cut into batches that
     fit `map_budget`; each batch yields points scored 0-100 for helpfulness (structured output);
     0-score points are dropped, the rest sorted by score and packed into `reduce_budget` for one
     final generation. A failed map batch is recorded and skipped; only when every batch failed
-    has the method no answer.
+    has the method no answer. Each point carries its own provenance (`point_provenance`: the
+    entities it names, by `entity_names`, entity id -> name), so the diagnostics count what the
+    reduce context shows, not every member of every report mapped beside it.
     """
 
     def __init__(
@@ -61,6 +87,7 @@ class MapReduceMethod(Method):
         reduce_budget: int,
         reduce_prompt: Prompt | None,
         seed: int,
+        entity_names: Mapping[str, str],
     ):
         super().__init__(name, generator, ledger, doc_of_chunk)
         if not units:
@@ -76,6 +103,7 @@ class MapReduceMethod(Method):
             point_max_chars,
         )
         self.reduce_budget, self.reduce_prompt = reduce_budget, reduce_prompt
+        self.entity_names = entity_names
 
     def _map(self, question: Question, batch: list[ContextItem]) -> list[ContextItem]:
         messages = self.map_prompt.render(
@@ -89,13 +117,13 @@ class MapReduceMethod(Method):
             prompt=self.map_prompt,
             max_tokens=self.map_max_tokens,
         )
-        provenance = {
-            attr: ordered_union(getattr(u, attr) for u in batch)
-            for attr in ("chunk_ids", "entity_ids", "relation_ids", "community_ids")
-        }
         return [
             ContextItem(
-                kind="map_answer", text=p.description, score=float(p.score), retriever=self.name, **provenance
+                kind="map_answer",
+                text=p.description,
+                score=float(p.score),
+                retriever=self.name,
+                **point_provenance(p.description, batch, self.entity_names),
             )
             for p in reply.points
         ]
@@ -144,19 +172,8 @@ class MapReduceMethod(Method):
 def report_units(index: GraphIndex, level: int) -> list[ContextItem]:
     """The community reports of `level` as map units (full text, as GraphRAG maps over)."""
     reports = index.community_reports[index.community_reports["level"] == level]
-    return [
-        ContextItem(
-            kind="community_report",
-            text=r.full_text or f"{r.title}\n{r.summary}",
-            score=float(r.rating),
-            retriever="global_search",
-            chunk_ids=list(r.chunk_ids),
-            entity_ids=list(r.entity_ids),
-            relation_ids=[],
-            community_ids=[r.community_id],
-        )
-        for r in reports.itertuples(index=False)
-    ]
+    names = entity_names(index)
+    return [report_item(r, names, "global_search") for r in reports.itertuples(index=False)]
 
 
 def chunk_units(index: GraphIndex) -> list[ContextItem]:

@@ -22,7 +22,7 @@ from ragtrial.methods.selection import SelectionMethod
 from ragtrial.methods.upstream.method import UpstreamMethod, UpstreamMode, UpstreamSession
 from ragtrial.prompts import load_prompt
 from ragtrial.registry import Registry
-from ragtrial.retrieval.base import ContextItem, Retriever
+from ragtrial.retrieval.base import ContextItem, Retriever, entity_names
 from ragtrial.retrieval.registry import RETRIEVERS, STORE_TWINS, make_retriever
 
 if TYPE_CHECKING:
@@ -97,6 +97,7 @@ class Toolkit:
             reduce_budget=s.context_budget,
             reduce_prompt=reduce_prompt,
             seed=s.seed,
+            entity_names=entity_names(self.index),
         )
 
 

@@ -8,7 +8,7 @@ built, so a query costs one question embedding plus a few sparse products.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -16,9 +16,11 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from ragtrial.config.store import StoreSettings
+from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
 from ragtrial.records import ordered_union
+from ragtrial.text import occurs_as_words
 
 # ---------------------------------------------------------------- the contract
 
@@ -35,6 +37,37 @@ class ContextItem:
     entity_ids: list[str] = field(default_factory=list)
     relation_ids: list[str] = field(default_factory=list)
     community_ids: list[str] = field(default_factory=list)
+
+
+def named_entities(text: str, candidates: Iterable[tuple[str, str]]) -> list[str]:
+    """The ids of the (entity id, name) `candidates` whose name `text` names: the normalized name
+    occurs in the normalized text as whole words. What a community report or a map point shows of
+    its community's members (a report's text names some of them; membership alone is not shown).
+    """
+    shown = normalize_name(text)
+    return list(dict.fromkeys(e for e, name in candidates if occurs_as_words(normalize_name(name), shown)))
+
+
+def entity_names(index: GraphIndex) -> dict[str, str]:
+    """Entity id -> name, what `point_provenance` and `report_item` trace names by."""
+    return dict(zip(index.entities["entity_id"], index.entities["name"], strict=True))
+
+
+def report_item(report: Any, names: Mapping[str, str], retriever: str) -> ContextItem:
+    """A community report (a `community_reports` row) as context: its full text, and as entities the
+    members its text names (a member the report never mentions is not shown by it).
+    """
+    text = report.full_text or f"{report.title}\n{report.summary}"
+    return ContextItem(
+        kind="community_report",
+        text=text,
+        score=float(report.rating),
+        retriever=retriever,
+        chunk_ids=list(report.chunk_ids),
+        entity_ids=named_entities(text, ((e, names[e]) for e in report.entity_ids if e in names)),
+        relation_ids=[],
+        community_ids=[report.community_id],
+    )
 
 
 @dataclass

@@ -73,16 +73,7 @@ class EntityGraph:
             for s, t, d in zip(self.src, self.tgt, rels["description"], strict=True)
         ]
         n = len(self.ids)
-        both = sparse.csr_matrix(
-            (
-                np.concatenate([self.weight, self.weight]),
-                (np.concatenate([self.src, self.tgt]), np.concatenate([self.tgt, self.src])),
-            ),
-            shape=(n, n),
-        )  # duplicates (parallel/reversed relations) add up
-        both.setdiag(0)
-        both.eliminate_zeros()
-        self.adjacency = both.tocsr()
+        self.adjacency = self.adjacency_over(np.ones(len(self.rel_ids), dtype=bool))
         self.degree = np.diff(self.adjacency.indptr)  # distinct neighbours
         # GraphRAG's relationship rank ("combined degree") orders relations in local search and LightRAG.
         self.rel_rank = self.degree[self.src] + self.degree[self.tgt]
@@ -94,7 +85,22 @@ class EntityGraph:
             shape=(n, len(rows)),
         )  # entity x relation
 
-    def incident(self, entities: Sequence[int]) -> np.ndarray:
+    def adjacency_over(self, relations: np.ndarray) -> sparse.csr_matrix:
+        """The symmetric weighted entity adjacency over the relations `relations` (a mask) selects:
+        parallel and reversed relations add up, no self-loops. Over every relation it is `adjacency`;
+        over those of a time window, the graph a filtered walk may take.
+        """
+        n = len(self.ids)
+        src, tgt, weight = self.src[relations], self.tgt[relations], self.weight[relations]
+        both = sparse.csr_matrix(
+            (np.concatenate([weight, weight]), (np.concatenate([src, tgt]), np.concatenate([tgt, src]))),
+            shape=(n, n),
+        )  # duplicates (parallel/reversed relations) add up
+        both.setdiag(0)
+        both.eliminate_zeros()
+        return both.tocsr()
+
+    def incident(self, entities: Sequence[int] | np.ndarray) -> np.ndarray:
         """Relations touching any of `entities`, each once, in table order."""
         return np.unique(
             np.concatenate([row_indices(self.incidence, e) for e in entities] or [np.zeros(0, int)])
@@ -335,6 +341,7 @@ class GraphRetrieverBase:
         self.graph_origin = join_origins(linked_origins(self.graph.origins, settings))
         if self.links_entities:
             self.linker = EntityLinker(self.graph, parts, settings, self.name)
+        self.window_adjacency: dict[tuple, sparse.csr_matrix] = {}  # `walkable`'s, per time window
         claims = index.claims
         self.claim_validity = bounds(map(date_year, claims["start_date"]), map(date_year, claims["end_date"]))
 
@@ -350,6 +357,18 @@ class GraphRetrieverBase:
         return TimeFilter(
             window, overlaps(*self.graph.validity, window), overlaps(*self.claim_validity, window)
         )
+
+    def walkable(self, keep: TimeFilter) -> sparse.csr_matrix:
+        """The entity adjacency a walk may take under `keep`: over the relations valid in its window
+        (built once per window), the whole graph's when it filters nothing.
+        """
+        usable = keep.relation_mask()
+        if usable is None:
+            return self.graph.adjacency
+        window = tuple(keep.window or ())
+        if window not in self.window_adjacency:
+            self.window_adjacency[window] = self.graph.adjacency_over(usable)
+        return self.window_adjacency[window]
 
     @one_blas_thread
     def retrieve(self, question: str, k: int) -> Retrieval:

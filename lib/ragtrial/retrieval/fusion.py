@@ -27,13 +27,22 @@ def join_fallbacks(fallbacks: Iterable[str]) -> str:
 
 
 def fuse(name: str, retrievals: Sequence[Retrieval], chunks: ChunkTable, k: int, rrf_k: int) -> Retrieval:
-    """RRF of ranked chunk lists; an item's score is its fused score."""
+    """RRF of ranked chunk lists; an item's score is its fused score. The parts' notes are kept
+    (`fused`); a time window filtered parts applied (`time_window`, `time_filtered`: their sum) is
+    lifted to the top, so a fused retrieval says what the window dropped as a single one does.
+    """
     rankings = [[c for item in r.items if item.kind == "chunk" for c in item.chunk_ids] for r in retrievals]
     fused = reciprocal_rank_fusion(rankings, rrf_k)[:k]
+    notes: dict = {"fused": [r.notes for r in retrievals]}
+    filtered = [r.notes for r in retrievals if "time_filtered" in r.notes]
+    if filtered:
+        notes.update(
+            time_window=filtered[0]["time_window"], time_filtered=sum(n["time_filtered"] for n in filtered)
+        )
     return Retrieval(
         [chunks.item(chunks.row_of[c], s, name) for c, s in fused],
         fallback=join_fallbacks(r.fallback for r in retrievals),
-        notes={"fused": [r.notes for r in retrievals]},
+        notes=notes,
     )
 
 

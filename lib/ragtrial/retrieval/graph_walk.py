@@ -51,13 +51,24 @@ class GraphWalkRetriever(GraphRetrieverBase):
     """The Postgres experiment's graph search: link the question's entities (seeds), walk relations
     outward `hops` hops (not onward from hubs above `hub_degree_cap`), score each chunk by the
     reached entities it mentions, each weighted 1 / (1 + hops from a seed), keep the top k.
+    With `retrieval.time_filter` the walk takes only relations valid in the question's window (as
+    the Cypher twin does), and `time_filtered` counts the out-of-window relations of the entities
+    it walked from (those it would otherwise have taken).
     """
 
     name = "graph_walk"
 
     def from_seeds(self, question: str, links: list[Link], notes: dict, k: int) -> Retrieval:
         g, s = self.graph, self.settings
-        dist = hop_distances(g.adjacency, g.degree, [x.entity for x in links], s.hops, s.hub_degree_cap)
+        keep = self.time_filter(question)
+        seeds = [x.entity for x in links]
+        dist = hop_distances(self.walkable(keep), g.degree, seeds, s.hops, s.hub_degree_cap)
+        if keep.relation_mask() is not None:
+            walked = (dist >= 0) & (dist < s.hops)
+            if s.hub_degree_cap is not None:
+                walked &= g.degree <= s.hub_degree_cap
+            keep.count_relations(g.incident(np.flatnonzero(walked)))
+        notes.update(keep.notes())
         weights = np.where(dist >= 0, 1.0 / (1.0 + np.maximum(dist, 0)), 0.0)
         scores = np.asarray(g.mentions.T @ weights).ravel()
         notes.update(

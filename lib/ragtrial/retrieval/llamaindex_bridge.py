@@ -8,6 +8,7 @@ filled from the kit's extracted graph — nothing is re-chunked, re-embedded or 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
+from itertools import islice
 from typing import Any, cast
 
 from llama_index.core import VectorStoreIndex
@@ -302,7 +303,10 @@ class KGTripletRetriever(GraphRetrieverBase):
     """LlamaIndex-style KG-GraphRAG: link the question's entities (the shared linker: model-listed
     or n-gram) and return the k triplets ("head -> relation -> tail") that llama-index's traversal
     (`SeedPathRetriever`, up to `hops` hops) ranks first. `kg_with_source_text` appends the chunks
-    the returned triplets came from (at most k). No usable entity: vector fallback.
+    the returned triplets came from (at most k). No usable entity: vector fallback. With
+    `retrieval.time_filter` the triplets whose relation lies outside the question's window are
+    dropped from that ranking and counted (`time_filtered`); llama-index's traversal itself still
+    walks through them to reach deeper triplets.
     """
 
     name = "kg_triplets"
@@ -321,9 +325,15 @@ class KGTripletRetriever(GraphRetrieverBase):
         self.store = property_graph_store(index, self.node_names)
         node_id_of = {node.properties["entity_id"]: node.id for node in self.store.graph.nodes.values()}
         self.node_ids = [node_id_of[eid] for eid in self.graph.ids]
+        self.rel_row = {rid: row for row, rid in enumerate(self.graph.rel_ids)}
 
     def from_seeds(self, question: str, links: list[Link], notes: dict, k: int) -> Retrieval:
-        paths = SeedPathRetriever(self.store, [self.node_ids[x.entity] for x in links], self.settings.hops, k)
+        keep = self.time_filter(question)
+        seeds = [self.node_ids[x.entity] for x in links]
+        # Deep enough that k in-window triplets are among the ranked ones; the first k of a deeper
+        # ranking are the k-deep ranking (SeedPathRetriever ranks by hop, then by the store's rank).
+        paths = SeedPathRetriever(self.store, seeds, self.settings.hops, keep.depth(k))
+        ranked = {self.rel_row[n.node.metadata["relation_id"]]: n for n in paths.retrieve(question)}
         items = [
             ContextItem(
                 kind="triplet",
@@ -334,9 +344,9 @@ class KGTripletRetriever(GraphRetrieverBase):
                 entity_ids=list(n.node.metadata["entity_ids"]),
                 relation_ids=[n.node.metadata["relation_id"]],
             )
-            for n in paths.retrieve(question)
+            for n in (ranked[row] for row in islice(keep.relations(ranked), k))
         ]
-        notes["hops_walked"] = paths.hops_walked
+        notes.update(hops_walked=paths.hops_walked, **keep.notes())
         if self.settings.kg_with_source_text:
             sources = ordered_union(item.chunk_ids for item in items)[:k]
             items += [self.chunks.item(self.chunks.row_of[c], 0.0, self.name) for c in sources]

@@ -10,7 +10,14 @@ import numpy as np
 
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.index.tables import GraphIndex
-from ragtrial.retrieval.base import ContextItem, Retrieval, RetrieverParts, one_blas_thread, top_k
+from ragtrial.retrieval.base import (
+    ContextItem,
+    Retrieval,
+    RetrieverParts,
+    one_blas_thread,
+    report_item,
+    top_k,
+)
 from ragtrial.retrieval.entity_graph import GraphRetrieverBase, row_indices
 from ragtrial.retrieval.packing import pack, tokens_by_kind
 from ragtrial.retrieval.passages import embed_question
@@ -43,18 +50,8 @@ class LocalSearchRetriever(GraphRetrieverBase):
                 self.report_of.update(
                     {self.graph.row_of[e]: row.Index for e in row.entity_ids if e in self.graph.row_of}
                 )
-        self.reports = [
-            ContextItem(
-                kind="community_report",
-                text=r.full_text or f"{r.title}\n{r.summary}",
-                score=float(r.rating),
-                retriever=self.name,
-                chunk_ids=list(r.chunk_ids),
-                entity_ids=list(r.entity_ids),
-                community_ids=[r.community_id],
-            )
-            for r in reports.itertuples()
-        ]
+        names = dict(zip(self.graph.ids, self.graph.names, strict=True))
+        self.reports = [report_item(r, names, self.name) for r in reports.itertuples()]
         self.claims_of: dict[int, list[int]] = {}  # entity row -> its claims' rows in claim_items
         self.claim_items: dict[int, ContextItem] = {}
         for row, c in enumerate(index.claims.itertuples()):

@@ -81,7 +81,9 @@ class HippoRAGRetriever(GraphRetrieverBase):
     a passage scores the sum of the ranks of the entities it mentions. Returns the top k passages.
     Differs from HippoRAG where the kit has no model: question entities come from the kit's linker
     (names in the question, exact or by name embedding), not an LLM's named-entity list, and the
-    graph has no synonymy edges (entities merge by normalized name).
+    graph has no synonymy edges (entities merge by normalized name). With `retrieval.time_filter`
+    the PageRank walks only relations valid in the question's window, and `time_filtered` counts
+    the out-of-window relations of the entities it reached.
     """
 
     name = "hipporag"
@@ -99,7 +101,12 @@ class HippoRAGRetriever(GraphRetrieverBase):
             seed[x.entity] = self.specificity[x.entity]
         if not seed.any():
             return self.fall_back(question, k, "linked entities mention no passage", notes)
-        rank = self.pagerank(seed, s.hipporag_damping, s.ppr_max_iter, s.ppr_tol)
+        keep = self.time_filter(question)
+        filtered = keep.relation_mask() is not None
+        pagerank = PersonalizedPageRank(self.walkable(keep)) if filtered else self.pagerank
+        rank = pagerank(seed, s.hipporag_damping, s.ppr_max_iter, s.ppr_tol)
+        if filtered:
+            keep.count_relations(g.incident(np.flatnonzero(rank > 0)))
         chunk_scores = np.asarray(g.mentions.T @ rank).ravel()
         rows = top_k(chunk_scores, k, positive_only=True)
-        return Retrieval(self.chunks.ranked(rows, chunk_scores, self.name), notes=notes)
+        return Retrieval(self.chunks.ranked(rows, chunk_scores, self.name), notes={**notes, **keep.notes()})

@@ -86,8 +86,22 @@ class TimeFilter:
         ok = self.ok["relation"]
         return k if ok is None or self.window is None else k + int((~ok).sum())
 
+    def relation_mask(self) -> np.ndarray | None:
+        """Per relation, whether it may be used (in the window or undated); None when every relation
+        may (the filter is off or the question names no time).
+        """
+        ok = self.ok["relation"]
+        return None if ok is None or self.window is None else ok
+
     def relations(self, rows: Iterable[int]) -> Iterator[int]:
         return self._kept("relation", rows)
+
+    def count_relations(self, rows: Iterable[int]) -> None:
+        """Count the out-of-window relations among `rows` as dropped, for a consumer that filters
+        by `relation_mask` instead of taking items (the graph walk).
+        """
+        for _ in self.relations(rows):
+            pass
 
     def claims(self, rows: Iterable[int]) -> Iterator[int]:
         return self._kept("claim", rows)

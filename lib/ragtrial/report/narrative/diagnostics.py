@@ -24,6 +24,13 @@ METRIC_NAMES = {
 }
 
 
+# How a community counts toward the retrieved subgraph (`evaluation.diagnostics.retrieved_elements`).
+COMMUNITY_COUNTING = (
+    "A community report or a global-search map point counts as retrieved only the entities its text names "
+    "and its community's relations between two of them, never every member of the community."
+)
+
+
 def narrate(tables: SavedTables) -> Narration:
     summary, shares, findings = (
         saved(tables, "diagnostics_summary"),
@@ -135,19 +142,38 @@ def temporal_sentences(findings: pd.DataFrame) -> list[str]:
         return ["No question has a time window."]
     time_filter = stated(findings, "time_filter")["value"] == 1
     out = [
-        f"Retrieval {'filters' if time_filter else 'does not filter'} relations by the question's window "
-        "(`retrieval.time_filter`)."
+        "Retrieval filters relations by the question's window (`retrieval.time_filter`) where a method "
+        "can be filtered; each method below says whether its retrieval was."
+        if time_filter
+        else "Retrieval does not filter relations by the question's window (`retrieval.time_filter` is off)."
     ]
     for method in methods:
         wrong = int(stated(findings, "wrong_time_answers", method)["value"])
         from_retrieval = int(stated(findings, "wrong_time_from_retrieval", method)["value"])
         out.append(
-            f"{method}: answer in the window {_share(findings, method, 'answer')}; retrieved dated "
+            f"{method}: "
+            + (_filtered(findings, method) if time_filter else "")
+            + f"answer in the window {_share(findings, method, 'answer')}; retrieved dated "
             f"relations all in the window {_share(findings, method, 'subgraph')}"
             + (f"; {from_retrieval} of {wrong} wrong-time answers had out-of-window context" if wrong else "")
             + "."
         )
     return out
+
+
+def _filtered(findings: pd.DataFrame, method: str) -> str:
+    """Whether `method`'s retrieval applied the window: in how many answers, what it dropped, or why not."""
+    applied = int(stated(findings, "window_applied", method)["value"])
+    if not applied:
+        return f"not filtered by the window ({stated(findings, 'window_not_applied', method)['figure']}); "
+    answers = sum(
+        int(stated(findings, f"answer_window_{what}", method)["value"])
+        for what in ("determined", "undetermined")
+    )
+    dropped = int(stated(findings, "time_filtered", method)["value"])
+    return (
+        f"filtered by the window in {applied} of {answers} answers ({dropped} relations and claims dropped); "
+    )
 
 
 def contradiction_sentences(findings: pd.DataFrame) -> list[str]:
@@ -217,7 +243,9 @@ def diagnostics_text(
     body = "\n\n".join(f"**{title}.**\n\n" + "\n".join(f"- {s}" for s in lines) for title, lines in sections)
     return (
         "Reported per question category, never only the aggregate (the seed's principle); thresholds are "
-        "the seed's starting points, to calibrate on your own data.\n\n"
+        "the seed's starting points, to calibrate on your own data. "
+        + COMMUNITY_COUNTING
+        + "\n\n"
         + body
         + "\n\n"
         + model_dependence_note(findings)

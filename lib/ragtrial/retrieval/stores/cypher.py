@@ -386,7 +386,7 @@ class CypherGraphWalkRetriever(GraphWalkRetriever):
     Cypher neighbourhood query per hop and the reached entities' passages by Cypher; passages are
     scored 1 / (1 + hops) per entity, summed in entity table order as in memory. With
     `retrieval.time_filter` the walk follows only relations valid in the question's time window (the
-    seed's filter during retrieval; the in-memory graph_walk applies none), and the dropped relations
+    seed's filter during retrieval, as the in-memory graph_walk does), and the dropped relations
     are counted in the notes.
     """
 

@@ -476,12 +476,19 @@ class PostgresHybridRetriever:
 
 class PostgresGraphWalkRetriever(GraphWalkRetriever):
     """`graph_walk` in the database: the kit's entity linking, then the walk, the hub cap and the
-    passage scores in SQL; a question without usable seeds falls back to `vector_postgresql`.
+    passage scores in SQL; a question without usable seeds falls back to `vector_postgresql`. Its
+    edge table holds no validity, so it cannot filter by a time window: with `retrieval.time_filter`
+    it refuses to be built rather than silently walk every relation.
     """
 
     name = "graph_walk_postgresql"
 
     def __init__(self, index: GraphIndex, parts: RetrieverParts, settings: RetrievalSettings):
+        if settings.time_filter:
+            raise ValueError(
+                f"{self.name} cannot apply retrieval.time_filter (its edge table holds no validity): "
+                "walk in memory or in the Cypher store (store.retrieval), or turn the filter off"
+            )
         super().__init__(index, parts, settings)
         fallback = PostgresVectorRetriever(index, parts, settings)
         self.fallback, self.store = fallback, fallback.store
