@@ -75,6 +75,14 @@ class IndexSettings(Section):
     max_cluster_size: int = Field(
         10, ge=2, description="hierarchical Leiden splits communities larger than this"
     )
+    community_input: Literal["summed", "graphrag"] = Field(
+        "summed",
+        description='the graph Leiden clusters: "summed", every entity (isolated ones as singleton '
+        'communities), parallel and reversed relations\' weights summed, self-loops ignored; "graphrag", '
+        "GraphRAG 3.3's cluster_graph input (its communities exactly, on its own graph): the largest "
+        "connected component only (of each origin's graph), a pair's last relation giving its weight, "
+        "self-loops kept, edges in entity-name order",
+    )
     seed: int = Field(
         0xDEADBEEF,
         ge=0,
