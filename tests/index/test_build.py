@@ -9,6 +9,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import networkx as nx
 import pandas as pd
 import pytest
 from conftest import SHARED_DATASETS, endpoint_settings
@@ -245,6 +246,29 @@ def test_both_keeps_the_two_graphs_apart(scripted, tmp_path) -> None:
         "llm": 5,
         "nlp": 0,
     }
+
+
+@pytest.mark.parametrize("community_input", ["summed", "graphrag"])
+def test_community_input_decides_which_entities_leiden_clusters(scripted, tmp_path, community_input) -> None:
+    """GraphRAG clusters its graph's largest connected component only (the kit's "graphrag" rule, per
+    origin's graph); the kit's "summed" rule clusters every entity, an isolated one in a singleton.
+    """
+    ctx = context(scripted, tmp_path, community_input=community_input)
+    index = build_index(ctx, load_experiment_dataset(ctx.settings.data))
+    rels = index.relations
+    origin_of = dict(zip(index.entities["entity_id"], index.entities["origin"], strict=True))
+    by_origin: dict[str, list[set[str]]] = {}
+    graph = nx.Graph(list(zip(rels["source_id"], rels["target_id"], strict=True)))
+    for component in sorted(nx.connected_components(graph), key=len, reverse=True):
+        by_origin.setdefault(origin_of[next(iter(component))], []).append(component)
+    assert set(by_origin) == {"nlp", "llm"}
+    assert all(len(c) == 1 or len(c[0]) > len(c[1]) for c in by_origin.values())  # one largest each
+    largest = [components[0] for components in by_origin.values()]
+    assert len(index.entities) > sum(map(len, largest))  # some entities lie outside them
+    for level, rows in index.communities.groupby("level"):
+        clustered = sorted(e for ids in rows["entity_ids"] for e in ids)
+        expected = set().union(*largest) if community_input == "graphrag" else set(origin_of)
+        assert clustered == sorted(expected), f"level {level}"
 
 
 def test_graphrag_import_reproduces_the_christmas_carol_counts(scripted, tmp_path) -> None:

@@ -123,6 +123,54 @@ def test_duplicates_merge_across_chunks_and_differing_descriptions_are_summarize
     assert any("- an engineer\n- born in Tarn" in p for p in prompts)
 
 
+@pytest.mark.parametrize(
+    ("relation_weight", "weights"), [("strength", [7.0 + 3.0 + 9.0, 2.0]), ("occurrences", [3.0, 1.0])]
+)
+def test_edge_weight_is_summed_strength_or_number_of_occurrences(
+    scripted, tmp_path, relation_weight, weights
+) -> None:
+    """Seed 002 3.1.3: "the number of duplicate occurrences of a relation is used as the edge weight";
+    GraphRAG's code sums the model's strengths instead. Three chunks state Ada-Kel (once reversed),
+    one states Ada-Bob.
+    """
+    ada, kel, bob = (
+        ("Ada Lind", "person", "x"),
+        ("Kel Works", "organization", "y"),
+        ("Bob Ray", "person", "z"),
+    )
+    answer_by_text(
+        scripted,
+        {
+            "first": graph(
+                [ada, kel, bob],
+                [("Ada Lind", "Kel Works", "works at", 7), ("Ada Lind", "Bob Ray", "knows", 2)],
+            ),
+            "second": graph([ada, kel], [("Kel Works", "Ada Lind", "employs", 3)]),
+            "third": graph([ada, kel], [("Ada Lind", "Kel Works", "works at", 9)]),
+        },
+    )
+    result = extract_llm_graph(
+        make_llm(scripted.base_url, tmp_path),
+        chunks("first", "second", "third"),
+        settings(relation_weight=relation_weight, max_summaries=0),
+    )
+    names = dict(zip(result.entities["entity_id"], result.entities["name"], strict=True))
+    got = {
+        frozenset((names[s], names[t])): w
+        for s, t, w in zip(
+            result.relations["source_id"],
+            result.relations["target_id"],
+            result.relations["weight"],
+            strict=True,
+        )
+    }
+    assert got == {
+        frozenset(("Ada Lind", "Kel Works")): weights[0],
+        frozenset(("Ada Lind", "Bob Ray")): weights[1],
+    }
+    assert len(scripted.chat_requests()) == 3  # one extraction call per chunk, no summaries
+
+
 def test_summaries_are_bounded(scripted, tmp_path) -> None:
     answer_by_text(
         scripted,

@@ -1,3 +1,4 @@
+import importlib.metadata
 import json
 import shutil
 from pathlib import Path
@@ -8,7 +9,7 @@ import pytest
 from conftest import SHARED_DATASETS
 
 from ragtrial.index.chunk_documents import chunk_documents
-from ragtrial.index.create_communities import create_communities
+from ragtrial.index.create_communities import EdgeRule, create_communities
 from ragtrial.index.extract_nlp_graph import extract_nlp_graph
 from ragtrial.index.import_graphs import import_graphrag_output, import_openie
 from ragtrial.index.merge_extractions import entity_key, merge_extractions, normalize_name
@@ -347,6 +348,50 @@ def test_christmas_carol_graphrag_index_imports_with_its_counts(tmp_path):
     for file in CAROL.glob("*.parquet"):
         shutil.copy(file, old / f"create_final_{file.name}")
     assert len(import_graphrag_output(old).entities) == 529 + 99
+
+
+@needs(CAROL)
+def test_graphrag_rule_reproduces_graphrags_own_communities_of_the_christmas_carol():
+    """GraphRAG 3.3's communities of its published index, from the kit's import of its entities and
+    relationships, clustered by the kit under GraphRAG's input rule with GraphRAG's seed, cluster size
+    and largest component (GraphRAG's defaults: 0xDEADBEEF, 10, use_lcc). GraphRAG lists in a
+    community only titles with an entity row; the kit also clusters the 99 titles the importer adds.
+    """
+    index = import_graphrag_output(CAROL.parent)
+    published = pd.read_parquet(CAROL / "communities.parquet")
+    own_entities = set(pd.read_parquet(CAROL / "entities.parquet")["id"])
+
+    def equal_to_published(ours: pd.DataFrame) -> int:
+        members = {
+            (level, cid): {e for e in ids if e in own_entities}
+            for level, cid, ids in zip(ours["level"], ours["community_id"], ours["entity_ids"], strict=True)
+        }
+        return sum(
+            members.get((level, str(community))) == set(ids)
+            for level, community, ids in zip(
+                published["level"], published["community"], published["entity_ids"], strict=True
+            )
+        )
+
+    def clustered(rule: EdgeRule) -> pd.DataFrame:
+        return create_communities(
+            index.entities,
+            index.relations,
+            max_cluster_size=10,
+            seed=0xDEADBEEF,
+            use_lcc=True,
+            edge_rule=rule,
+        )
+
+    graphrag = clustered("graphrag")
+    equal = equal_to_published(graphrag)
+    version = importlib.metadata.version("graspologic-native")
+    assert equal == len(published) == 122, (
+        f"{equal} of {len(published)} communities equal GraphRAG's (graspologic-native {version})"
+    )
+    assert (~graphrag["community_id"].str.contains("@")).sum() == 122  # "<id>@<level>": carried down
+    # the kit's own rule (weights summed, edges in id order) clusters the same graph otherwise
+    assert equal_to_published(clustered("summed")) < 122
 
 
 def musique_corpus() -> Dataset:

@@ -72,8 +72,22 @@ class IndexSettings(Section):
         "first); None: all",
     )
     summary_max_tokens: int = Field(80, gt=0, description="reply token cap of each description summary")
+    relation_weight: Literal["strength", "occurrences"] = Field(
+        "strength",
+        description='weight of an LLM-extracted relation: "strength", the sum of the model\'s 1-10 strength '
+        'over its instances (GraphRAG\'s code); "occurrences", the number of its instances (the GraphRAG '
+        "paper's 3.1.3; the model is still asked for a strength, as GraphRAG's prompt does)",
+    )
     max_cluster_size: int = Field(
         10, ge=2, description="hierarchical Leiden splits communities larger than this"
+    )
+    community_input: Literal["summed", "graphrag"] = Field(
+        "summed",
+        description='the graph Leiden clusters: "summed", every entity (isolated ones as singleton '
+        'communities), parallel and reversed relations\' weights summed, self-loops ignored; "graphrag", '
+        "GraphRAG 3.3's cluster_graph input (its communities exactly, on its own graph): the largest "
+        "connected component only (of each origin's graph), a pair's last relation giving its weight, "
+        "self-loops kept, edges in entity-name order",
     )
     seed: int = Field(
         0xDEADBEEF,

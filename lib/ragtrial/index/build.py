@@ -249,6 +249,8 @@ def _create_communities(b: _Build) -> None:
         tables["relations"],
         max_cluster_size=b.settings.max_cluster_size,
         seed=b.settings.seed,
+        use_lcc=b.settings.community_input == "graphrag",
+        edge_rule=b.settings.community_input,
     )
     b.index = GraphIndex(
         documents=b.documents,

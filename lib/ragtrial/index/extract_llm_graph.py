@@ -1,11 +1,13 @@
 """LLM graph extraction, GraphRAG's way: element instances per chunk, merged into one graph.
 
 Per chunk, one structured call returns entities (name, type, description) and relations (source,
-target, description, strength 1-10 = instance weight); optional gleaning rounds ask for what was
-missed, and an optional second call extracts claims. Instances merge by normalized name through
-`graph.merge_extractions` (edge weight = summed strength); an element extracted from several
-chunks with differing descriptions gets one LLM summary of them (bounded). A relation or claim
-endpoint the model did not list as an entity becomes an entity of unknown type (""), as GraphRAG
+target, description, strength 1-10); optional gleaning rounds ask for what was missed, and an
+optional second call extracts claims. Instances merge by normalized name through
+`index.merge_extractions`, which sums instance weights: a relation instance weighs its strength
+(GraphRAG's code) or 1 (`index.relation_weight: occurrences`, the number of occurrences the GraphRAG
+paper's 3.1.3 names), so an edge weighs its summed strength or its occurrences. An element extracted
+from several chunks with differing descriptions gets one LLM summary of them (bounded). A relation or
+claim endpoint the model did not list as an entity becomes an entity of unknown type (""), as GraphRAG
 adds missing nodes, and is counted. A reply that fails after the LLM layer's repair round leaves its
 chunk without a graph and a row in `extraction_failures`; it is never turned into an empty graph.
 """
@@ -155,7 +157,10 @@ def _named(chunk: ChunkGraph, stage: str, what: str, *names: str) -> bool:
     return not empty
 
 
-def _add_graph(chunk: ChunkGraph, reply: Any, stage: str) -> None:  # a graph_schema model
+def _add_graph(chunk: ChunkGraph, reply: Any, stage: str, settings: IndexSettings) -> None:
+    """A graph_schema reply's elements as instances; a relation instance weighs its strength or 1
+    (`settings.relation_weight`), so the merged edge weighs the summed strength or the occurrences.
+    """
     for e in reply.entities:
         if _named(chunk, stage, "entity", e.name):
             chunk.add_entity(e.name, e.type, e.description)
@@ -166,7 +171,7 @@ def _add_graph(chunk: ChunkGraph, reply: Any, stage: str) -> None:  # a graph_sc
                     chunk.endpoint(r.source),
                     chunk.endpoint(r.target),
                     r.description.strip(),
-                    float(r.strength),
+                    float(r.strength) if settings.relation_weight == "strength" else 1.0,
                     [chunk.chunk_id],
                 )
             )
@@ -200,7 +205,7 @@ def extract_chunk(llm: LLM, chunk_id: str, text: str, settings: IndexSettings) -
     except LLMError as err:
         chunk.fail("extract_graph", err)
         return chunk
-    _add_graph(chunk, reply, "extract_graph")
+    _add_graph(chunk, reply, "extract_graph", settings)
     glean = load_prompt("glean_graph")
     for _ in range(settings.max_gleanings):
         messages = [*messages, {"role": "assistant", "content": reply.model_dump_json()}, *glean.render()]
@@ -222,7 +227,7 @@ def extract_chunk(llm: LLM, chunk_id: str, text: str, settings: IndexSettings) -
         # GraphRAG asks the model whether more is missing; an empty round answers that for free.
         if not reply.entities and not reply.relations:
             break
-        _add_graph(chunk, reply, "glean_graph")
+        _add_graph(chunk, reply, "glean_graph", settings)
     if settings.claims:
         _extract_claims(llm, chunk, text, settings)
     return chunk

@@ -2,8 +2,10 @@
 
 Every extraction source (NLP, OpenIE triples, the LLM extractor, imports) produces *instance*
 rows, one per mention, in the entities/relations columns of the index contract;
-`merge_extractions` folds them into one graph keyed by normalized name, exactly as GraphRAG folds
-repeated element instances into nodes and edges (edge weight = number of instances).
+`merge_extractions` folds them into one graph keyed by normalized name, as GraphRAG folds
+repeated element instances into nodes and edges: an edge's weight is the sum of its instances'
+weights (an instance's weight is the extractor's: 1 per co-occurring chunk for the NLP graph, 1 per
+OpenIE triple, the model's strength or 1 per instance for the LLM graph, see `index.relation_weight`).
 """
 
 from __future__ import annotations
