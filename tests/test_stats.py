@@ -16,6 +16,7 @@ from ragtrial.stats import (
     bootstrap_relative_win_rate,
     box_stats,
     claim_supported,
+    claim_text,
     complementarity,
     holm_correction,
     latency_summary,
@@ -243,6 +244,18 @@ def test_holm_caps_at_one():
 
 def test_holm_alpha_changes_rejections():
     assert holm_correction([0.01, 0.04, 0.03, 0.005], alpha=0.1)["reject"].tolist() == [True] * 4
+
+
+def test_a_holm_p_of_exactly_alpha_rejects_in_the_table_and_supports_the_claim():
+    # 0.025 * 2 comparisons = 0.05 exactly (doubling a float is exact): the table and the claim rule
+    # apply the one rule, p_holm <= alpha, so both reject; just above alpha neither does
+    table = holm_correction([0.025, 0.5])
+    assert table["p_holm"].iloc[0] == 0.05 and table["reject"].tolist() == [True, False]
+    assert claim_supported(0.1, 0.3, table["p_holm"].iloc[0]) is True
+    assert claim_text(0.1, 0.3, table["p_holm"].iloc[0], "A is better") == "A is better"
+    above = holm_correction([0.02500001, 0.5])
+    assert not above["reject"].iloc[0] and not claim_supported(0.1, 0.3, above["p_holm"].iloc[0])
+    assert "above 0.05" in claim_text(0.1, 0.3, above["p_holm"].iloc[0], "A is better")
 
 
 @pytest.mark.parametrize("bad", [[0.1, np.nan], [0.1, 1.2], [-0.1]])

@@ -417,7 +417,7 @@ def test_an_interval_without_a_rejecting_test_names_the_saved_level_it_missed():
     findings = verdict_findings(pd.DataFrame(), pd.DataFrame(), verdicts, Pricing(None, None), False)
     tables = {"verdicts": verdicts, "findings": findings}
     narration = narrate(tables)
-    assert "not below 0.05" in narration.findings
+    assert "above 0.05" in narration.findings
     assert untraced_numbers(narration.findings, tables) == []
 
 
