@@ -18,6 +18,7 @@ from ragtrial.stats import (
     claim_supported,
     claim_text,
     complementarity,
+    detectable_from_interval,
     holm_correction,
     latency_summary,
     majority_verdict,
@@ -676,3 +677,13 @@ def test_power_analysis_nan_raises():
 def test_power_functions_name_the_bad_argument(call, names):
     with pytest.raises(ValueError, match=names):
         call()
+
+
+def test_detectable_from_interval_is_the_normal_power_formula_on_the_implied_standard_error():
+    # a 95% interval of width 0.2 implies se = 0.2 / (2 x 1.959964) = 0.0510214; at 80% power and
+    # alpha 0.05 the detectable difference is (1.959964 + 0.841621) x se = 0.142941
+    assert detectable_from_interval(-0.1, 0.1, 0.05, 0.8) == pytest.approx(0.142941, abs=1e-6)
+    # a 90% interval of the same width implies a larger se (z = 1.644854): 0.2 / 3.289707 x 2.801585
+    assert detectable_from_interval(0.3, 0.5, 0.05, 0.8, confidence=0.9) == pytest.approx(0.170324, abs=1e-6)
+    assert math.isnan(detectable_from_interval(0.2, 0.2, 0.05, 0.8))
+    assert math.isnan(detectable_from_interval(np.nan, 0.2, 0.05, 0.8))

@@ -479,6 +479,23 @@ def minimum_detectable_difference(sd: float, n: int, alpha: float, power: float)
     return float(optimize.brentq(lambda e: paired_power(e, sd, n, alpha) - power, 0.0, high, xtol=1e-12))
 
 
+def detectable_from_interval(
+    low: float, high: float, alpha: float, power: float, confidence: float = CONFIDENCE
+) -> float:
+    """The smallest |mean difference| a two-sided normal test detects with `power` at level `alpha`,
+    from the standard error a `confidence` interval of the mean implies (normal approximation, for a
+    saved interval whose per-question values are not at hand): se = (high - low) / (2 z_{(1+confidence)/2}),
+    detectable = (z_{1-alpha/2} + z_power) * se. NaN when the interval has no width (every value the
+    same: no spread to say what a difference would look like) or a NaN bound.
+    """
+    _check_power(power, _check_level(alpha, "alpha"))
+    width = high - low
+    if not width > 0:
+        return math.nan
+    se = width / (2.0 * stats.norm.ppf(0.5 + _check_level(confidence, "confidence") / 2.0))
+    return float(_z_effect(se, 1, alpha, power))
+
+
 def questions_needed(sd: float, effect: float, alpha: float, power: float, max_n: int = 10**7) -> int:
     """The smallest n >= 2 with paired_power(effect, sd, n, alpha) >= power. Power rises with n, so a
     bisection on n is exact for the t-test; it is bracketed by halving or doubling from the z
