@@ -111,8 +111,16 @@ def test_the_question_headlines_give_each_generator_its_numbers():
             "top_question_share": [0.75, 0.0, 0.5],
         }
     )
-    line = one_line(entity_distribution_headline(distribution))
-    assert "(ngram linker;" in line and line.endswith("summary 2 (75%), graph none.")
+    # with the model's entity lists the headline counts them, the unbiased counter, and says so
+    line = one_line(entity_distribution_headline(distribution, embedded=False))
+    assert "(entities the model listed, each counted whether the graph holds it or not;" in line
+    assert line.endswith("summary 3 (50%).") and "ngram" not in line and "Pipeline check" not in line
+    assert untraced_numbers(line, {"entity_distribution": distribution}) == []
+    assert one_line(entity_distribution_headline(distribution, embedded=True)).startswith("*Pipeline check")
+    # without them, the n-gram count, named with its bias toward graph-grounded questions
+    ngram = one_line(entity_distribution_headline(distribution[distribution["linker"] == "ngram"], False))
+    assert "the n-gram linker: graph entity names found in the questions, a count that favours" in ngram
+    assert ngram.endswith("summary 2 (75%), graph none.") and "Pipeline check" not in ngram
     by_generator = pd.DataFrame({"generator": ["graph"], "mean": [2.5], "ci_low": [1.0], "ci_high": [4.0]})
     assert one_line(relevance_headline(by_generator)).endswith("graph 2.50 [1.00, 4.00].")
     assert "No question" in relevance_headline(by_generator.iloc[:0])
