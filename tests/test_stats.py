@@ -16,7 +16,9 @@ from ragtrial.stats import (
     bootstrap_relative_win_rate,
     box_stats,
     claim_supported,
+    claim_text,
     complementarity,
+    detectable_from_interval,
     holm_correction,
     latency_summary,
     majority_verdict,
@@ -243,6 +245,18 @@ def test_holm_caps_at_one():
 
 def test_holm_alpha_changes_rejections():
     assert holm_correction([0.01, 0.04, 0.03, 0.005], alpha=0.1)["reject"].tolist() == [True] * 4
+
+
+def test_a_holm_p_of_exactly_alpha_rejects_in_the_table_and_supports_the_claim():
+    # 0.025 * 2 comparisons = 0.05 exactly (doubling a float is exact): the table and the claim rule
+    # apply the one rule, p_holm <= alpha, so both reject; just above alpha neither does
+    table = holm_correction([0.025, 0.5])
+    assert table["p_holm"].iloc[0] == 0.05 and table["reject"].tolist() == [True, False]
+    assert claim_supported(0.1, 0.3, table["p_holm"].iloc[0]) is True
+    assert claim_text(0.1, 0.3, table["p_holm"].iloc[0], "A is better") == "A is better"
+    above = holm_correction([0.02500001, 0.5])
+    assert not above["reject"].iloc[0] and not claim_supported(0.1, 0.3, above["p_holm"].iloc[0])
+    assert "above 0.05" in claim_text(0.1, 0.3, above["p_holm"].iloc[0], "A is better")
 
 
 @pytest.mark.parametrize("bad", [[0.1, np.nan], [0.1, 1.2], [-0.1]])
@@ -663,3 +677,13 @@ def test_power_analysis_nan_raises():
 def test_power_functions_name_the_bad_argument(call, names):
     with pytest.raises(ValueError, match=names):
         call()
+
+
+def test_detectable_from_interval_is_the_normal_power_formula_on_the_implied_standard_error():
+    # a 95% interval of width 0.2 implies se = 0.2 / (2 x 1.959964) = 0.0510214; at 80% power and
+    # alpha 0.05 the detectable difference is (1.959964 + 0.841621) x se = 0.142941
+    assert detectable_from_interval(-0.1, 0.1, 0.05, 0.8) == pytest.approx(0.142941, abs=1e-6)
+    # a 90% interval of the same width implies a larger se (z = 1.644854): 0.2 / 3.289707 x 2.801585
+    assert detectable_from_interval(0.3, 0.5, 0.05, 0.8, confidence=0.9) == pytest.approx(0.170324, abs=1e-6)
+    assert math.isnan(detectable_from_interval(0.2, 0.2, 0.05, 0.8))
+    assert math.isnan(detectable_from_interval(np.nan, 0.2, 0.05, 0.8))

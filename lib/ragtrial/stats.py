@@ -163,8 +163,9 @@ def paired_test(a: ArrayLike, b: ArrayLike, normality_alpha: float = 0.05) -> Te
 
 
 def holm_correction(p_values: Mapping[str, float] | Sequence[float], alpha: float = 0.05) -> pd.DataFrame:
-    """Holm-Bonferroni step-down adjusted p-values (monotone, capped at 1), in input order.
-    A sequence is named by position ("0", "1", ...).
+    """Holm-Bonferroni step-down adjusted p-values (monotone, capped at 1), in input order, and
+    `reject` by `rejects` (p_holm <= alpha, the claim rule's test). A sequence is named by position
+    ("0", "1", ...).
     """
     if isinstance(p_values, Mapping):
         names, raw = [str(k) for k in p_values], _values(list(p_values.values()), "p_values")
@@ -178,7 +179,8 @@ def holm_correction(p_values: Mapping[str, float] | Sequence[float], alpha: floa
     stepped = np.maximum.accumulate(raw[order] * (m - np.arange(m)))
     adjusted = np.empty(m)
     adjusted[order] = np.minimum(stepped, 1.0)
-    return pd.DataFrame({"name": names, "p_raw": raw, "p_holm": adjusted, "reject": adjusted <= alpha})
+    reject = [rejects(p, alpha) for p in adjusted]
+    return pd.DataFrame({"name": names, "p_raw": raw, "p_holm": adjusted, "reject": reject})
 
 
 def complementarity(correct_a: ArrayLike, correct_b: ArrayLike) -> dict[str, dict[str, float]]:
@@ -338,7 +340,8 @@ def excludes_zero(low: float, high: float) -> bool:
 
 
 # The one rule for a finding, applied by every narrative through `claim_supported` / `claim_text`:
-# the paired interval excludes zero AND the multiplicity-adjusted test rejects at CLAIM_ALPHA. Either
+# the paired interval excludes zero AND the multiplicity-adjusted test rejects at CLAIM_ALPHA (`rejects`:
+# p <= alpha, the conventional rule, Holm's own and the `reject` column's). Either
 # alone misleads on the small samples these notebooks often have: a percentile bootstrap interval of
 # 8 questions is too narrow (it ignores that the 8 are a sample), and a test says nothing of the size
 # or direction a reader takes from the interval. Requiring both is conservative by design.
@@ -346,11 +349,18 @@ CLAIM_ALPHA = 0.05
 NO_CLAIM = "the interval includes zero, so **no claim** either way"
 
 
-def claim_supported(low: float, high: float, p_adjusted: float, alpha: float = CLAIM_ALPHA) -> bool:
-    """The claim rule: the interval excludes zero and the adjusted p-value is below `alpha` (a NaN
-    p-value, from a test that could not run, never supports a claim).
+def rejects(p_adjusted: float, alpha: float = CLAIM_ALPHA) -> bool:
+    """Whether a test rejects: p <= alpha (the conventional rule: a p-value of exactly alpha rejects).
+    A NaN p-value, from a test that could not run, never rejects.
     """
-    return excludes_zero(low, high) and bool(p_adjusted < alpha)
+    return bool(p_adjusted <= alpha)
+
+
+def claim_supported(low: float, high: float, p_adjusted: float, alpha: float = CLAIM_ALPHA) -> bool:
+    """The claim rule: the interval excludes zero and the adjusted test `rejects` (p <= `alpha`; a NaN
+    p-value never supports a claim).
+    """
+    return excludes_zero(low, high) and rejects(p_adjusted, alpha)
 
 
 def claim_text(low: float, high: float, p_adjusted: float, claim: str, alpha: float = CLAIM_ALPHA) -> str:
@@ -363,7 +373,7 @@ def claim_text(low: float, high: float, p_adjusted: float, claim: str, alpha: fl
         return "the interval excludes zero but no test could be run, so **no claim** either way"
     return (
         f"the interval excludes zero but the adjusted test does not reject (p = {p_adjusted:.3g}, "
-        f"not below {alpha:g}), so **no claim** either way"
+        f"above {alpha:g}), so **no claim** either way"
     )
 
 
@@ -467,6 +477,23 @@ def minimum_detectable_difference(sd: float, n: int, alpha: float, power: float)
     while paired_power(high, sd, n, alpha) < power:  # the t-test needs more than z; few doublings at n=2
         high *= 2.0
     return float(optimize.brentq(lambda e: paired_power(e, sd, n, alpha) - power, 0.0, high, xtol=1e-12))
+
+
+def detectable_from_interval(
+    low: float, high: float, alpha: float, power: float, confidence: float = CONFIDENCE
+) -> float:
+    """The smallest |mean difference| a two-sided normal test detects with `power` at level `alpha`,
+    from the standard error a `confidence` interval of the mean implies (normal approximation, for a
+    saved interval whose per-question values are not at hand): se = (high - low) / (2 z_{(1+confidence)/2}),
+    detectable = (z_{1-alpha/2} + z_power) * se. NaN when the interval has no width (every value the
+    same: no spread to say what a difference would look like) or a NaN bound.
+    """
+    _check_power(power, _check_level(alpha, "alpha"))
+    width = high - low
+    if not width > 0:
+        return math.nan
+    se = width / (2.0 * stats.norm.ppf(0.5 + _check_level(confidence, "confidence") / 2.0))
+    return float(_z_effect(se, 1, alpha, power))
 
 
 def questions_needed(sd: float, effect: float, alpha: float, power: float, max_n: int = 10**7) -> int:

@@ -20,7 +20,7 @@ from ragtrial.report.narrative.calibration import fit_note, narrate, studies_not
 MODEL = JudgeModel(aspects=("comprehensiveness",))
 
 
-def _study(scenario, protocol, trials, questions, truth, winner, coverage, bias):
+def _study(scenario, protocol, trials, questions, truth, winner, coverage, bias, first=None):
     return {
         "scenario": scenario,
         "protocol": protocol,
@@ -31,9 +31,10 @@ def _study(scenario, protocol, trials, questions, truth, winner, coverage, bias)
         "winner_rate": winner,
         "winner_rate_low": winner / 2,
         "winner_rate_high": (1 + winner) / 2,
-        "a_winner_rate": winner,
+        "a_winner_rate": winner if first is None else first,
         "coverage": coverage,
         "bias": bias,
+        "bias_se": 0.01,
     }
 
 
@@ -60,19 +61,19 @@ RECOMMENDATION = pd.DataFrame(
 )  # fmt: skip
 
 
-def _tables(recommendation=RECOMMENDATION, source="", parameters=None):
+def _tables(recommendation=RECOMMENDATION, source="", parameters=None, summary=SUMMARY):
     fit = JudgeFit(MODEL, pd.DataFrame(columns=PARAMETER_COLUMNS), pd.DataFrame(), source)
     settings = CalibrationSettings(parameters=parameters or {})
     findings = [
         *judge_findings("06-audit" if not source else None, fit, settings),
         *scenario_findings(MODEL, Scenario("A better", (0.25,))),
-        *calibration_findings(SUMMARY, 0.375, recommendation, CHECK, settings, embedded=False),
+        *calibration_findings(summary, 0.375, recommendation, CHECK, settings, embedded=False),
     ]
     return {
         "findings": findings_table(findings),
         "recommendation": recommendation,
         "fitted_parameters": fit.parameters,
-        "calibration_summary": SUMMARY,
+        "calibration_summary": summary,
         "design_check": CHECK,
     }
 
@@ -111,7 +112,12 @@ def test_the_narrative_words_the_saved_tables_alone():
         "highest spurious-winner rate is 12% (95% interval 6%–56%) (M = 2 trials and N = 1 repeat, 8" in text
     )
     assert "covered the truth in 75% to 100% of the studies (lowest: A better, M = 2 trials" in text
-    assert "off by -0.050 on average at worst (M = 2 trials and N = 1 repeat)" in text
+    assert "**The classic protocol manufactures winners**" in text and "above the 5% false-winner" in text
+    assert "almost always the method it shows first (the method shown first won 75% of the studies)" in text
+    assert (
+        "off by -0.050 on average at worst (Monte Carlo standard error 0.010; M = 2 trials and N = 1 "
+        "repeat): ties and per-call noise pull it toward zero" in text
+    )
     assert "2,400 judge calls per method pair, 1,234.50 in the price settings' currency, about 1.5 h" in text
     assert "within 10% of the simulated winner rates" in text
     assert untraced_numbers(narration.headline + "\n" + text, tables) == []
@@ -146,3 +152,59 @@ def test_the_studies_note_words_the_scenarios_table_and_its_numbers_are_its_cell
         f"(a difference of {table['difference_points'].iloc[1]:.3f} points on every aspect)."
     )
     assert untraced_numbers(note, {"scenarios": table}) == []
+
+
+def _with(rows: int | list[int], **changes) -> pd.DataFrame:
+    summary = SUMMARY.copy()
+    for column, value in changes.items():
+        summary.loc[rows, column] = value
+    return summary
+
+
+@pytest.mark.parametrize(
+    ("summary", "said", "not_said"),
+    [
+        pytest.param(
+            _with([0, 1], winner_rate=0.04, winner_rate_low=0.01, winner_rate_high=0.045, a_winner_rate=0.04),
+            "within the 5% false-winner rate the design targets",
+            "manufactures winners",
+            id="classic-rate-within-the-target",
+        ),
+        pytest.param(
+            _with(1, winner_rate_low=0.03),
+            "the interval includes the 5% false-winner rate the design targets, so these studies do not show",
+            "**The classic protocol manufactures winners**",
+            id="classic-interval-straddles-the-target",
+        ),
+        pytest.param(
+            _with(1, a_winner_rate=0.25),
+            "more often the method it shows second than the first (the method shown first won 25%",
+            "shows first (",
+            id="winners-mostly-shown-second",
+        ),
+        pytest.param(
+            _with(1, a_winner_rate=0.5),
+            "more often the method it shows first than the other (the method shown first won 50%",
+            "almost always",
+            id="winners-mostly-but-not-almost-always-first",
+        ),
+        pytest.param(
+            _with(4, bias=0.05),
+            "off by +0.050 on average at worst (Monte Carlo standard error 0.010; M = 2 trials and N = 1 "
+            "repeat): away from zero, so it overstates the difference",
+            "toward zero",
+            id="bias-of-the-truth's-sign",
+        ),
+        pytest.param(
+            _with([4, 5], bias=-0.015),
+            "within two standard errors of zero, so the studies show no bias",
+            "toward zero",
+            id="bias-within-its-monte-carlo-error",
+        ),
+    ],
+)
+def test_the_protocol_sentences_follow_the_rates_and_signs(summary, said, not_said):
+    tables = _tables(summary=summary)
+    text = narrate(tables).findings
+    assert said in text and not_said not in text, text
+    assert untraced_numbers(text, tables) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from traceable import untraced_numbers
 
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.evaluation.findings import Finding, embedded_model_finding, findings_table, stated
@@ -156,7 +157,7 @@ def test_notebook_06s_narrative_words_its_saved_tables_alone():
         [
             dict(pair="rag #0 vs #1", protocol="unbiased", questions=4, relative_win_rate=0.0, ci_low=-0.5,
                  ci_high=0.5, win_rate=0.25, tie_rate=0.5, loss_rate=0.25, p_holm=1.0, verdict="**no claim**",
-                 supported=False),
+                 supported=False, detectable_difference=0.7147, detection_power=0.8, detection_alpha=0.05),
         ]
     )  # fmt: skip
     bins = pd.DataFrame({"gap_bin": ["[0, 5)", "[5, 10)"], "verdicts": [2, 6], "longer_win_rate": [1.0, 0.5]})
@@ -176,5 +177,9 @@ def test_notebook_06s_narrative_words_its_saved_tables_alone():
     )
     assert "kept 2 of 3 pairs (67%" in narration.findings and narration.findings.endswith(EMBEDDED_NOTE)
     assert narration.headline.startswith("Self-vs-self (rag #0 vs #1, unbiased protocol, 4 questions)")
+    assert "on 4 questions it detects a relative win rate of ±0.71 with 80% power at the 0.05 level" in (
+        narration.headline
+    )
+    assert untraced_numbers(narration.headline, tables) == []
     with pytest.raises(KeyError, match="no findings table"):
         narrate_bias_audit({k: v for k, v in tables.items() if k != "findings"})

@@ -417,7 +417,7 @@ def test_an_interval_without_a_rejecting_test_names_the_saved_level_it_missed():
     findings = verdict_findings(pd.DataFrame(), pd.DataFrame(), verdicts, Pricing(None, None), False)
     tables = {"verdicts": verdicts, "findings": findings}
     narration = narrate(tables)
-    assert "not below 0.05" in narration.findings
+    assert "above 0.05" in narration.findings
     assert untraced_numbers(narration.findings, tables) == []
 
 
@@ -445,3 +445,52 @@ def test_the_verdict_notes_word_their_tables_alone():
     measures = measures_read_table(["qa_f1"], {"claims_diversity": "no run of 08"})
     assert measures_note(measures).endswith("**Not read:** `claims_diversity`: no run of 08.")
     assert untraced_numbers(note, {"findings": findings, "left_out_counts": counts}) == []
+
+
+def _two_measures(f1_effect: float, recall_effect: float):
+    """qa_f1 (an answer measure) and qa_recall_at_k (retrieval against gold) of the same multi-hop
+    questions, graph_walk off hybrid by the given true differences.
+    """
+    f1 = f1_observations(effect_multi=f1_effect)
+    recall = f1_observations(effect_multi=recall_effect).assign(measure="qa_recall_at_k")
+    return build_verdict(
+        {"qa_f1": f1, "qa_recall_at_k": recall},
+        PARTS,
+        METHOD_PARTS,
+        {"04_rag_vs_graphrag_qa": answers_table()},
+        settings(),
+        Pricing(None, None),
+        REINDEX,
+    )
+
+
+def test_a_verdict_better_on_one_measure_and_worse_on_another_is_mixed():
+    verdict = _two_measures(0.2, -0.2)
+    for kind in ("answers", "retrieval"):
+        row = verdict_row(verdict, "multi_hop", "graph_walk", kind)
+        assert (row["measures_better"], row["measures_worse"], row["measures_compared"]) == (1, 1, 2)
+        assert (row["better_on"], row["worse_on"]) == ("qa_f1", "qa_recall_at_k")
+        sentence = verdict_sentence(row, embedded=False)
+        assert (
+            "**graph_walk** against hybrid: **mixed** under the claim rule, better on 1 measure(s) (qa_f1)"
+            in (sentence)
+        )
+        assert "worse on 1 (qa_recall_at_k) of the 2 compared" in sentence
+        assert "not worth its bill" not in sentence and "is better than" not in sentence
+        assert untraced_numbers(sentence, {"verdicts": verdict.verdicts}) == []
+
+
+def test_worse_on_every_supported_measure_and_dearer_is_not_worth_its_bill():
+    verdict = _two_measures(-0.2, -0.2)
+    row = verdict_row(verdict, "multi_hop", "graph_walk", "answers")
+    assert row["cost_ratio_eval"] > 1 and (row["measures_better"], row["measures_worse"]) == (0, 2)
+    sentence = verdict_sentence(row, embedded=False)
+    assert "is worse than hybrid by -0.2" in sentence
+    assert (
+        "better on none of the 2 measure(s) compared here and no cheaper: not worth its bill here" in sentence
+    )
+    cheaper_row = row.copy()
+    cheaper_row["cost_ratio_eval"] = 0.5
+    cheaper = verdict_sentence(cheaper_row, embedded=False)
+    assert "but cheaper, so the saving must be weighed against the loss" in cheaper
+    assert "not worth its bill" not in cheaper

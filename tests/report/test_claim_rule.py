@@ -24,7 +24,8 @@ from ragtrial.stats import Interval, McNemarResult, paired_comparison_table
 BORDERLINE = [
     pytest.param(0.05, 0.40, 0.5, False, id="interval-off-zero-test-does-not-reject"),
     pytest.param(-0.05, 0.40, 0.001, False, id="test-rejects-interval-includes-zero"),
-    pytest.param(0.05, 0.40, 0.05, False, id="p-at-alpha-does-not-reject"),
+    pytest.param(0.05, 0.40, 0.05, True, id="p-at-alpha-rejects"),
+    pytest.param(0.05, 0.40, 0.0500001, False, id="p-just-above-alpha-does-not-reject"),
     pytest.param(0.05, 0.40, 0.01, True, id="both-conditions-hold"),
 ]
 
@@ -41,7 +42,7 @@ def _qa(low: float, high: float, p: float) -> str:  # notebooks 04 and 05
 
 def _claims(low: float, high: float, p: float) -> str:  # notebook 08
     row = _paired_row(low, high, p) | {"method_a": "c0", "method_b": "ss", "measure": "claims"}
-    return comparison_sentences(pd.DataFrame([row | {"n_shared": 8, "reject": p < 0.05}]))[0]
+    return comparison_sentences(pd.DataFrame([row | {"n_shared": 8, "reject": p <= 0.05}]))[0]
 
 
 def _index(low: float, high: float, p: float) -> str:  # notebook 01
@@ -108,7 +109,7 @@ def test_the_paired_table_marks_supported_by_the_same_rule() -> None:
         {"question_id": ["q1", "q2"] * 2, "method": ["base"] * 2 + ["other"] * 2, "score": [0, 1, 1, 1]}
     )
     table = paired_comparison_table(scores, "base", binary=True, n_resamples=50)
-    assert table.loc[0, "supported"] == (table.loc[0, "ci_low"] > 0 and table.loc[0, "p_holm"] < 0.05)
+    assert table.loc[0, "supported"] == (table.loc[0, "ci_low"] > 0 and table.loc[0, "p_holm"] <= 0.05)
     assert not table.loc[0, "supported"]  # one question of two: the interval may exclude zero, p = 1
 
 

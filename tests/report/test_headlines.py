@@ -5,11 +5,14 @@ tables under the claim rule, one line, and saying so when there is nothing to re
 from __future__ import annotations
 
 import pandas as pd
+import pytest
+from traceable import untraced_numbers
 
 from ragtrial.evaluation.backend_findings import backend_findings
 from ragtrial.evaluation.diagnostics_findings import attribution_findings
 from ragtrial.evaluation.findings import findings_table
 from ragtrial.evaluation.index_findings import index_findings
+from ragtrial.evaluation.judge.audits import sanity_table
 from ragtrial.evaluation.judge.findings import build_findings, supported_pairs_findings
 from ragtrial.evaluation.run_facts import quoted_names_table
 from ragtrial.evaluation.task_findings import task_findings
@@ -20,7 +23,7 @@ from ragtrial.report.narrative.backend import narrate as narrate_backend
 from ragtrial.report.narrative.claims import claims_headline
 from ragtrial.report.narrative.diagnostics import diagnostics_headline
 from ragtrial.report.narrative.index_build import index_headline
-from ragtrial.report.narrative.judge import audit_headline, comparison_headline
+from ragtrial.report.narrative.judge import audit_findings, audit_headline, comparison_headline
 from ragtrial.report.narrative.questions import entity_distribution_headline, relevance_headline
 from ragtrial.report.narrative.tasks import findings_headline
 from ragtrial.report.narrative.upstream import systems_note, upstream_headline
@@ -108,8 +111,16 @@ def test_the_question_headlines_give_each_generator_its_numbers():
             "top_question_share": [0.75, 0.0, 0.5],
         }
     )
-    line = one_line(entity_distribution_headline(distribution))
-    assert "(ngram linker;" in line and line.endswith("summary 2 (75%), graph none.")
+    # with the model's entity lists the headline counts them, the unbiased counter, and says so
+    line = one_line(entity_distribution_headline(distribution, embedded=False))
+    assert "(entities the model listed, each counted whether the graph holds it or not;" in line
+    assert line.endswith("summary 3 (50%).") and "ngram" not in line and "Pipeline check" not in line
+    assert untraced_numbers(line, {"entity_distribution": distribution}) == []
+    assert one_line(entity_distribution_headline(distribution, embedded=True)).startswith("*Pipeline check")
+    # without them, the n-gram count, named with its bias toward graph-grounded questions
+    ngram = one_line(entity_distribution_headline(distribution[distribution["linker"] == "ngram"], False))
+    assert "the n-gram linker: graph entity names found in the questions, a count that favours" in ngram
+    assert ngram.endswith("summary 2 (75%), graph none.") and "Pipeline check" not in ngram
     by_generator = pd.DataFrame({"generator": ["graph"], "mean": [2.5], "ci_low": [1.0], "ci_high": [4.0]})
     assert one_line(relevance_headline(by_generator)).endswith("graph 2.50 [1.00, 4.00].")
     assert "No question" in relevance_headline(by_generator.iloc[:0])
@@ -125,6 +136,9 @@ def sanity(protocols: list[str], supported: list[bool], rwr: float = 0.5) -> pd.
             "ci_low": 0.2,
             "ci_high": 0.8,
             "supported": supported,
+            "detectable_difference": 0.86,
+            "detection_power": 0.8,
+            "detection_alpha": 0.05,
         }
     )
 
@@ -150,6 +164,35 @@ def test_the_judge_headlines_report_the_unbiased_protocol_when_it_ran():
     )
     assert "No pair" in audit_headline(both.iloc[:0])
     assert "No pair" in comparison_headline(both.iloc[:0], counted(both))
+
+
+def _self_vs_self(low: float, high: float) -> pd.DataFrame:
+    """Notebook 06's sanity check on one classic self-vs-self pair with the interval [low, high]."""
+    classic = pd.DataFrame(
+        [dict(pair="naive_rag vs naive_rag", aspect="overall", position="AB", n=40, relative_win_rate=0.0,
+              rwr_ci_low=low, rwr_ci_high=high, win_rate_a=0.3, tie_rate=0.4, loss_rate=0.3, p_holm=0.9)]
+    )  # fmt: skip
+    return sanity_table(classic, pd.DataFrame(columns=["pair", "questions_judged", "p_holm"]))
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "said"),
+    [
+        # width 0.2: se = 0.2 / (2 x 1.95996) = 0.05102; (1.95996 + 0.84162) x 0.05102 = 0.1429
+        (-0.1, 0.1, "it detects a relative win rate of ±0.14 with 80% power at the 0.05 level, so a smaller"),
+        # width 1.6: (1.95996 + 0.84162) x 0.4082 = 1.14 > 1, beyond the relative win rate's range
+        (-0.8, 0.8, "it could not detect even the largest relative win rate with 80% power at the 0.05"),
+        (0.0, 0.0, "its interval has no width, so what the check could have detected cannot be stated"),
+    ],
+)
+def test_the_audit_says_what_a_no_difference_sanity_check_could_have_detected(low, high, said):
+    table = _self_vs_self(low, high)
+    headline = one_line(audit_headline(table))
+    assert "no difference under the claim rule" in headline and said in headline
+    assert "fair judge must report" not in headline
+    findings = audit_findings(table, pd.DataFrame(columns=["pair", "protocol", "order"]), findings_table([]))
+    assert said in findings
+    assert untraced_numbers(headline, {"sanity_check": table}) == []
 
 
 def test_the_claims_headline_gives_claims_per_answer_and_the_supported_differences():

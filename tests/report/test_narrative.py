@@ -20,7 +20,8 @@ def test_a_claim_needs_an_interval_off_zero_and_an_adjusted_test_that_rejects():
     assert claim_text(-0.3, -0.1, 0.049, "worse") == "worse"
     assert claim_text(-0.1, 0.3, 0.001, "better") == NO_CLAIM
     assert claim_text(float("nan"), float("nan"), 0.001, "better") == NO_CLAIM
-    assert "adjusted test does not reject (p = 0.05" in claim_text(0.1, 0.3, 0.05, "better")
+    assert claim_text(0.1, 0.3, 0.05, "better") == "better"  # p = alpha rejects: p <= alpha
+    assert "adjusted test does not reject (p = 0.06, above 0.05)" in claim_text(0.1, 0.3, 0.06, "better")
     assert "no test could be run" in claim_text(0.1, 0.3, float("nan"), "better")
     assert not claim_supported(0.1, 0.3, float("nan")) and claim_supported(0.1, 0.3, 0.2, alpha=0.25)
 

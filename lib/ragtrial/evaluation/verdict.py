@@ -548,8 +548,9 @@ def verdict_rows(
     """Per (question type, graph method, kind): the first of `verdict.primary_measures` of that kind
     compared for it (then any other measure of the kind, in registry order), its difference and claim,
     the power figures, the cost ratio per query including indexing at this evaluation's question count
-    and at the largest `verdict.queries`, break-even, and the other measures whose difference is a
-    finding.
+    and at the largest `verdict.queries`, break-even, the other measures whose difference is a
+    finding, and every measure of the question type weighed (`_weighed_measures`: better on which,
+    worse on which), so that the sentence says "mixed" when they disagree.
     """
     rows: list[dict[str, object]] = []
     if comparisons.empty:
@@ -586,7 +587,24 @@ def _verdict_row(
     row["other_findings"] = "; ".join(
         f"{o.measure} {o.mean_diff:+.3g} [{o.ci_low:.3g}, {o.ci_high:.3g}]" for o in others.itertuples()
     )
-    return row
+    return row | _weighed_measures(group)
+
+
+def _weighed_measures(group: pd.DataFrame) -> dict[str, object]:
+    """Every measure of one question type and graph method under the claim rule: how many were
+    compared, and on which (and how many) the method is better or worse (a difference is signed so
+    that positive is better); a verdict with both is mixed.
+    """
+    supported = group[group["supported"].astype(bool)]
+    better = supported.loc[supported["mean_diff"] > 0, "measure"].tolist()
+    worse = supported.loc[supported["mean_diff"] < 0, "measure"].tolist()
+    return {
+        "measures_compared": len(group),
+        "measures_better": len(better),
+        "measures_worse": len(worse),
+        "better_on": ", ".join(better),
+        "worse_on": ", ".join(worse),
+    }
 
 
 def _cost_ratios(

@@ -86,7 +86,8 @@ def study_findings(summary: pd.DataFrame, closed_form: float) -> list[Finding]:
     """The extremes of the simulated studies: on A/A, the classic protocol's highest winner rate (its
     questions, its first-shown winner share) and the unbiased protocol's; over the unbiased designs,
     the lowest coverage (its scenario as the figure, the truth as the value) and the highest, and on
-    the effect scenario the largest bias; `closed_form`, the classic rate its position bias implies.
+    the effect scenario the largest bias with its Monte Carlo standard error; `closed_form`, the
+    classic rate its position bias implies.
     """
     null = summary[summary["truth"] == 0]
     classic, unbiased_null = null[null["protocol"] == "classic"], null[null["protocol"] == "unbiased"]
@@ -114,7 +115,7 @@ def study_findings(summary: pd.DataFrame, closed_form: float) -> list[Finding]:
         rows += _summary_row("coverage_highest", high, ("coverage",))
     if not effect.empty:
         worst = effect.loc[effect["bias"].abs().idxmax()]
-        rows += _summary_row("bias_largest", worst, ("truth", "bias", "trials", "repeats"))
+        rows += _summary_row("bias_largest", worst, ("truth", "bias", "bias_se", "trials", "repeats"))
     return rows
 
 

@@ -12,9 +12,11 @@ import pandas as pd
 
 from ragtrial.evaluation.judge.pairs import METHOD_KEY, pair_label, word_count
 from ragtrial.evaluation.judge.protocols import Judgments
-from ragtrial.stats import claim_supported, claim_text
+from ragtrial.stats import CLAIM_ALPHA, claim_supported, claim_text, detectable_from_interval
 
 LENGTH_GAP_BINS = (0, 5, 10, 25, 50, math.inf)
+# The power at which a sanity check states the difference it could have detected (the conventional 80%).
+AUDIT_POWER = 0.8
 
 
 def length_bias(
@@ -57,7 +59,10 @@ def _supports(low: float, high: float, p_holm: float) -> str:
 def sanity_table(classic: pd.DataFrame, unbiased: pd.DataFrame) -> pd.DataFrame:
     """Per pair and protocol: relative win rate of A with its 95% interval over questions (classic:
     overall verdicts with A shown first, ties when the judge may call them; unbiased: mean over
-    trials), win/tie/loss rates, the protocol's Holm-adjusted p-value and the claim rule's verdict.
+    trials), win/tie/loss rates, the protocol's Holm-adjusted p-value and the claim rule's verdict,
+    and its power: `detectable_difference`, the relative win rate its test detects with
+    `detection_power` at `detection_alpha` (`stats.detectable_from_interval`, from the interval's width;
+    NaN when the interval has no width), so that "no difference" says how large a bias could go unseen.
     """
     shown_first = classic[(classic["aspect"] == "overall") & (classic["position"] == "AB")]
     rows = [
@@ -114,6 +119,12 @@ def sanity_table(classic: pd.DataFrame, unbiased: pd.DataFrame) -> pd.DataFrame:
             claim_supported(lo, hi, p)
             for lo, hi, p in zip(table["ci_low"], table["ci_high"], table["p_holm"], strict=True)
         ],
+        detectable_difference=[
+            detectable_from_interval(lo, hi, CLAIM_ALPHA, AUDIT_POWER)
+            for lo, hi in zip(table["ci_low"], table["ci_high"], strict=True)
+        ],
+        detection_power=AUDIT_POWER,
+        detection_alpha=CLAIM_ALPHA,
     )
 
 

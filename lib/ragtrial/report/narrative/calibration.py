@@ -70,20 +70,58 @@ def fit_note(parameters: pd.DataFrame, findings: pd.DataFrame) -> str:
     return " ".join(parts)
 
 
+def _first_shown_clause(findings: pd.DataFrame) -> str:
+    """Which method the classic protocol's spurious winners were, from the A/A studies it declared a
+    winner in (`winner_rate`) and those the method shown first won (`a_winner_rate`), both shares of
+    the studies: "almost always" only when the first-shown won at least nine in ten of them.
+    """
+    winners = stated(findings, "classic_spurious", "winner_rate").value
+    first = stated(findings, "classic_spurious", "a_winner_rate").value
+    if winners == 0:
+        return ""
+    second = winners - first
+    shown = f"the method shown first won {first:.0%} of the studies"
+    if first >= 0.9 * winners:
+        return f", almost always the method it shows first ({shown})"
+    if first > second:
+        return f", more often the method it shows first than the other ({shown})"
+    if first < second:
+        return f", more often the method it shows second than the first ({shown})"
+    return f", as often the method it shows first as the other ({shown})"
+
+
 def classic_spurious_sentence(findings: pd.DataFrame) -> str:
     """The paper's point as a number: how often the classic protocol declares a winner in A/A studies
-    (and the closed form of its first-shown rate), beside the unbiased protocol's worst rate.
+    against the target false-winner rate ("manufactures winners" only when its interval lies above
+    it), which method those winners were (and the closed form of its winner rate), beside the unbiased
+    protocol's worst rate.
     """
     if statements(findings, "classic_spurious").empty:
         return ""
     rate = stated(findings, "classic_spurious", "winner_rate")
     level = stated(findings, "interval_level").value
-    text = (
-        f"**The classic protocol manufactures winners**: with no true difference it declared a winner in "
-        f"{_rate(rate, level)} of the simulated "
-        f"studies at {stated(findings, 'classic_spurious', 'questions').value:.0f} questions, almost always "
-        f"the method it shows first ({stated(findings, 'classic_spurious', 'a_winner_rate').value:.0%})"
+    target = stated(findings, "target", "false_winner_rate").value
+    studies = (
+        f"{_rate(rate, level)} of the simulated studies at "
+        f"{stated(findings, 'classic_spurious', 'questions').value:.0f} questions"
     )
+    if rate.ci_low > target:
+        text = (
+            f"**The classic protocol manufactures winners**: with no true difference it declared a winner in "
+            f"{studies}, above the {target:.0%} false-winner rate the design targets"
+        )
+    elif rate.ci_high <= target:
+        text = (
+            f"With no true difference the classic protocol declared a winner in {studies}, within the "
+            f"{target:.0%} false-winner rate the design targets"
+        )
+    else:
+        text = (
+            f"With no true difference the classic protocol declared a winner in {studies}; the interval "
+            f"includes the {target:.0%} false-winner rate the design targets, so these studies do not show "
+            "it manufactures winners"
+        )
+    text += _first_shown_clause(findings)
     closed_form = statements(findings, "classic_closed_form")
     if not closed_form.empty:
         text += f"; the closed form for this judge's position bias says {closed_form['value'].iloc[0]:.0%}"
@@ -95,6 +133,27 @@ def classic_spurious_sentence(findings: pd.DataFrame) -> str:
             f"{stated(findings, 'unbiased_spurious', 'questions').value:.0f} questions)"
         )
     return text + "."
+
+
+def _bias_clause(findings: pd.DataFrame) -> str:
+    """The largest bias of the unbiased protocol's estimate, its Monte Carlo standard error, and its
+    direction from the signs: toward zero (what ties and per-call noise do) or away from it; none
+    when it lies within two standard errors of zero.
+    """
+    truth = stated(findings, "bias_largest", "truth").value
+    bias = stated(findings, "bias_largest", "bias").value
+    error = stated(findings, "bias_largest", "bias_se").value
+    text = (
+        f"; with a true relative win rate of {truth:+.2f} its estimate is off by {bias:+.3f} on average at "
+        f"worst (Monte Carlo standard error {error:.3f}; {_stated_design(findings, 'bias_largest')})"
+    )
+    if not abs(bias) > 2 * error:  # a NaN error (one study) shows no bias either
+        return text + ", within two standard errors of zero, so the studies show no bias"
+    if truth * bias < 0 and abs(bias) <= abs(truth):
+        return text + ": ties and per-call noise pull it toward zero"
+    if truth * bias < 0:
+        return text + ": past zero, to the other sign"
+    return text + ": away from zero, so it overstates the difference"
 
 
 def coverage_sentence(findings: pd.DataFrame) -> str:
@@ -111,13 +170,7 @@ def coverage_sentence(findings: pd.DataFrame) -> str:
         f"{stated(findings, 'coverage_lowest', 'questions').value:.0f} questions)"
     )
     if not statements(findings, "bias_largest").empty:
-        truth = stated(findings, "bias_largest", "truth").value
-        bias = stated(findings, "bias_largest", "bias").value
-        text += (
-            f"; with a true relative win rate of {truth:+.2f} its estimate is off by {bias:+.3f} "
-            f"on average at worst ({_stated_design(findings, 'bias_largest')}): ties and per-call noise "
-            "pull it toward zero"
-        )
+        text += _bias_clause(findings)
     return text + "."
 
 

@@ -4,6 +4,7 @@ failures, and the audit and comparison findings, generated from the numbers.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -85,6 +86,25 @@ def _rwr(r: Any) -> str:  # a row of itertuples: its fields are the columns
     return f"{r.relative_win_rate:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
 
 
+def detectable_clause(r: Any) -> str:
+    """What a sanity check (a row of `sanity_check`) could have detected: its saved
+    `detectable_difference` at `detection_power` and `detection_alpha`. A relative win rate lies in
+    [-1, 1], so a detectable difference beyond 1 is none at all.
+    """
+    if math.isnan(r.detectable_difference):
+        return "its interval has no width, so what the check could have detected cannot be stated"
+    power = f"with {r.detection_power:.0%} power at the {r.detection_alpha:g} level"
+    if r.detectable_difference > 1:
+        return (
+            f"on {r.questions} questions it could not detect even the largest relative win rate {power}, "
+            "so it says nothing of the judge's fairness"
+        )
+    return (
+        f"on {r.questions} questions it detects a relative win rate of ±{r.detectable_difference:.2f} "
+        f"{power}, so a smaller bias could go unseen"
+    )
+
+
 def alignment_sentence(findings: pd.DataFrame) -> str:
     if not _states(findings, "alignment_pairs"):
         return ""
@@ -159,7 +179,7 @@ def audit_findings(sanity: pd.DataFrame, positions: pd.DataFrame, findings: pd.D
             + (
                 " Both runs are the same method, so this difference is a false finding."
                 if r.supported
-                else ""
+                else f" No difference shown: {detectable_clause(r)}."
             )
         )
     for (pair, protocol), g in positions.groupby(["pair", "protocol"], sort=False):
@@ -251,7 +271,8 @@ def _headline_protocol(sanity: pd.DataFrame) -> tuple[str, pd.DataFrame]:
 
 def audit_headline(sanity: pd.DataFrame) -> str:
     """The one line of notebook 06 for the index page: whether the judge called the method against
-    itself a draw (the unbiased protocol's sanity check when it ran).
+    itself a draw (the unbiased protocol's sanity check when it ran), and when it did, how large a
+    difference the check could have detected.
     """
     if sanity.empty:
         return "No pair was judged, so the judge could not be audited (see the failures)."
@@ -260,7 +281,7 @@ def audit_headline(sanity: pd.DataFrame) -> str:
     verdict = (
         "the judge reports a difference between two runs of the same method, a false finding"
         if r.supported
-        else "no difference under the claim rule, as a fair judge must report"
+        else f"no difference under the claim rule; {detectable_clause(r)}"
     )
     return (
         f"Self-vs-self ({r.pair}, {protocol} protocol, {r.questions} questions): relative win rate of run A "

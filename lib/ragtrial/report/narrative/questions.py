@@ -135,16 +135,31 @@ def _relevance_findings(tables: SavedTables) -> str:
     return "\n".join(lines) + "\n\n" + " ".join(notes)
 
 
-def entity_distribution_headline(distribution: pd.DataFrame) -> str:
-    """The one line of notebook 02 for the index page: per generator, by the first linker (the n-gram
-    one, no model call), the distinct entities its questions name and how concentrated they are.
+# What each linker counts, as the headline states it: the n-gram linker finds graph entity names in the
+# question, so it favours graph-grounded questions; the model's lists count every entity it names.
+LINKER_COUNTS = {
+    "llm": "entities the model listed, each counted whether the graph holds it or not",
+    "ngram": (
+        "the n-gram linker: graph entity names found in the questions, a count that favours the "
+        "graph-grounded questions; `questions.llm_entities` gives the unbiased count"
+    ),
+}
+
+
+def entity_distribution_headline(distribution: pd.DataFrame, embedded: bool) -> str:
+    """The one line of notebook 02 for the index page: per generator, by the unbiased counter (the
+    model's entity lists when the run made them, else the n-gram linker, named with its bias), the
+    distinct entities its questions name and how concentrated they are. On the embedded model the
+    model's lists are a pipeline check, and the headline says so.
     """
     if distribution.empty:
         return "No question was generated, so there is no entity distribution."
-    linker = distribution["linker"].iloc[0]
+    linker = "llm" if (distribution["linker"] == "llm").any() else distribution["linker"].iloc[0]
     rows = distribution[distribution["linker"] == linker]
+    counter = LINKER_COUNTS.get(linker, f"the {linker} linker")
+    check = "*Pipeline check on the embedded model, not a finding:* " if embedded and linker == "llm" else ""
     return (
-        f"Distinct entities the questions name ({linker} linker; share of questions naming the most "
+        f"{check}Distinct entities the questions name ({counter}; share of questions naming the most "
         "frequent one): "
         + ", ".join(
             f"{r['generator']} {r['distinct_entities']} ({r['top_question_share']:.0%})"
@@ -173,7 +188,9 @@ def relevance_headline(by_generator: pd.DataFrame) -> str:
 def narrate_entity_distribution(tables: SavedTables) -> Narration:
     """Notebook 02: per generator and linker, the entity distribution, and the notes on the counts."""
     return Narration(
-        entity_distribution_headline(saved(tables, "entity_distribution")),
+        entity_distribution_headline(
+            saved(tables, "entity_distribution"), answered_by_embedded_model(saved(tables, FINDINGS_TABLE))
+        ),
         _entity_distribution_findings(tables),
     )
 

@@ -117,13 +117,45 @@ def _power_clause(row: pd.Series) -> str:
     )
 
 
+def _worse_clause(row: pd.Series) -> str:
+    """What a supported loss means for the bill, weighed over every measure of the question type:
+    "not worth its bill" only when no measure finds it better and it costs at least as much.
+    """
+    weighed = f"better on none of the {int(row['measures_compared'])} measure(s) compared here"
+    if math.isnan(row["cost_ratio_eval"]):
+        return f"{weighed}, and no cost to weigh"
+    if row["cost_ratio_eval"] >= 1:
+        return f"{weighed} and no cheaper: not worth its bill here"
+    return f"{weighed} but cheaper, so the saving must be weighed against the loss"
+
+
+def _mixed_sentence(row: pd.Series, measure: str, interval: str) -> str:
+    """A method the claim rule finds better on some measures of the question type and worse on others."""
+    lead = (
+        "supported"
+        if row["supported"]
+        else stats.claim_text(row["ci_low"], row["ci_high"], row["p_holm"], "", stats.CLAIM_ALPHA)
+    )
+    return (
+        f"**{row['method']}** against {row['baseline']}: **mixed** under the claim rule, better on "
+        f"{int(row['measures_better'])} measure(s) ({row['better_on']}) and worse on "
+        f"{int(row['measures_worse'])} ({row['worse_on']}) of the {int(row['measures_compared'])} compared; "
+        f"on {measure} {interval} ({lead}). Cost: {_cost_clause(row)}."
+    )
+
+
 def verdict_sentence(row: pd.Series, embedded: bool) -> str:
-    """One graph method on one question type, in words, from the verdict row."""
+    """One graph method on one question type, in words, from the verdict row: its lead measure under
+    the claim rule, weighed against every other measure of the question type ("mixed" when the claim
+    rule finds it better on some and worse on others).
+    """
     measure = f"{row['measure']} ({MEASURED_BY[row['measured_by']]})"
     label = ""
     if embedded and row["measured_by"] != "gold":
         label = "*Pipeline check on the embedded model, not a finding:* "
     interval = f"{row['mean_diff']:+.3g} [{row['ci_low']:.3g}, {row['ci_high']:.3g}]"
+    if row["measures_better"] and row["measures_worse"]:
+        return label + _mixed_sentence(row, measure, interval)
     if row["supported"] and row["mean_diff"] > 0:
         claim = (
             f"**{row['method']}** is better than {row['baseline']} by {interval} on {measure}, "
@@ -132,7 +164,7 @@ def verdict_sentence(row: pd.Series, embedded: bool) -> str:
     elif row["supported"]:
         claim = (
             f"**{row['method']}** is worse than {row['baseline']} by {interval} on {measure}, "
-            f"{_cost_clause(row)}: not worth its bill here."
+            f"{_cost_clause(row)}; {_worse_clause(row)}."
         )
     else:
         reason = stats.claim_text(row["ci_low"], row["ci_high"], row["p_holm"], "", stats.CLAIM_ALPHA)
