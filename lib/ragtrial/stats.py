@@ -236,12 +236,7 @@ def paired_comparison_table(
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    table["p_holm"] = holm_correction(table["p_value"].tolist(), alpha)["p_holm"].to_numpy()
-    table["supported"] = [
-        claim_supported(lo, hi, p, alpha)
-        for lo, hi, p in zip(table["ci_low"], table["ci_high"], table["p_holm"], strict=True)
-    ]
-    return table
+    return with_holm_claims(table, alpha)
 
 
 def summary_by_group(
@@ -361,6 +356,28 @@ def claim_supported(low: float, high: float, p_adjusted: float, alpha: float = C
     p-value never supports a claim).
     """
     return excludes_zero(low, high) and rejects(p_adjusted, alpha)
+
+
+def with_holm_claims(
+    table: pd.DataFrame, alpha: float = CLAIM_ALPHA, family: str | None = None
+) -> pd.DataFrame:
+    """`table` (p_value, ci_low, ci_high per row) with `p_holm` adjusted over its rows (or within each
+    `family` column value) and `supported` by the claim rule on that adjusted p: the one place the two
+    are set together, so a table never pairs an adjusted p with a claim decided on the raw one.
+    """
+    if family is None:
+        p_holm = holm_correction(table["p_value"].tolist(), alpha)["p_holm"].to_numpy()
+    else:
+        p_holm = table.groupby(family, sort=False)["p_value"].transform(
+            lambda p: holm_correction(p.tolist(), alpha)["p_holm"].to_numpy()
+        )
+    table = table.assign(p_holm=p_holm)
+    return table.assign(
+        supported=[
+            claim_supported(lo, hi, p, alpha)
+            for lo, hi, p in zip(table["ci_low"], table["ci_high"], table["p_holm"], strict=True)
+        ]
+    )
 
 
 def claim_text(low: float, high: float, p_adjusted: float, claim: str, alpha: float = CLAIM_ALPHA) -> str:

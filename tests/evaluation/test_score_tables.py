@@ -211,6 +211,21 @@ def test_paired_table_compares_on_questions_both_answered_with_the_stats_module(
     assert "(naive_rag)" in text  # the only passage method whose every answer took one model call
 
 
+def test_paired_table_decides_claims_on_the_holm_adjusted_p():
+    # Three methods each better than the baseline on all 6 questions: each raw Wilcoxon p is 1/32
+    # (below 0.05), Holm over the three lifts every p to 3/32, so no claim holds although each interval
+    # excludes zero.
+    rows = [
+        {"question_id": f"q{i}", "method": method, "f1": 0.0 if method == "base" else 0.1 + 0.01 * i + shift}
+        for i in range(6)
+        for method, shift in (("base", 0.0), ("a", 0.0), ("b", 0.05), ("c", 0.1))
+    ]
+    table = paired_table(pd.DataFrame(rows), "f1", "base", n_resamples=300)
+    assert (table["p_value"] < 0.05).all() and (table["ci_low"] > 0).all()
+    assert table["p_holm"].tolist() == pytest.approx([3 / 32] * 3)
+    assert not table["supported"].any()
+
+
 def test_complementarity_counts_on_common_questions(answers):
     scores = score_qa(answers, QUESTIONS, k=1)
     comp = complementarity_table(scores, "naive_rag").set_index("method")

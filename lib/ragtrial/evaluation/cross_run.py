@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from ragtrial.evaluation.answer_metrics import metric_entry
-from ragtrial.stats import claim_supported, holm_correction, paired_comparison_table
+from ragtrial.stats import paired_comparison_table, with_holm_claims
 
 REFERENCE, VARIED = "reference", "varied"
 CROSS_RUN_COLUMNS = [
@@ -76,14 +76,7 @@ def paired_across_runs(
     table = pd.DataFrame(rows, columns=["reference", *CROSS_RUN_COLUMNS])
     if table.empty:
         return table.assign(p_holm=pd.Series(dtype=float), supported=pd.Series(dtype=bool))
-    table["p_holm"] = table.groupby("metric", sort=False)["p_value"].transform(
-        lambda p: holm_correction(p.tolist(), alpha)["p_holm"].to_numpy()
-    )
-    table["supported"] = [
-        claim_supported(lo, hi, p, alpha)
-        for lo, hi, p in zip(table["ci_low"], table["ci_high"], table["p_holm"], strict=True)
-    ]
-    return table
+    return with_holm_claims(table, alpha, family="metric")
 
 
 def _metric_rows(

@@ -30,11 +30,11 @@ from ragtrial.evaluation.answer_metrics import (
 from ragtrial.records import Question
 from ragtrial.stats import (
     complementarity,
-    holm_correction,
     latency_summary,
     paired_comparison_table,
     pareto_front,
     summary_by_group,
+    with_holm_claims,
 )
 
 
@@ -210,7 +210,7 @@ def paired_table(
 ) -> pd.DataFrame:
     """Each method against `baseline` on the questions both answered: mean difference with a paired
     bootstrap interval, the metric's paired test (McNemar or Wilcoxon), Holm across methods; `supported` is
-    False when the interval includes zero.
+    the claim rule on the Holm-adjusted p (`stats.with_holm_claims`).
     """
     binary = metric_entry(metric).metadata["paired_test"] == "mcnemar"
     rows = [
@@ -219,9 +219,8 @@ def paired_table(
     ]
     if not rows:
         return pd.DataFrame()
-    table = pd.concat(rows, ignore_index=True).assign(metric=metric)
-    table["p_holm"] = holm_correction(table["p_value"].tolist())["p_holm"].to_numpy()
-    return table
+    # Each pair was tested alone; Holm and the claim rule apply across the methods compared.
+    return with_holm_claims(pd.concat(rows, ignore_index=True).assign(metric=metric))
 
 
 def paired_by_fallback(
