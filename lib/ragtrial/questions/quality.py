@@ -2,9 +2,9 @@
 
 Question entities are found by the retrievers' own linker (retrieval.entity_graph.EntityLinker) in two
 modes, reported side by side when both run: "ngram" links question n-grams to entity names with no
-model call (the trustworthy path when the model is weak; it finds only entities of the graph); "llm"
-has the model list the entities first, and every listed entity counts, linked to the graph or not
-(the paper counts the extracted entities themselves: counting only those that link would favour
+model call (usable when the model is weak, but it finds only entities of the graph, so it favours
+graph-grounded questions); "llm" has the model list the entities first, and every listed entity
+counts, linked to the graph or not (the paper counts the extracted entities themselves: counting only those that link would favour
 graph-grounded questions); the linked share is reported beside. Distribution metrics follow the
 GraphRAG evaluation paper (Section V-A): top-10 shares, distinct entities, share of the most
 frequent; plus Shannon entropy and graph / community coverage (of linked entities).

@@ -84,8 +84,8 @@ def _entity_distribution_findings(tables: SavedTables) -> str:
     if answered_by_embedded_model(findings):
         notes.append(
             embedded_disclaimer("The questions and the LLM linker's entity lists")
-            + " The n-gram linker (no model call) is the trustworthy reading of which entities the "
-            "questions name."
+            + " The n-gram linker needs no model call but finds only entities of the graph, so it "
+            "favours graph-grounded questions; read its counts beside the LLM linker's, not instead."
         )
     counts = {
         "generation calls": stated_count(findings, GENERATION_FAILURES),
