@@ -4,10 +4,11 @@ Question entities are found by the retrievers' own linker (retrieval.entity_grap
 modes, reported side by side when both run: "ngram" links question n-grams to entity names with no
 model call (usable when the model is weak, but it finds only entities of the graph, so it favours
 graph-grounded questions); "llm" has the model list the entities first, and every listed entity
-counts, linked to the graph or not (the paper counts the extracted entities themselves: counting only those that link would favour
-graph-grounded questions); the linked share is reported beside. Distribution metrics follow the
-GraphRAG evaluation paper (Section V-A): top-10 shares, distinct entities, share of the most
-frequent; plus Shannon entropy and graph / community coverage (of linked entities).
+counts, linked to the graph or not (the paper counts the extracted entities themselves: counting
+only those that link would favour graph-grounded questions); the linked share is reported beside.
+Distribution metrics follow the GraphRAG evaluation paper (Section V-A): top-10 shares, distinct
+entities, share of the most frequent; plus Shannon entropy and graph / community coverage (of linked
+entities).
 Relevance (Section V-B): one 0-5 rating per (question, retrieved context); a reply that does not
 parse is a recorded failure, never a score.
 """
