@@ -610,3 +610,23 @@ def test_the_plan_of_summary_questions_is_the_requests_they_send(scripted, tmp_p
     (after,) = planned_generation(llm, documents, cfg, ["summary"])
     assert (before.calls, before.cached) == (3, 0)
     assert after.cached == after.calls == 3 and len(scripted.requests) == sent
+
+
+def test_the_plan_of_the_corpus_description_is_the_request_it_sends(scripted, tmp_path, small_index):
+    """`ragtrial estimate` plans the one description call exactly and finds it cached once made; a
+    given description plans none.
+    """
+    from ragtrial.questions.run_generators import planned_generation
+
+    index, _ = small_index
+    scripted.default_reply = structured_reply
+    cfg = QuestionsSettings(personas=1, tasks_per_persona=1, questions_per_task=1, temperature=0.7)
+    llm = make_llm(scripted.base_url, tmp_path)
+    before = planned_generation(llm, index.documents, cfg, ["persona"])[0]
+    assert before.stage == "questions_corpus_description" and (before.calls, before.cached) == (1, 0)
+    persona_questions(llm, index.documents, cfg)
+    after = planned_generation(llm, index.documents, cfg, ["persona"])[0]
+    assert after.cached == after.calls == 1
+    given = cfg.model_copy(update={"corpus_description": "A corpus of reports about companies and people."})
+    stages = [p.stage for p in planned_generation(llm, index.documents, given, ["persona"])]
+    assert stages == ["questions_personas", "questions_persona_tasks", "questions_persona_questions"]
