@@ -60,6 +60,9 @@ def first_user_turn(body: dict) -> str:
     return next(m["content"] for m in body["messages"] if m["role"] == "user")
 
 
+CORPUS_DESCRIPTION = "Short reports about fictional companies and people, read to follow their dealings."
+
+
 def structured_reply(body: dict) -> str:
     """A valid reply for whatever the question prompts ask, varied by the request content."""
     text = body["messages"][-1]["content"]
@@ -74,6 +77,8 @@ def structured_reply(body: dict) -> str:
             return json.dumps({key: [f"Generated {key} number {i} for {tag}?" for i in range(n)]})
     if "score" in props:
         return json.dumps({"score": int(tag, 16) % 6})
+    if "description" in props:
+        return json.dumps({"description": CORPUS_DESCRIPTION})
     return f"A short summary of chunk {tag}."
 
 
@@ -189,8 +194,39 @@ def test_persona_generator_makes_k_by_n_by_m_questions_with_provenance(llm, smal
     q = generated.questions
     assert len(q) == 3 * 2 * 2 and generated.failures.empty
     assert q.groupby(["persona", "task"]).size().eq(2).all() and q["persona"].nunique() == 3
-    assert (q["prompt"] == "questions_persona_questions@v1").all() and q["question_id"].is_unique
+    assert (q["prompt"] == "questions_persona_questions@v2").all() and q["question_id"].is_unique
     assert all(ids == list(index.documents["doc_id"][: len(ids)]) and ids for ids in q["doc_ids"])
+
+
+def test_persona_prompts_see_a_corpus_description_never_the_corpus(scripted, tmp_path, small_index):
+    """GraphRAG's Algorithm 1 starts from a high-level description of the corpus ("avoid generating
+    questions from the corpus itself"): the description call alone sees a sample of the corpus.
+    """
+    index, _ = small_index
+    scripted.default_reply = structured_reply
+    cfg = QuestionsSettings(personas=2, tasks_per_persona=1, questions_per_task=2, temperature=None)
+    sentences = {
+        s.strip() for text in index.documents["text"] for s in text.split(".") if len(s.strip()) > 20
+    }
+
+    def shows_corpus(prompt: str) -> bool:
+        return any(sentence in prompt for sentence in sentences)
+
+    generated = persona_questions(make_llm(scripted.base_url, tmp_path / "generated"), index.documents, cfg)
+    assert len(generated.questions) == 2 * 1 * 2 and generated.failures.empty
+    describe, *persona_prompts = [first_user_turn(r["body"]) for r in scripted.chat_requests()]
+    assert "at most 80 words" in describe and shows_corpus(describe)
+    assert len(persona_prompts) == 1 + 2 + 2  # personas, tasks per persona, questions per task
+    assert all(CORPUS_DESCRIPTION in p and not shows_corpus(p) for p in persona_prompts)
+
+    given = "Transcripts of a technology podcast, read by journalists following the industry."
+    sent = len(scripted.chat_requests())
+    cfg = cfg.model_copy(update={"corpus_description": given})
+    generated = persona_questions(make_llm(scripted.base_url, tmp_path / "given"), index.documents, cfg)
+    prompts = [first_user_turn(r["body"]) for r in scripted.chat_requests()[sent:]]
+    assert len(prompts) == 5 and len(generated.questions) == 4  # no description call
+    assert all(given in p and CORPUS_DESCRIPTION not in p and not shows_corpus(p) for p in prompts)
+    assert all(ids == [] for ids in generated.questions["doc_ids"])  # written from no document
 
 
 def test_persona_failures_are_recorded_and_not_turned_into_questions(scripted, tmp_path, small_index):
@@ -574,3 +610,23 @@ def test_the_plan_of_summary_questions_is_the_requests_they_send(scripted, tmp_p
     (after,) = planned_generation(llm, documents, cfg, ["summary"])
     assert (before.calls, before.cached) == (3, 0)
     assert after.cached == after.calls == 3 and len(scripted.requests) == sent
+
+
+def test_the_plan_of_the_corpus_description_is_the_request_it_sends(scripted, tmp_path, small_index):
+    """`ragtrial estimate` plans the one description call exactly and finds it cached once made; a
+    given description plans none.
+    """
+    from ragtrial.questions.run_generators import planned_generation
+
+    index, _ = small_index
+    scripted.default_reply = structured_reply
+    cfg = QuestionsSettings(personas=1, tasks_per_persona=1, questions_per_task=1, temperature=0.7)
+    llm = make_llm(scripted.base_url, tmp_path)
+    before = planned_generation(llm, index.documents, cfg, ["persona"])[0]
+    assert before.stage == "questions_corpus_description" and (before.calls, before.cached) == (1, 0)
+    persona_questions(llm, index.documents, cfg)
+    after = planned_generation(llm, index.documents, cfg, ["persona"])[0]
+    assert after.cached == after.calls == 1
+    given = cfg.model_copy(update={"corpus_description": "A corpus of reports about companies and people."})
+    stages = [p.stage for p in planned_generation(llm, index.documents, given, ["persona"])]
+    assert stages == ["questions_personas", "questions_persona_tasks", "questions_persona_questions"]
