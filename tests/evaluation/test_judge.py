@@ -18,7 +18,7 @@ from ragtrial.evaluation.judge.aggregate import (
     classic_summary,
 )
 from ragtrial.evaluation.judge.answers import SampledLLM, answer_questions
-from ragtrial.evaluation.judge.audits import length_bias, position_table
+from ragtrial.evaluation.judge.audits import length_bias, length_verdicts, position_table
 from ragtrial.evaluation.judge.cost_plan import EMBEDDED_THROUGHPUT, estimate_cost, judge_prompt_tokens
 from ragtrial.evaluation.judge.pairs import PAIR_COLUMNS, align_lengths
 from ragtrial.evaluation.judge.protocols import (
@@ -264,16 +264,15 @@ def test_length_bias_and_position_audits_of_classic_judgments(scripted, tmp_path
     scripted.default_reply = longer_answer_judge
     llm = make_llm(scripted.base_url, tmp_path)
     both = ("AB", "BA")
-    verdicts, binned = length_bias(
-        pairs, judge_classic(llm, pairs, max_tokens=48, temperature=0.7, positions=both)
-    )
-    assert len(verdicts) == 4 and verdicts["longer_won"].all() and list(binned["longer_win_rate"]) == [1.0]
+    binned = length_bias(pairs, judge_classic(llm, pairs, max_tokens=48, temperature=0.7, positions=both))
+    assert list(binned["verdicts"]) == [2] and list(binned["longer_win_rate"]) == [1.0]
     scripted.default_reply = first_position_judge
     run = judge_classic(
         make_llm(scripted.base_url, tmp_path / "fresh"), pairs, max_tokens=48, temperature=0.7, positions=both
     )
-    verdicts, _ = length_bias(pairs, run)
-    assert verdicts["longer_won"].mean() == 0.5  # position bias averages out over both orders
+    assert length_verdicts(pairs, run)["longer_won"].mean() == 0.5  # each order's verdicts: half each
+    exchanged = length_bias(pairs, run)  # position bias removed: the two orders disagree, so ties
+    assert list(exchanged["verdicts"]) == [0] and list(exchanged["ties"]) == [2]
     overall = classic_summary(run).query("aspect == 'overall'").set_index("position")
     assert list(overall["first_slot_win_rate"]) == [1.0, 1.0]
     assert overall.loc["AB", "win_rate_a"] == 1.0 and overall.loc["BA", "win_rate_a"] == 0.0

@@ -67,9 +67,11 @@ def test_alignment_findings_count_outcomes_and_the_kept_pairs_gaps():
 
 
 def test_the_longer_answers_win_rate_weights_each_gap_bin_by_its_verdicts():
-    bins = pd.DataFrame({"gap_bin": ["[0, 5)", "[5, 10)"], "verdicts": [2, 6], "longer_win_rate": [1.0, 0.5]})
+    bins = pd.DataFrame(
+        {"gap_bin": ["[0, 5)", "[5, 10)"], "verdicts": [2, 6], "ties": [1, 3], "longer_win_rate": [1.0, 0.5]}
+    )
     findings = findings_table(length_findings(bins))
-    assert value(findings, "length_verdicts") == 8
+    assert value(findings, "length_verdicts") == 8 and value(findings, "length_ties") == 4
     assert value(findings, "longer_win_rate") == pytest.approx((2 * 1.0 + 6 * 0.5) / 8)  # not (1.0 + 0.5) / 2
     assert length_findings(bins.iloc[:0]) == []
 
@@ -160,7 +162,9 @@ def test_notebook_06s_narrative_words_its_saved_tables_alone():
                  supported=False, detectable_difference=0.7147, detection_power=0.8, detection_alpha=0.05),
         ]
     )  # fmt: skip
-    bins = pd.DataFrame({"gap_bin": ["[0, 5)", "[5, 10)"], "verdicts": [2, 6], "longer_win_rate": [1.0, 0.5]})
+    bins = pd.DataFrame(
+        {"gap_bin": ["[0, 5)", "[5, 10)"], "verdicts": [2, 6], "ties": [1, 3], "longer_win_rate": [1.0, 0.5]}
+    )
     findings = findings_table(
         [*length_findings(bins), *alignment_findings(alignment_log(), 10), embedded_model_finding(True)]
     )
@@ -172,8 +176,10 @@ def test_notebook_06s_narrative_words_its_saved_tables_alone():
         "findings": findings,
     }
     narration = narrate_bias_audit(tables)
-    assert "over 8 classic verdicts with a word gap, the longer answer won 62% (about 50% without" in (
-        narration.findings
+    assert "by token gap, on the classic protocol's verdicts with position bias removed" in narration.findings
+    assert (
+        "over 8 verdicts with a winner (4 ties left out), the longer answer won 62% (about 50% without"
+        in (narration.findings)
     )
     assert "kept 2 of 3 pairs (67%" in narration.findings and narration.findings.endswith(EMBEDDED_NOTE)
     assert narration.headline.startswith("Self-vs-self (rag #0 vs #1, unbiased protocol, 4 questions)")

@@ -142,16 +142,33 @@ def position_findings(position_audit: pd.DataFrame) -> list[Finding]:
 
 
 def length_findings(length_bins: pd.DataFrame) -> list[Finding]:
-    """The classic verdicts with a word gap and the longer answer's win rate over all of them (the
-    bins' rates weighted by their verdicts), beside the rate without length bias; none without a gap.
+    """Fig. 6's audit over all token-gap bins (`audits.length_bias`): the position-exchanged verdicts
+    with a winner and the ties, the longer answer's win rate among the former (the bins' wins over
+    their verdicts), beside the rate without length bias; none without a token gap.
     """
     if length_bins.empty:
         return []
     verdicts = int(length_bins["verdicts"].sum())
-    won = float((length_bins["longer_win_rate"] * length_bins["verdicts"]).sum() / verdicts)
+    wins = float((length_bins["longer_win_rate"].fillna(0) * length_bins["verdicts"]).sum())
     return [
-        Finding("length_verdicts", "classic verdicts with a word gap", verdicts, "length_bias"),
-        Finding("longer_win_rate", "share of them the longer answer won", won, "length_bias"),
+        Finding(
+            "length_verdicts",
+            "position-exchanged classic verdicts with a token gap and a winner",
+            verdicts,
+            "length_bias",
+        ),
+        Finding(
+            "length_ties",
+            "position-exchanged verdicts with a token gap and a tie",
+            int(length_bins["ties"].sum()),
+            "length_bias",
+        ),
+        Finding(
+            "longer_win_rate",
+            "share of them the longer answer won",
+            wins / verdicts if verdicts else np.nan,
+            "length_bias",
+        ),
         Finding("no_bias_longer_win_rate", "the longer answer's win rate without length bias", 0.5, NO_BIAS),
     ]
 

@@ -47,6 +47,26 @@ def failed_answers_note(findings: pd.DataFrame) -> str:
     return f"{failed} answer(s) failed (see the answer failures table); their pairs are not judged."
 
 
+def length_sentence(findings: pd.DataFrame) -> str:
+    """Notebook 06's length audit (Fig. 6): the longer answer's win rate by token gap, on the classic
+    verdicts exchanged over both orders (the table's `verdicts_from` says so too), ties counted apart.
+    """
+    verdicts, ties = int(_value(findings, "length_verdicts")), int(_value(findings, "length_ties"))
+    how = (
+        "**Length** (the paper's Fig. 6, by token gap, on the classic protocol's verdicts with position "
+        "bias removed: per question, the answer both orders named, a tie when they disagreed; the paper "
+        "exchanges 0-5 scores instead)"
+    )
+    if not verdicts:
+        return f"{how}: all {ties} verdicts on answers of different lengths were ties, so no answer won."
+    return (
+        f"{how}: over {verdicts} verdicts with a winner ({ties} ties left out), the longer answer won "
+        f"{_pct(_value(findings, 'longer_win_rate'))} (about "
+        f"{_pct(_value(findings, 'no_bias_longer_win_rate'))} without length bias); per gap bin in the "
+        "table above."
+    )
+
+
 ORDER_NAMES = {"AB": "A shown first", "BA": "B shown first"}
 
 
@@ -196,15 +216,11 @@ def audit_findings(sanity: pd.DataFrame, positions: pd.DataFrame, findings: pd.D
         )
     if not _states(findings, "length_verdicts"):
         lines.append(
-            "**Length**: no pair had answers of different lengths, so length bias could not be measured."
+            "**Length**: no pair had answers of different token lengths judged in both orders, so length "
+            "bias could not be measured."
         )
     else:
-        lines.append(
-            f"**Length**: over {int(_value(findings, 'length_verdicts'))} classic verdicts with a word gap, "
-            f"the longer answer won {_pct(_value(findings, 'longer_win_rate'))} (about "
-            f"{_pct(_value(findings, 'no_bias_longer_win_rate'))} without length bias); per gap bin in the "
-            "table above."
-        )
+        lines.append(length_sentence(findings))
     if _states(findings, "trials"):
         lines.append(
             f"**Trials**: over {int(_value(findings, 'trials'))} trials the relative win rate ranged from "
