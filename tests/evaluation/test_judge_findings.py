@@ -166,7 +166,21 @@ def test_notebook_06s_narrative_words_its_saved_tables_alone():
         {"gap_bin": ["[0, 5)", "[5, 10)"], "verdicts": [2, 6], "ties": [1, 3], "longer_win_rate": [1.0, 0.5]}
     )
     findings = findings_table(
-        [*length_findings(bins), *alignment_findings(alignment_log(), 10), embedded_model_finding(True)]
+        [
+            *length_findings(bins),
+            *alignment_findings(alignment_log(), 10),
+            *(
+                Finding(
+                    "rubric_wording",
+                    "1 when the paper's wording",
+                    float(a == "directness"),
+                    "prompt",
+                    subject=a,
+                )
+                for a in ("relevance", "directness")
+            ),
+            embedded_model_finding(True),
+        ]
     )
     tables = {
         "sanity_check": sanity,
@@ -182,6 +196,7 @@ def test_notebook_06s_narrative_words_its_saved_tables_alone():
         in (narration.findings)
     )
     assert "kept 2 of 3 pairs (67%" in narration.findings and narration.findings.endswith(EMBEDDED_NOTE)
+    assert "directness is the paper's wording; relevance is the kit's own wording" in narration.findings
     assert narration.headline.startswith("Self-vs-self (rag #0 vs #1, unbiased protocol, 4 questions)")
     assert "on 4 questions it detects a relative win rate of ±0.71 with 80% power at the 0.05 level" in (
         narration.headline

@@ -21,6 +21,7 @@ from ragtrial.evaluation.judge.aggregate import ALIGNMENT_OUTCOMES, alignment_su
 from ragtrial.evaluation.judge.pairs import METHOD_KEY
 from ragtrial.evaluation.judge.pipeline import JudgeRun
 from ragtrial.evaluation.run_findings import answer_length_findings
+from ragtrial.prompts import load_prompt
 from ragtrial.stats import box_stats
 
 RUN_SETTINGS = "run.json"
@@ -220,9 +221,34 @@ def missing_answers_finding(run: JudgeRun) -> Finding:
 
 
 def run_findings(run: JudgeRun) -> list[Finding]:
-    """A judge run's alignment, what its trials re-ran and its judge calls."""
+    """A judge run's alignment, what its trials re-ran, its rubrics' wording and its judge calls."""
     alignment = alignment_findings(run.alignment_log, run.settings.tolerance_words)
-    return alignment + trial_scope_findings(run) + judge_call_findings(run.judge_failures, run.costs)
+    return [
+        *alignment,
+        *trial_scope_findings(run),
+        *rubric_findings(run),
+        *judge_call_findings(run.judge_failures, run.costs),
+    ]
+
+
+def rubric_findings(run: JudgeRun) -> list[Finding]:
+    """Per aspect the unbiased protocol scored (none when it did not run): whether its rubric is the
+    seed paper's wording (seed 000 prints the Directness criteria alone, Table I) or the kit's own,
+    from the rubric prompt file's `wording:` header.
+    """
+    if not run.design.unbiased:
+        return []
+    rubrics = [load_prompt(f"judge_rubric_{aspect}") for aspect in run.settings.aspects]
+    return [
+        Finding(
+            "rubric_wording",
+            "1 when the rubric is the paper's wording, 0 when the kit's own",
+            float(rubric.wording == "paper"),
+            f"prompt {rubric.tag}",
+            subject=rubric.name.removeprefix("judge_rubric_"),
+        )
+        for rubric in rubrics
+    ]
 
 
 def trial_scope_findings(run: JudgeRun) -> list[Finding]:
@@ -355,6 +381,9 @@ def upstream_findings(
             ),
         ]
     rows += unbiased_pairs_findings(run.unbiased_result.summary)
-    return (
-        rows + alignment_findings(run.alignment_log, run.settings.tolerance_words) + trial_scope_findings(run)
-    )
+    return [
+        *rows,
+        *alignment_findings(run.alignment_log, run.settings.tolerance_words),
+        *trial_scope_findings(run),
+        *rubric_findings(run),
+    ]

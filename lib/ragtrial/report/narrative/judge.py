@@ -125,6 +125,26 @@ def detectable_clause(r: Any) -> str:
     )
 
 
+def rubric_sentence(findings: pd.DataFrame) -> str:
+    """Whose wording the unbiased protocol's rubrics are (`rubric_wording`): the paper prints the
+    criteria of Directness alone (seed 000, Table I); empty when the unbiased protocol did not run.
+    """
+    rubrics = statements(findings, "rubric_wording")
+    if rubrics.empty:
+        return ""
+    paper = [r.subject for r in rubrics.itertuples(index=False) if r.value == 1]
+    kit = [r.subject for r in rubrics.itertuples(index=False) if r.value == 0]
+    parts = []
+    if paper:
+        parts.append(f"{', '.join(paper)} {'is' if len(paper) == 1 else 'are'} the paper's wording")
+    if kit:
+        parts.append(
+            f"{', '.join(kit)} {'is' if len(kit) == 1 else 'are'} the kit's own wording, as the paper "
+            "prints the criteria of Directness alone (seed 000, Table I)"
+        )
+    return "**Rubrics** of the unbiased protocol (0-5 per aspect): " + "; ".join(parts) + "."
+
+
 def alignment_sentence(findings: pd.DataFrame) -> str:
     if not _states(findings, "alignment_pairs"):
         return ""
@@ -228,7 +248,7 @@ def audit_findings(sanity: pd.DataFrame, positions: pd.DataFrame, findings: pd.D
             f"{_value(findings, 'trial_rwr_median'):+.2f}, quartiles {_value(findings, 'trial_rwr_q1'):+.2f} "
             f"to {_value(findings, 'trial_rwr_q3'):+.2f}): one trial could have reported any of these."
         )
-    lines += [alignment_sentence(findings), judge_failure_sentence(findings)]
+    lines += [alignment_sentence(findings), rubric_sentence(findings), judge_failure_sentence(findings)]
     lines += [EMBEDDED_NOTE] if on_embedded_model(findings) else []
     return "\n\n".join(line for line in lines if line)
 
@@ -274,7 +294,7 @@ def comparison_findings(
             + ", ".join(f"{r.subject} {_pct(r.value)}" for r in ties.itertuples(index=False))
             + "."
         )
-    lines += [alignment_sentence(findings), judge_failure_sentence(findings)]
+    lines += [alignment_sentence(findings), rubric_sentence(findings), judge_failure_sentence(findings)]
     lines += [EMBEDDED_NOTE] if on_embedded_model(findings) else []
     return "\n\n".join(line for line in lines if line)
 
