@@ -190,7 +190,10 @@ def test_notebook_06s_narrative_words_its_saved_tables_alone():
         "findings": findings,
     }
     narration = narrate_bias_audit(tables)
-    assert "by token gap, on the classic protocol's verdicts with position bias removed" in narration.findings
+    assert (
+        "by token gap, as the paper measures length bias, on the classic protocol's verdicts with position"
+        in (narration.findings)
+    )
     assert (
         "over 8 verdicts with a winner (4 ties left out), the longer answer won 62% (about 50% without"
         in (narration.findings)

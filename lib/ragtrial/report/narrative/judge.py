@@ -53,9 +53,9 @@ def length_sentence(findings: pd.DataFrame) -> str:
     """
     verdicts, ties = int(_value(findings, "length_verdicts")), int(_value(findings, "length_ties"))
     how = (
-        "**Length** (the paper's Fig. 6, by token gap, on the classic protocol's verdicts with position "
-        "bias removed: per question, the answer both orders named, a tie when they disagreed; the paper "
-        "exchanges 0-5 scores instead)"
+        "**Length** (by token gap, as the paper measures length bias, on the classic protocol's verdicts "
+        "with position bias removed: per question, the answer both orders named, a tie when they "
+        "disagreed; the paper exchanges its rubric scores instead)"
     )
     if not verdicts:
         return f"{how}: all {ties} verdicts on answers of different lengths were ties, so no answer won."
@@ -142,7 +142,7 @@ def rubric_sentence(findings: pd.DataFrame) -> str:
             f"{', '.join(kit)} {'is' if len(kit) == 1 else 'are'} the kit's own wording, as the paper "
             "prints the criteria of Directness alone (seed 000, Table I)"
         )
-    return "**Rubrics** of the unbiased protocol (0-5 per aspect): " + "; ".join(parts) + "."
+    return "**Rubrics** of the unbiased protocol: " + "; ".join(parts) + "."
 
 
 def alignment_sentence(findings: pd.DataFrame) -> str:
