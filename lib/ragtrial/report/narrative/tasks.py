@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from ragtrial.evaluation.answer_entities import ALL_TYPES
 from ragtrial.evaluation.answer_metrics import reported_metrics
 from ragtrial.evaluation.findings import answered_by_embedded_model, stated, statements
 from ragtrial.evaluation.task_findings import on_all_questions
@@ -31,7 +32,55 @@ def narrate_qa(tables: SavedTables) -> Narration:
     across = variation_lines(
         tables.get("paired_across_runs", pd.DataFrame()), tables.get("variations", pd.DataFrame()), stated
     )
-    return Narration(narration.headline, narration.findings + route_line(tables) + across)
+    return Narration(
+        narration.headline, narration.findings + route_line(tables) + answer_entities_line(tables) + across
+    )
+
+
+def answer_entities_line(tables: SavedTables) -> str:
+    """How many gold-answer entities each graph of the index holds (the saved `answer_entities_in_kg`
+    table, all question types), with the published shares beside it (`answer_entities_published`,
+    said to be on the same or on other data); "" for a run saved before the table existed.
+    """
+    if "answer_entities_in_kg" not in tables:
+        return ""
+    coverage = tables["answer_entities_in_kg"]
+    rows = coverage[coverage["question_type"] == ALL_TYPES]
+    if rows.empty:
+        return "\n\nAnswer entities in the knowledge graph: the index holds no entity graph, so none is counted."
+    parts = []
+    for r in rows.itertuples(index=False):
+        apart = f" ({r.no_entity_reasons}; counted apart, not as missing)" if r.no_entity else ""
+        if not r.answer_entities:
+            parts.append(f"the `{r.graph}` graph: none of the {r.questions} gold answers names an entity{apart}")
+            continue
+        parts.append(
+            f"the `{r.graph}` graph holds {r.in_kg_exact} of the {r.answer_entities} gold answers that name an "
+            f"entity by exact normalized name ({r.share_in_kg:.1%}), {r.in_kg_embedding} more only by an "
+            f"embedding link ({r.share_linked:.1%} linked), and lacks {r.not_in_kg}; "
+            f"{r.no_entity} of the {r.questions} answers name no entity{apart}"
+        )
+    line = "\n\nAnswer entities in the knowledge graph (the retrievers' linker on the gold answers): " + "; ".join(
+        parts
+    ) + "."
+    published = tables.get("answer_entities_published", pd.DataFrame())
+    if not published.empty:
+        figures = ", ".join(
+            f"{p.value}% on {p.published_dataset}" + (" (this data set)" if p.same_data_set else "")
+            for p in published.itertuples(index=False)
+        )
+        first = published.iloc[0]
+        same = bool(published["same_data_set"].any())
+        line += (
+            f" {first['paper']} report {figures} ({first['source']}, {first['section']}) for their "
+            f"{first['kg']} ({first['note']}); "
+            + (
+                "another graph and sample, so set beside this run's share, not tested against it."
+                if same
+                else "other data sets and another graph, so set beside this run's share, not compared with it."
+            )
+        )
+    return line
 
 
 def variation_lines(across: pd.DataFrame, variations: pd.DataFrame, metrics: Sequence[str]) -> str:
