@@ -29,7 +29,9 @@ MUSIQUE = SHARED_DATASETS / "musique_sample_hipporag"
 OPENIE = MUSIQUE / "openie_graph" / "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 
 # Graph "nlp": Alvor, Beilun, Cairdo's (its name normalizes to "cairdo"), Durmask; graph "llm": Alvor only.
-_BASE = graph_index([("Alvor", "Beilun")], {"c1": ["Alvor", "Beilun", "Cairdo's", "Durmask"], "c2": ["Alvor"]})
+_BASE = graph_index(
+    [("Alvor", "Beilun")], {"c1": ["Alvor", "Beilun", "Cairdo's", "Durmask"], "c2": ["Alvor"]}
+)
 INDEX = dataclasses.replace(
     _BASE,
     entities=pd.concat(
@@ -46,7 +48,9 @@ SETTINGS = RetrievalSettings(link_threshold=0.75)
 
 
 def q(qid: str, qtype: str, *answers: str, **metadata) -> Question:
-    return Question(question_id=qid, question="?", answers=list(answers), question_type=qtype, metadata=metadata)
+    return Question(
+        question_id=qid, question="?", answers=list(answers), question_type=qtype, metadata=metadata
+    )
 
 
 QUESTIONS = [
@@ -120,9 +124,11 @@ def test_the_report_sentence_says_the_saved_counts_and_the_published_figures():
     assert "2 of the 6 answers name no entity (yes/no 1; null question 1; counted apart" in line
     assert "the `llm` graph holds 1 of the 4" in line
     assert "65.8% on HotPotQA, 65.5% on Natural Questions" in line and "(this data set)" not in line
-    assert "other data sets" in line
-    same = answer_entities_line({**tables, "answer_entities_published": published_answer_entity_shares("hotpotqa")})
-    assert "65.8% on HotPotQA (this data set)" in same and "other data sets" not in same
+    assert "Other data sets" in line
+    same = answer_entities_line(
+        {**tables, "answer_entities_published": published_answer_entity_shares("hotpotqa")}
+    )
+    assert "65.8% on HotPotQA (this data set)" in same and "Other data sets" not in same
     assert answer_entities_line({}) == ""  # a run saved before the table existed
 
 

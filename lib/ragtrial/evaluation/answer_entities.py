@@ -70,7 +70,9 @@ def link_answer_entities(
     call: the linker's entity source is set to names, and only its name matching is used).
     """
     settings = retrieval.model_copy(update={"entity_source": "string_embedding", "graph_origin": "both"})
-    linker = EntityLinker(EntityGraph(index, ChunkTable(index)), RetrieverParts(embedder), settings, "answer_entities")
+    linker = EntityLinker(
+        EntityGraph(index, ChunkTable(index)), RetrieverParts(embedder), settings, "answer_entities"
+    )
     return answer_entity_links(questions, linker)
 
 
@@ -128,7 +130,10 @@ def answer_entity_coverage(links: pd.DataFrame) -> pd.DataFrame:
     for (graph, qtype), g in pd.concat(groups).groupby(["graph", "question_type"], sort=False):
         entities = g[g["answer_kind"] == ENTITY]
         reasons = g.loc[g["answer_kind"] != ENTITY, "answer_kind"].value_counts()
-        exact, embedding = int((entities["in_kg"] == EXACT).sum()), int((entities["in_kg"] == EMBEDDING).sum())
+        exact, embedding = (
+            int((entities["in_kg"] == EXACT).sum()),
+            int((entities["in_kg"] == EMBEDDING).sum()),
+        )
         n = len(entities)
         rows.append(
             {
@@ -136,7 +141,9 @@ def answer_entity_coverage(links: pd.DataFrame) -> pd.DataFrame:
                 "question_type": qtype,
                 "questions": len(g),
                 "no_entity": int(reasons.sum()),
-                "no_entity_reasons": "; ".join(f"{k.removeprefix('no entity: ')} {v}" for k, v in reasons.items()),
+                "no_entity_reasons": "; ".join(
+                    f"{k.removeprefix('no entity: ')} {v}" for k, v in reasons.items()
+                ),
                 "answer_entities": n,
                 "in_kg_exact": exact,
                 "in_kg_embedding": embedding,

@@ -47,22 +47,28 @@ def answer_entities_line(tables: SavedTables) -> str:
     coverage = tables["answer_entities_in_kg"]
     rows = coverage[coverage["question_type"] == ALL_TYPES]
     if rows.empty:
-        return "\n\nAnswer entities in the knowledge graph: the index holds no entity graph, so none is counted."
+        return (
+            "\n\nAnswer entities in the knowledge graph: the index holds no entity graph, so none is counted."
+        )
     parts = []
     for r in rows.itertuples(index=False):
         apart = f" ({r.no_entity_reasons}; counted apart, not as missing)" if r.no_entity else ""
         if not r.answer_entities:
-            parts.append(f"the `{r.graph}` graph: none of the {r.questions} gold answers names an entity{apart}")
+            parts.append(
+                f"the `{r.graph}` graph: none of the {r.questions} gold answers names an entity{apart}"
+            )
             continue
         parts.append(
-            f"the `{r.graph}` graph holds {r.in_kg_exact} of the {r.answer_entities} gold answers that name an "
-            f"entity by exact normalized name ({r.share_in_kg:.1%}), {r.in_kg_embedding} more only by an "
-            f"embedding link ({r.share_linked:.1%} linked), and lacks {r.not_in_kg}; "
+            f"the `{r.graph}` graph holds {r.in_kg_exact} of the {r.answer_entities} gold answers that "
+            f"name an entity by exact normalized name ({r.share_in_kg:.1%}), {r.in_kg_embedding} more only "
+            f"by an embedding link ({r.share_linked:.1%} linked), and lacks {r.not_in_kg}; "
             f"{r.no_entity} of the {r.questions} answers name no entity{apart}"
         )
-    line = "\n\nAnswer entities in the knowledge graph (the retrievers' linker on the gold answers): " + "; ".join(
-        parts
-    ) + "."
+    line = (
+        "\n\nAnswer entities in the knowledge graph (the retrievers' linker on the gold answers): "
+        + "; ".join(parts)
+        + "."
+    )
     published = tables.get("answer_entities_published", pd.DataFrame())
     if not published.empty:
         figures = ", ".join(
@@ -72,12 +78,12 @@ def answer_entities_line(tables: SavedTables) -> str:
         first = published.iloc[0]
         same = bool(published["same_data_set"].any())
         line += (
-            f" {first['paper']} report {figures} ({first['source']}, {first['section']}) for their "
-            f"{first['kg']} ({first['note']}); "
+            f" Published beside it: {figures} for the {first['kg']} of `{first['paper']}` "
+            f"(`{first['source']}, {first['section']}`; {first['note']}). "
             + (
-                "another graph and sample, so set beside this run's share, not tested against it."
+                "Another graph and sample: set beside this run's share, not tested against it."
                 if same
-                else "other data sets and another graph, so set beside this run's share, not compared with it."
+                else "Other data sets and another graph: set beside this run's share, not compared with it."
             )
         )
     return line
