@@ -23,7 +23,7 @@ from ragtrial.index.chunk_documents import chunk_documents
 from ragtrial.index.import_graphs import import_openie
 from ragtrial.index.tables import GraphIndex
 from ragtrial.records import Question
-from ragtrial.report.narrative.tasks import answer_entities_line
+from ragtrial.report.narrative.answer_entities import answer_entities_paragraph
 
 MUSIQUE = SHARED_DATASETS / "musique_sample_hipporag"
 OPENIE = MUSIQUE / "openie_graph" / "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
@@ -60,6 +60,7 @@ QUESTIONS = [
     q("q4", "comparison", "Durmask River"),  # only the embedding step links it
     q("q5", "comparison", "Qorvex Tallin"),  # not in the graph
     q("q6", "null_query", "Insufficient information.", is_null=True),  # names no entity
+    q("q7", "bridge"),  # no gold answer at all
 ]
 
 
@@ -73,25 +74,27 @@ def test_each_answer_is_found_by_exact_name_alias_or_embedding_and_no_entity_is_
         "q4": "embedding",
         "q5": "not in KG",
         "q6": "",
+        "q7": "",
     }
     assert nlp.loc["q2", ["matched_answer", "entity_name"]].tolist() == ["Cairdo", "Cairdo's"]
     assert nlp.loc["q3", "answer_kind"] == "no entity: yes/no"
     assert nlp.loc["q6", "answer_kind"] == "no entity: null question"
+    assert nlp.loc["q7", "answer_kind"] == "no entity: no gold answer"
     llm = links[links["graph"] == "llm"].set_index("question_id")
     assert llm.loc["q1", "entity_id"] == "e-llm-Alvor"
-    assert llm["in_kg"].value_counts().to_dict() == {"not in KG": 3, "": 2, "exact": 1}
+    assert llm["in_kg"].value_counts().to_dict() == {"not in KG": 3, "": 3, "exact": 1}
 
 
 def test_coverage_counts_per_graph_and_question_type_by_hand():
     coverage = answer_entity_coverage(link_answer_entities(QUESTIONS, INDEX, EMBEDDER, SETTINGS))
     table = coverage.set_index(["graph", "question_type"])
     cols = ["questions", "no_entity", "answer_entities", "in_kg_exact", "in_kg_embedding", "not_in_kg"]
-    assert table.loc[("nlp", "all"), cols].tolist() == [6, 2, 4, 2, 1, 1]
+    assert table.loc[("nlp", "all"), cols].tolist() == [7, 3, 4, 2, 1, 1]
     assert table.loc[("nlp", "all"), "share_in_kg"] == pytest.approx(2 / 4)
     assert table.loc[("nlp", "all"), "share_linked"] == pytest.approx(3 / 4)
-    assert table.loc[("nlp", "all"), "no_entity_reasons"] == "yes/no 1; null question 1"
+    assert table.loc[("nlp", "all"), "no_entity_reasons"] == "no gold answer 1; null question 1; yes/no 1"
     assert table.loc[("nlp", "comparison"), cols].tolist() == [3, 1, 2, 0, 1, 1]
-    assert table.loc[("llm", "all"), cols].tolist() == [6, 2, 4, 1, 0, 3]
+    assert table.loc[("llm", "all"), cols].tolist() == [7, 3, 4, 1, 0, 3]
     # a type whose answers name no entity has no share: NaN, never 0
     null_type = table.loc[("nlp", "null_query")]
     assert null_type["answer_entities"] == 0 and pd.isna(null_type["share_in_kg"])
@@ -118,18 +121,19 @@ def test_the_report_sentence_says_the_saved_counts_and_the_published_figures():
         "answer_entities_in_kg": coverage,
         "answer_entities_published": published_answer_entity_shares("musique"),
     }
-    line = answer_entities_line(tables)
+    line = answer_entities_paragraph(tables)
     assert "the `nlp` graph holds 2 of the 4 gold answers that name an entity" in line
     assert "(50.0%), 1 more only by an embedding link (75.0% linked), and lacks 1" in line
-    assert "2 of the 6 answers name no entity (yes/no 1; null question 1; counted apart" in line
+    reasons = "(no gold answer 1; null question 1; yes/no 1; counted apart"
+    assert f"3 of the 7 answers name no entity {reasons}" in line
     assert "the `llm` graph holds 1 of the 4" in line
     assert "65.8% on HotPotQA, 65.5% on Natural Questions" in line and "(this data set)" not in line
     assert "Other data sets" in line
-    same = answer_entities_line(
+    same = answer_entities_paragraph(
         {**tables, "answer_entities_published": published_answer_entity_shares("hotpotqa")}
     )
     assert "65.8% on HotPotQA (this data set)" in same and "Other data sets" not in same
-    assert answer_entities_line({}) == ""  # a run saved before the table existed
+    assert answer_entities_paragraph({}) == ""  # a run saved before the table existed
 
 
 @pytest.mark.skipif(not OPENIE.exists(), reason=f"shared data set not present: {OPENIE}")

@@ -2,10 +2,11 @@
 GraphRAG", §4.3 observation 4, measured "the ratio of answer entities present in the constructed KG"
 to explain why KG-only retrieval underperforms), LLM-free.
 
-A question's answer entity is its gold answer with its aliases (one entity per question, as the
-paper counts one answer entity per question). Some answers name no entity: a null question's
+A question's answer entity is its gold answer with its aliases (one per question; the paper does
+not say how it counts). Some answers name no entity: a null question's
 ("insufficient information", metadata is_null), a yes/no answer, an answer with no name left once
-normalized. They are counted apart (`answer_kind`), never as entities missing from the graph.
+normalized, a question with no gold answer (2WikiMultihopQA's retrieval-only file). They are
+counted apart (`answer_kind`), never as entities missing from the graph.
 
 Matching is the retrievers' own linker (`retrieval.entity_graph.EntityLinker`), graph by graph: the
 answer is in the graph by an exact name when the answer or an alias equals an entity's name after
@@ -36,6 +37,7 @@ ENTITY = "entity"
 NULL_QUESTION = "no entity: null question"
 YES_NO = "no entity: yes/no"
 NO_NAME = "no entity: no name"
+NO_ANSWER = "no entity: no gold answer"
 EXACT, EMBEDDING, NOT_IN_KG = "exact", "embedding", "not in KG"
 ALL_TYPES = "all"
 LINK_COLUMNS = [
@@ -57,8 +59,10 @@ def answer_kind(question: Question) -> str:
     """ENTITY, or why the question's gold answer names no entity."""
     if question.metadata.get("is_null"):
         return NULL_QUESTION
+    if not question.answers:
+        return NO_ANSWER
     names = [normalize_answer(a) for a in question.answers]
-    if names and all(n in ("yes", "no") for n in names):
+    if all(n in ("yes", "no") for n in names):
         return YES_NO
     return ENTITY if any(names) else NO_NAME
 
@@ -129,7 +133,7 @@ def answer_entity_coverage(links: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (graph, qtype), g in pd.concat(groups).groupby(["graph", "question_type"], sort=False):
         entities = g[g["answer_kind"] == ENTITY]
-        reasons = g.loc[g["answer_kind"] != ENTITY, "answer_kind"].value_counts()
+        reasons = g.loc[g["answer_kind"] != ENTITY, "answer_kind"].value_counts().sort_index()
         exact, embedding = (
             int((entities["in_kg"] == EXACT).sum()),
             int((entities["in_kg"] == EMBEDDING).sum()),

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ragtrial.evaluation.answer_entities import ALL_TYPES
 from ragtrial.evaluation.answer_metrics import reported_metrics
 from ragtrial.evaluation.findings import answered_by_embedded_model, stated, statements
 from ragtrial.evaluation.task_findings import on_all_questions
+from ragtrial.report.narrative.answer_entities import answer_entities_paragraph
 from ragtrial.report.narrative.common import embedded_disclaimer, failure_sentence
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 from ragtrial.stats import claim_supported, claim_text
@@ -32,61 +32,11 @@ def narrate_qa(tables: SavedTables) -> Narration:
     across = variation_lines(
         tables.get("paired_across_runs", pd.DataFrame()), tables.get("variations", pd.DataFrame()), stated
     )
+    entities = answer_entities_paragraph(tables)
     return Narration(
-        narration.headline, narration.findings + route_line(tables) + answer_entities_line(tables) + across
+        narration.headline,
+        narration.findings + route_line(tables) + (f"\n\n{entities}" if entities else "") + across,
     )
-
-
-def answer_entities_line(tables: SavedTables) -> str:
-    """How many gold-answer entities each graph of the index holds (the saved `answer_entities_in_kg`
-    table, all question types), with the published shares beside it (`answer_entities_published`,
-    said to be on the same or on other data); "" for a run saved before the table existed.
-    """
-    if "answer_entities_in_kg" not in tables:
-        return ""
-    coverage = tables["answer_entities_in_kg"]
-    rows = coverage[coverage["question_type"] == ALL_TYPES]
-    if rows.empty:
-        return (
-            "\n\nAnswer entities in the knowledge graph: the index holds no entity graph, so none is counted."
-        )
-    parts = []
-    for r in rows.itertuples(index=False):
-        apart = f" ({r.no_entity_reasons}; counted apart, not as missing)" if r.no_entity else ""
-        if not r.answer_entities:
-            parts.append(
-                f"the `{r.graph}` graph: none of the {r.questions} gold answers names an entity{apart}"
-            )
-            continue
-        parts.append(
-            f"the `{r.graph}` graph holds {r.in_kg_exact} of the {r.answer_entities} gold answers that "
-            f"name an entity by exact normalized name ({r.share_in_kg:.1%}), {r.in_kg_embedding} more only "
-            f"by an embedding link ({r.share_linked:.1%} linked), and lacks {r.not_in_kg}; "
-            f"{r.no_entity} of the {r.questions} answers name no entity{apart}"
-        )
-    line = (
-        "\n\nAnswer entities in the knowledge graph (the retrievers' linker on the gold answers): "
-        + "; ".join(parts)
-        + "."
-    )
-    published = tables.get("answer_entities_published", pd.DataFrame())
-    if not published.empty:
-        figures = ", ".join(
-            f"{p.value}% on {p.published_dataset}" + (" (this data set)" if p.same_data_set else "")
-            for p in published.itertuples(index=False)
-        )
-        first = published.iloc[0]
-        same = bool(published["same_data_set"].any())
-        line += (
-            f" Published beside it: {figures} for the {first['kg']} of `{first['paper']}` "
-            f"(`{first['source']}, {first['section']}`; {first['note']}). "
-            + (
-                "Another graph and sample: set beside this run's share, not tested against it."
-                if same
-                else "Other data sets and another graph: set beside this run's share, not compared with it."
-            )
-        )
-    return line
 
 
 def variation_lines(across: pd.DataFrame, variations: pd.DataFrame, metrics: Sequence[str]) -> str:
