@@ -104,6 +104,19 @@ def test_a_data_set_without_types_has_only_the_all_row():
     untyped = [x.model_copy(update={"question_type": ""}) for x in QUESTIONS]
     coverage = answer_entity_coverage(link_answer_entities(untyped, INDEX, EMBEDDER, SETTINGS))
     assert set(coverage["question_type"]) == {"all"}
+    typed = answer_entity_coverage(link_answer_entities(QUESTIONS, INDEX, EMBEDDER, SETTINGS))
+    order = ["all", "bridge", "comparison", "null_query"]
+    assert list(typed["graph"]) == ["nlp"] * 4 + ["llm"] * 4 and list(typed["question_type"]) == order * 2
+
+
+def test_an_index_without_a_graph_has_no_rows_and_the_report_says_so():
+    no_graph = dataclasses.replace(
+        INDEX, entities=INDEX.entities.iloc[0:0], relations=INDEX.relations.iloc[0:0]
+    )
+    coverage = answer_entity_coverage(link_answer_entities(QUESTIONS, no_graph, EMBEDDER, SETTINGS))
+    assert coverage.empty and "share_in_kg" in coverage
+    line = answer_entities_paragraph({"answer_entities_in_kg": coverage})
+    assert "the index holds no entity graph" in line
 
 
 def test_the_published_shares_come_from_the_data_file_with_their_source():

@@ -52,6 +52,19 @@ LINK_COLUMNS = [
     "entity_name",
     "similarity",
 ]
+COVERAGE_COLUMNS = [
+    "graph",
+    "question_type",
+    "questions",
+    "no_entity",
+    "no_entity_reasons",
+    "answer_entities",
+    "in_kg_exact",
+    "in_kg_embedding",
+    "not_in_kg",
+    "share_in_kg",  # by exact normalized name
+    "share_linked",  # exact or embedding link
+]
 PUBLISHED_ANSWER_ENTITIES = "answer_entities_in_kg.csv"
 
 
@@ -120,43 +133,39 @@ def answer_entity_links(questions: Sequence[Question], linker: EntityLinker) -> 
     return pd.DataFrame(rows, columns=LINK_COLUMNS)
 
 
+def _counts(graph: str, question_type: str, links: pd.DataFrame) -> dict:
+    entities = links[links["answer_kind"] == ENTITY]
+    reasons = links.loc[links["answer_kind"] != ENTITY, "answer_kind"].value_counts().sort_index()
+    exact, embedding = int((entities["in_kg"] == EXACT).sum()), int((entities["in_kg"] == EMBEDDING).sum())
+    n = len(entities)
+    return {
+        "graph": graph,
+        "question_type": question_type,
+        "questions": len(links),
+        "no_entity": int(reasons.sum()),
+        "no_entity_reasons": "; ".join(f"{k.removeprefix('no entity: ')} {v}" for k, v in reasons.items()),
+        "answer_entities": n,
+        "in_kg_exact": exact,
+        "in_kg_embedding": embedding,
+        "not_in_kg": n - exact - embedding,
+        "share_in_kg": exact / n if n else np.nan,
+        "share_linked": (exact + embedding) / n if n else np.nan,
+    }
+
+
 def answer_entity_coverage(links: pd.DataFrame) -> pd.DataFrame:
-    """Per graph, over all questions and per question type (when the data set has types): questions,
-    answers naming no entity (with their reasons), answer entities, how many the graph holds by exact
-    name and by embedding link only, how many it lacks, and the shares of the answer entities. A
-    share is NaN only when no answer names an entity; questions without one are never counted as
-    missing from the graph.
+    """Per graph (in link order), over all questions and then per question type by name (when the
+    data set has types): questions, answers naming no entity (with their reasons), answer entities,
+    how many the graph holds by exact name and by embedding link only, how many it lacks, and the
+    shares of the answer entities. A share is NaN only when no answer names an entity; questions
+    without one are never counted as missing from the graph. An index with no graph: no rows.
     """
-    groups = [links.assign(question_type=ALL_TYPES)]
-    if (links["question_type"] != "").any():
-        groups.append(links)
     rows = []
-    for (graph, qtype), g in pd.concat(groups).groupby(["graph", "question_type"], sort=False):
-        entities = g[g["answer_kind"] == ENTITY]
-        reasons = g.loc[g["answer_kind"] != ENTITY, "answer_kind"].value_counts().sort_index()
-        exact, embedding = (
-            int((entities["in_kg"] == EXACT).sum()),
-            int((entities["in_kg"] == EMBEDDING).sum()),
-        )
-        n = len(entities)
-        rows.append(
-            {
-                "graph": graph,
-                "question_type": qtype,
-                "questions": len(g),
-                "no_entity": int(reasons.sum()),
-                "no_entity_reasons": "; ".join(
-                    f"{k.removeprefix('no entity: ')} {v}" for k, v in reasons.items()
-                ),
-                "answer_entities": n,
-                "in_kg_exact": exact,
-                "in_kg_embedding": embedding,
-                "not_in_kg": n - exact - embedding,
-                "share_in_kg": exact / n if n else np.nan,
-                "share_linked": (exact + embedding) / n if n else np.nan,
-            }
-        )
-    return pd.DataFrame(rows)
+    for graph, mine in links.groupby("graph", sort=False):
+        rows.append(_counts(str(graph), ALL_TYPES, mine))
+        if (mine["question_type"] != "").any():
+            rows += [_counts(str(graph), str(t), typed) for t, typed in mine.groupby("question_type")]
+    return pd.DataFrame(rows, columns=COVERAGE_COLUMNS)
 
 
 def published_answer_entity_shares(dataset: str) -> pd.DataFrame:
