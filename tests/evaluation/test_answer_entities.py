@@ -147,6 +147,11 @@ def test_the_report_sentence_says_the_saved_counts_and_the_published_figures():
     )
     assert "65.8% on HotPotQA (this data set)" in same and "Other data sets" not in same
     assert answer_entities_paragraph({}) == ""  # a run saved before the table existed
+    answerless = [x.model_copy(update={"answers": [], "metadata": {}}) for x in QUESTIONS]
+    none = answer_entity_coverage(link_answer_entities(answerless, INDEX, EMBEDDER, SETTINGS))
+    said = answer_entities_paragraph({"answer_entities_in_kg": none})
+    assert "for the `nlp` graph, none of the 7 questions has a gold answer that names an entity" in said
+    assert "(no gold answer 7; counted apart, not as missing)" in said
 
 
 @pytest.mark.skipif(not OPENIE.exists(), reason=f"shared data set not present: {OPENIE}")

@@ -26,7 +26,8 @@ def answer_entities_paragraph(tables: SavedTables) -> str:
         apart = f" ({r.no_entity_reasons}; counted apart, not as missing)" if r.no_entity else ""
         if not r.answer_entities:
             parts.append(
-                f"for the `{r.graph}` graph, none of the {r.questions} gold answers names an entity{apart}"
+                f"for the `{r.graph}` graph, none of the {r.questions} questions has a gold answer that "
+                f"names an entity{apart}"
             )
             continue
         parts.append(
