@@ -166,3 +166,23 @@ def test_credentials_echoed_in_a_200_reply_reach_neither_the_printout_nor_the_ca
     }
     assert held == set()
     assert any((tmp_path / name / "cache.sqlite").is_file() for name in outcomes)
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("question", ["", "  \t\n "])
+def test_an_empty_question_is_refused_in_one_line_without_a_call(batch, scripted, tmp_path, capsys, question):
+    code = main(["query", question, "--method", "naive_rag", str(batch), "--outputs", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code != 0 and "the question is empty" in captured.err
+    assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err
+    assert scripted.requests == []
+
+
+@pytest.mark.fault
+def test_terminal_control_sequences_in_a_reply_are_printed_escaped(batch, scripted, tmp_path, capsys):
+    hostile = "Alvor [1]\x1b]0;pwned\x07\x1b[2J\x9b31m done"
+    scripted.default_reply = lambda body: hostile
+    code, out = ask(batch, tmp_path, capsys)
+    assert code == 0, out
+    assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out
+    assert "  Alvor [1]\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m done" in out
