@@ -94,8 +94,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def terminal_safe(text: str) -> str:
-    """`text` with every control character but newline and tab shown escaped (as ESC becomes backslash-x1b), so a model's
-    reply printed to a terminal cannot drive it.
+    """`text` with every control character but newline and tab shown as its Python escape, so a
+    model's reply printed to a terminal cannot drive it.
     """
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
