@@ -277,7 +277,8 @@ def test_the_listing_names_each_loader_with_what_it_provides(capsys, monkeypatch
 @pytest.mark.fault
 def test_an_oversized_file_or_a_zip_bomb_is_stopped_at_the_published_size(mirror, tmp_path):
     """A mirror serving 6 MiB for a file published as 1,000 bytes, and a 1,000-byte member unpacking
-    to 24 MiB of zeros: each copy stops within 1% and one 1 MiB block of the published size, and nothing is left.
+    to 24 MiB of zeros: each copy stops within 1% and one 1 MiB block of the published size, and
+    nothing is left.
     """
     big = b"x" * (6 << 20)
     _origin_path(mirror.root, "https://example.org/files/big.txt").write_bytes(big)
