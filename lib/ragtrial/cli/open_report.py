@@ -79,6 +79,15 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
         pass
 
+    def send_head(self):  # type: ignore[no-untyped-def]  # the base class's hook, untyped there
+        # a symbolic link inside the outputs folder may point anywhere: serve only what resolves
+        # inside the folder, as `clean` treats links
+        inside = Path(self.directory).resolve()
+        if not Path(self.translate_path(self.path)).resolve().is_relative_to(inside):
+            self.send_error(404, "File not found")
+            return None
+        return super().send_head()
+
 
 def serve_outputs(outputs: Path, port: int) -> http.server.ThreadingHTTPServer:
     """An HTTP server of the outputs folder on 127.0.0.1 at `port` (0: a free one), bound, not yet serving."""
