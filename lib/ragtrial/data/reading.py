@@ -179,18 +179,27 @@ def _read_json(path: Path) -> Any:
     return _parse_json(read_text(path), path)
 
 
+def _some(path: Path, records: list[FieldReader]) -> list[FieldReader]:
+    """`records`, when there are any: a data file without a record leaves nothing to evaluate, and
+    would load as 0 documents or 0 questions, a run that measures nothing.
+    """
+    if not records:
+        raise DataError(str(path), None, None, "no records (an empty data file leaves nothing to evaluate)")
+    return records
+
+
 def json_array(path: Path) -> list[FieldReader]:
     data = _read_json(path)
     if not isinstance(data, list):
         raise DataError(str(path), None, None, f"expected a JSON array at top level, got {type_name(data)}")
-    return [FieldReader(path, i, value) for i, value in enumerate(data)]
+    return _some(path, [FieldReader(path, i, value) for i, value in enumerate(data)])
 
 
 def json_object(path: Path) -> list[FieldReader]:
     data = _read_json(path)
     if not isinstance(data, dict):
         raise DataError(str(path), None, None, f"expected a JSON object at top level, got {type_name(data)}")
-    return [FieldReader(path, key, value) for key, value in data.items()]
+    return _some(path, [FieldReader(path, key, value) for key, value in data.items()])
 
 
 def json_lines(path: Path) -> list[FieldReader]:
@@ -201,7 +210,7 @@ def json_lines(path: Path) -> list[FieldReader]:
         if not line.strip():
             continue  # a trailing or separating blank line holds no record
         records.append(FieldReader(path, f"line {number}", _parse_json(line, path, number)))
-    return records
+    return _some(path, records)
 
 
 def csv_rows(path: Path, columns: Sequence[str]) -> list[FieldReader]:
@@ -227,6 +236,7 @@ def csv_rows(path: Path, columns: Sequence[str]) -> list[FieldReader]:
                 raise DataError(str(path), record, None, problem)
             rows.append(FieldReader(path, record, row))
             start = reader.line_num + 1
+        _some(path, rows)
     except csv.Error as err:
         raise DataError(
             str(path), f"line {start}", None, f"unreadable CSV: {err} (an unterminated quote?)"
