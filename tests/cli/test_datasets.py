@@ -311,3 +311,28 @@ def test_an_oversized_file_or_a_zip_bomb_is_stopped_at_the_published_size(mirror
     stopped = int(str(err.value).split("stopped after ")[1].split(" bytes")[0].replace(",", ""))
     assert stopped <= 1000 + 10 + (1 << 20)
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and "mirror" not in p.parts]
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize(
+    "order", [("input/dirlink", "input/dirlink/x"), ("input/dirlink/x", "input/dirlink")]
+)
+def test_an_archive_whose_members_clash_as_file_and_folder_is_a_one_line_error(
+    mirror, tmp_path, capsys, order
+):
+    with zipfile.ZipFile(_origin_path(mirror.root, "https://example.org/files/clash.zip"), "w") as archive:
+        for name in order:
+            archive.writestr(name, b"text")
+    clash = FolderManifest(
+        "clash",
+        "test",
+        items=(
+            PublishedArchive(
+                "https://example.org/files/clash.zip",
+                (PublishedFolder("input", "input", 2, 8, "0" * 64),),
+            ),
+        ),
+    )
+    with pytest.raises(DownloadError, match="clashes with another member"):
+        download(clash, tmp_path / "clash", mirror.url)
+    _no_leftovers(tmp_path / "clash")

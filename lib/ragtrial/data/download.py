@@ -331,8 +331,15 @@ def _unpack(members: zipfile.ZipFile, part: PublishedFile | PublishedFolder, tar
             if ".." in inner.parts:  # a member must not write outside its folder
                 raise DownloadError(f"{redact_url(url)}: member {info.filename!r} points outside its folder")
             out_path = built.joinpath(*inner.parts)
-            out_path.parent.mkdir(parents=True, exist_ok=True)
-            with members.open(info) as source, out_path.open("wb") as out:
-                written += _copy(source, out, url, byte_cap(part.size) - written)[0]
+            try:
+                out_path.parent.mkdir(parents=True, exist_ok=True)
+                with members.open(info) as source, out_path.open("wb") as out:
+                    written += _copy(source, out, url, byte_cap(part.size) - written)[0]
+            except (FileExistsError, NotADirectoryError, IsADirectoryError):
+                # one member a file, another below it as if it were a folder (`a` and `a/x`)
+                raise DownloadError(
+                    f"{redact_url(url)}: member {info.filename!r} clashes with another member "
+                    "(a file and a folder of one name)"
+                ) from None
         _check_folder(built, part, f"{url} (members under {part.source}/)")
         _replace_folder(built, dest)
