@@ -2,14 +2,18 @@
 file and runs that realize it, the dotted setting and its value; this test resolves each paper params
 file (its shared settings merged into each run, as a batch runs them) and checks every row. A row
 without a setting must give the deviation's reason; every seed has a table and every paper params
-file is covered by at least one row.
+file is covered by at least one row. Each row also names the behaviour tests that run its step and
+assert what happened (`tests/x.py::test_y`, comma-separated), or says `untested: <why>`; a named test
+must exist in its file.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +31,9 @@ COLUMNS = [
     "setting",
     "value",
     "deviation and why",
+    "behaviour test",
 ]
+UNTESTED = "untested:"
 NO_SETTING = "—"
 ENDPOINT = {"llm": {"base_url": "http://127.0.0.1:1/v1"}}  # the paper batches take it from --set
 
@@ -42,6 +48,7 @@ class Row:
     setting: str
     value: str
     deviation: str
+    behaviour: str
 
     def __str__(self) -> str:
         return f"{TABLE.name}:{self.line} (seed {self.seed}: {self.condition})"
@@ -68,9 +75,19 @@ def rows() -> tuple[Row, ...]:
                 assert header == COLUMNS, f"{TABLE.name}:{number}: columns {header}, expected {COLUMNS}"
             elif not set("".join(cells)) <= set("-: "):
                 assert len(cells) == len(COLUMNS), f"{TABLE.name}:{number}: {len(cells)} cells"
-                condition, params, runs, setting, value, deviation = cells
+                condition, params, runs, setting, value, deviation, behaviour = cells
                 found.append(
-                    Row(seed, number, condition, _code(params), runs, _code(setting), _code(value), deviation)
+                    Row(
+                        seed,
+                        number,
+                        condition,
+                        _code(params),
+                        runs,
+                        _code(setting),
+                        _code(value),
+                        deviation,
+                        behaviour,
+                    )
                 )
         else:
             header = None  # a table ends at its first line that is not a row
@@ -117,3 +134,56 @@ def test_each_condition_is_realized_or_a_stated_deviation(row: Row) -> None:
         assert actual == expected, (
             f"{row}: {row.params} run {spec.label or spec.notebook}: {row.setting} = {actual!r}"
         )
+
+
+def defined_tests(tree: ast.Module) -> set[str]:
+    """The test functions a module defines at its top level or in its classes."""
+    names = set()
+    for node in tree.body:
+        bodies = node.body if isinstance(node, ast.ClassDef) else [node]
+        names |= {n.name for n in bodies if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    return {n for n in names if n.startswith("test_")}
+
+
+def behaviour_problems(cell: str, root: Path) -> list[str]:
+    """What is wrong with a row's behaviour-test cell: empty, an `untested:` without a reason of a few
+    words, or a node id whose file or test function does not exist (`test_x[case]` names `test_x`)."""
+    if not cell:
+        return ["no behaviour test and no 'untested: <why>'"]
+    if cell.startswith(UNTESTED):
+        reason = cell.removeprefix(UNTESTED).strip()
+        return [] if len(reason.split()) >= 4 else [f"'untested' needs its reason: {cell!r}"]
+    problems = []
+    for node_id in (_code(part.strip()) for part in cell.split(",")):
+        path, _, name = node_id.partition("::")
+        name = name.split("[")[0]
+        file = root / path
+        if not (path.startswith("tests/") and path.endswith(".py") and name):
+            problems.append(f"{node_id!r} is not a node id tests/x.py::test_y")
+        elif not file.is_file():
+            problems.append(f"{node_id!r}: no file {path}")
+        elif name not in defined_tests(ast.parse(file.read_text(encoding="utf-8"))):
+            problems.append(f"{node_id!r}: {path} defines no {name}")
+    return problems
+
+
+@pytest.mark.parametrize("row", rows(), ids=str)
+def test_each_condition_names_its_behaviour_test_or_why_it_has_none(row: Row) -> None:
+    assert not behaviour_problems(row.behaviour, PROJECT_ROOT), f"{row}: {behaviour_problems(row.behaviour, PROJECT_ROOT)}"
+
+
+def test_the_checker_refuses_a_missing_test_a_missing_file_and_a_bare_untested(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "def test_there():\n    pass\n\nclass TestGroup:\n    def test_in_class(self):\n        pass\n"
+    )
+    assert behaviour_problems("`tests/test_x.py::test_there`, `tests/test_x.py::test_in_class[a-b]`", tmp_path) == []
+    assert behaviour_problems("untested: the model is the user's choice", tmp_path) == []
+    assert behaviour_problems("`tests/test_x.py::test_gone`", tmp_path) == [
+        "'tests/test_x.py::test_gone': tests/test_x.py defines no test_gone"
+    ]
+    assert behaviour_problems("`tests/test_y.py::test_there`", tmp_path) == [
+        "'tests/test_y.py::test_there': no file tests/test_y.py"
+    ]
+    assert behaviour_problems("untested: why", tmp_path) and behaviour_problems("", tmp_path)
+    assert behaviour_problems("test_there", tmp_path)
