@@ -16,11 +16,23 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
+import pandas as pd
 import pytest
 import yaml
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, make_llm
+from index.test_extraction import answer_by_text, chunks, graph
+from methods.test_methods import QUESTION, Run, passages_index
 
+from ragtrial.config import Settings
 from ragtrial.config.batch import RunSpec, load_batch
+from ragtrial.config.index import IndexSettings
+from ragtrial.evaluation.diagnostics import diagnostics_summary
+from ragtrial.index.create_communities import create_communities
+from ragtrial.index.extract_llm_graph import extract_llm_graph
+from ragtrial.llm.tokens import count_tokens
+from ragtrial.methods.registry import make_methods
+from ragtrial.prompts import load_prompt
 
 TABLE = PROJECT_ROOT / "docs" / "paper_conditions.md"
 SEEDS = ("000", "001", "002", "003", "004")
@@ -187,3 +199,78 @@ def test_the_checker_refuses_a_missing_test_a_missing_file_and_a_bare_untested(t
     ]
     assert behaviour_problems("untested: why", tmp_path) and behaviour_problems("", tmp_path)
     assert behaviour_problems("test_there", tmp_path)
+
+
+# ---------------------------------------------------------------- behaviour tests of rows that had none
+
+
+def test_the_answer_requests_carry_the_answer_settings_token_cap_prompt_and_context_budget(scripted, tmp_path):
+    # seed 000's judge rows: judge.answer_max_tokens, judge.answer_prompt and judge.context_budget reach
+    # the requests the method factory's methods send
+    scripted.default_reply = lambda body: "London"
+    llm = make_llm(scripted.base_url, tmp_path, max_retries=0)
+    index = passages_index(8)
+    per_chunk = count_tokens(index.chunks["text"][0])
+    settings = Settings(retrieval={"k": 8})
+    answer_settings = settings.judge.model_copy(
+        update={"answer_max_tokens": 400, "answer_prompt": "answer_long", "context_budget": 3 * per_chunk}
+    )
+    methods, _ = make_methods(["naive_rag"], index, Run(settings, llm), answer_settings)
+    methods[0].answer(QUESTION)
+    (request,) = [r["body"] for r in scripted.chat_requests()]
+    prompt = "\n".join(m["content"] for m in request["messages"])
+    assert request["max_tokens"] == 400
+    assert prompt.count("Passage ") == 3  # 8 retrieved, 3 fit the budget
+    assert request["messages"][0]["content"] == load_prompt("answer_long").system  # no word cap
+
+
+def test_leiden_splits_every_leaf_community_down_to_the_max_cluster_size():
+    # seed 002's index.max_cluster_size: GraphRAG's 10 caps the leaves; a larger cap leaves larger ones
+    g = nx.planted_partition_graph(3, 20, 0.6, 0.02, seed=3)
+    names = [f"n{i}" for i in g.nodes]
+    entities = pd.DataFrame({"entity_id": names, "name": names, "type": "", "description": "",
+                             "chunk_ids": [["c0"]] * len(names), "degree": 0, "origin": "nlp"})
+    relations = pd.DataFrame({"relation_id": [f"r{i}" for i in range(g.number_of_edges())],
+                              "source_id": [f"n{a}" for a, _ in g.edges], "target_id": [f"n{b}" for _, b in g.edges],
+                              "description": "", "weight": 1.0, "chunk_ids": [[] for _ in g.edges]})
+
+    def leaf_sizes(cap: int) -> list[int]:
+        communities = create_communities(entities, relations, max_cluster_size=cap)
+        return list(communities[communities["level"] == communities["level"].max()]["size"])
+
+    assert max(leaf_sizes(10)) <= 10
+    assert max(leaf_sizes(30)) > 10
+
+
+def test_the_diagnostics_summary_flags_each_metric_under_the_seeds_threshold():
+    # seed 004's relationship-recall 0.80, grounding 0.90 and citation 0.95: a mean just under is
+    # flagged, a mean at the threshold is not
+    thresholds = {"relationship_recall": 0.80, "grounding": 0.90, "citation_coverage": 0.95}
+    settings = Settings(
+        diagnostics={"relationship_recall_threshold": 0.8, "grounding_threshold": 0.9, "citation_threshold": 0.95}
+    ).diagnostics
+    per_answer = pd.DataFrame(
+        [
+            {"method": method, "category": "multi_hop", **{m: t - gap for m, t in thresholds.items()}}
+            for method, gap in (("under", 0.01), ("at", 0.0))
+        ]
+    )
+    summary = diagnostics_summary(per_answer, list(thresholds), settings).set_index(["method", "metric"])
+    for metric, threshold in thresholds.items():
+        assert summary.loc[("under", metric), "threshold"] == threshold
+        assert summary.loc[("under", metric), "below_threshold"]
+        assert not summary.loc[("at", metric), "below_threshold"]
+
+
+def test_the_extraction_prompt_asks_for_the_entity_types_and_the_reply_schema_allows_only_them(scripted, tmp_path):
+    # seed 002's index.entity_types: GraphRAG's defaults reach the extraction request
+    answer_by_text(scripted, {"Ada met Bob": graph([("Ada Lind", "person", "an engineer")])})
+    types = ["organization", "person", "geo", "event"]
+    llm = make_llm(scripted.base_url, tmp_path)
+    extract_llm_graph(llm, chunks("Ada met Bob."), IndexSettings(llm_max_chunks=None, entity_types=types))
+    request = scripted.chat_requests()[0]["body"]
+    assert "organization, person, geo, event" in "\n".join(m["content"] for m in request["messages"])
+    schema = request["response_format"]["schema"]
+    entity = schema["properties"]["entities"]["items"]
+    entity = schema["$defs"][entity["$ref"].rsplit("/", 1)[-1]] if "$ref" in entity else entity
+    assert entity["properties"]["type"]["enum"] == types
