@@ -13,6 +13,7 @@ import ast
 import re
 from dataclasses import dataclass
 from functools import cache
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ from ragtrial.config import Settings
 from ragtrial.config.batch import RunSpec, load_batch
 from ragtrial.config.index import IndexSettings
 from ragtrial.evaluation.diagnostics import diagnostics_summary
+from ragtrial.evaluation.judge.pipeline import comparison_design
+from ragtrial.evaluation.judge.protocols import score_schema, scoring_prompt
 from ragtrial.index.create_communities import create_communities
 from ragtrial.index.extract_llm_graph import extract_llm_graph
 from ragtrial.llm.tokens import count_tokens
@@ -274,3 +277,30 @@ def test_the_extraction_prompt_asks_for_the_entity_types_and_the_reply_schema_al
     entity = schema["properties"]["entities"]["items"]
     entity = schema["$defs"][entity["$ref"].rsplit("/", 1)[-1]] if "$ref" in entity else entity
     assert entity["properties"]["type"]["enum"] == types
+
+
+def test_the_judge_compares_every_pair_of_paper_judges_methods_and_only_the_listed_pairs_of_the_systems():
+    # seed 000's judge.methods (Figs. 14-16, all pairs) and judge.pairs (Fig. 14, each system vs NaiveRAG)
+    def pairs(params: str) -> list[tuple[str, str]]:
+        (spec,) = [s for s in runs_of(params) if s.notebook == "07_pairwise_method_comparison"]
+        cfg = spec.settings.judge
+        return list(comparison_design(cfg, cfg.methods).method_pairs)
+
+    judged = pairs("params/paper_judge.yaml")
+    assert len(judged) == 6 and {frozenset(p) for p in judged} == {
+        frozenset(p) for p in combinations(["lightrag", "fastgraphrag", "local_search", "naive_rag"], 2)
+    }
+    systems = pairs("params/paper_upstream_systems.yaml")
+    assert len(systems) == 3 and all(b == "naive_rag" for _, b in systems)
+
+
+def test_the_scoring_prompt_holds_the_four_rubrics_in_order_and_the_reply_needs_four_scores():
+    # seed 000's judge.aspects (IV-C): each aspect's rubric is in the prompt, in the order of the scores
+    aspects = ("comprehensiveness", "relevance", "empowerment", "directness")
+    prompt = scoring_prompt(aspects)
+    places = [prompt.template.index(load_prompt(f"judge_rubric_{a}").template) for a in aspects]
+    assert places == sorted(places) and ", ".join(aspects) in prompt.template
+    schema = score_schema(aspects)
+    assert schema.model_validate({"answer_1": [5, 4, 3, 2], "answer_2": [0, 1, 2, 3]})
+    with pytest.raises(ValueError):
+        schema.model_validate({"answer_1": [5, 4, 3], "answer_2": [0, 1, 2]})
