@@ -162,7 +162,8 @@ def defined_tests(tree: ast.Module) -> set[str]:
 
 def behaviour_problems(cell: str, root: Path) -> list[str]:
     """What is wrong with a row's behaviour-test cell: empty, an `untested:` without a reason of a few
-    words, or a node id whose file or test function does not exist (`test_x[case]` names `test_x`)."""
+    words, or a node id whose file or test function does not exist (`test_x[case]` names `test_x`).
+    """
     if not cell:
         return ["no behaviour test and no 'untested: <why>'"]
     if cell.startswith(UNTESTED):
@@ -184,7 +185,9 @@ def behaviour_problems(cell: str, root: Path) -> list[str]:
 
 @pytest.mark.parametrize("row", rows(), ids=str)
 def test_each_condition_names_its_behaviour_test_or_why_it_has_none(row: Row) -> None:
-    assert not behaviour_problems(row.behaviour, PROJECT_ROOT), f"{row}: {behaviour_problems(row.behaviour, PROJECT_ROOT)}"
+    assert not behaviour_problems(row.behaviour, PROJECT_ROOT), (
+        f"{row}: {behaviour_problems(row.behaviour, PROJECT_ROOT)}"
+    )
 
 
 def test_the_checker_refuses_a_missing_test_a_missing_file_and_a_bare_untested(tmp_path: Path) -> None:
@@ -192,7 +195,10 @@ def test_the_checker_refuses_a_missing_test_a_missing_file_and_a_bare_untested(t
     (tmp_path / "tests" / "test_x.py").write_text(
         "def test_there():\n    pass\n\nclass TestGroup:\n    def test_in_class(self):\n        pass\n"
     )
-    assert behaviour_problems("`tests/test_x.py::test_there`, `tests/test_x.py::test_in_class[a-b]`", tmp_path) == []
+    assert (
+        behaviour_problems("`tests/test_x.py::test_there`, `tests/test_x.py::test_in_class[a-b]`", tmp_path)
+        == []
+    )
     assert behaviour_problems("untested: the model is the user's choice", tmp_path) == []
     assert behaviour_problems("`tests/test_x.py::test_gone`", tmp_path) == [
         "'tests/test_x.py::test_gone': tests/test_x.py defines no test_gone"
@@ -207,7 +213,9 @@ def test_the_checker_refuses_a_missing_test_a_missing_file_and_a_bare_untested(t
 # ---------------------------------------------------------------- behaviour tests of rows that had none
 
 
-def test_the_answer_requests_carry_the_answer_settings_token_cap_prompt_and_context_budget(scripted, tmp_path):
+def test_the_answer_requests_carry_the_answer_settings_token_cap_prompt_and_context_budget(
+    scripted, tmp_path
+):
     # seed 000's judge rows: judge.answer_max_tokens, judge.answer_prompt and judge.context_budget reach
     # the requests the method factory's methods send
     scripted.default_reply = lambda body: "London"
@@ -231,11 +239,27 @@ def test_leiden_splits_every_leaf_community_down_to_the_max_cluster_size():
     # seed 002's index.max_cluster_size: GraphRAG's 10 caps the leaves; a larger cap leaves larger ones
     g = nx.planted_partition_graph(3, 20, 0.6, 0.02, seed=3)
     names = [f"n{i}" for i in g.nodes]
-    entities = pd.DataFrame({"entity_id": names, "name": names, "type": "", "description": "",
-                             "chunk_ids": [["c0"]] * len(names), "degree": 0, "origin": "nlp"})
-    relations = pd.DataFrame({"relation_id": [f"r{i}" for i in range(g.number_of_edges())],
-                              "source_id": [f"n{a}" for a, _ in g.edges], "target_id": [f"n{b}" for _, b in g.edges],
-                              "description": "", "weight": 1.0, "chunk_ids": [[] for _ in g.edges]})
+    entities = pd.DataFrame(
+        {
+            "entity_id": names,
+            "name": names,
+            "type": "",
+            "description": "",
+            "chunk_ids": [["c0"]] * len(names),
+            "degree": 0,
+            "origin": "nlp",
+        }
+    )
+    relations = pd.DataFrame(
+        {
+            "relation_id": [f"r{i}" for i in range(g.number_of_edges())],
+            "source_id": [f"n{a}" for a, _ in g.edges],
+            "target_id": [f"n{b}" for _, b in g.edges],
+            "description": "",
+            "weight": 1.0,
+            "chunk_ids": [[] for _ in g.edges],
+        }
+    )
 
     def leaf_sizes(cap: int) -> list[int]:
         communities = create_communities(entities, relations, max_cluster_size=cap)
@@ -250,7 +274,11 @@ def test_the_diagnostics_summary_flags_each_metric_under_the_seeds_threshold():
     # flagged, a mean at the threshold is not
     thresholds = {"relationship_recall": 0.80, "grounding": 0.90, "citation_coverage": 0.95}
     settings = Settings(
-        diagnostics={"relationship_recall_threshold": 0.8, "grounding_threshold": 0.9, "citation_threshold": 0.95}
+        diagnostics={
+            "relationship_recall_threshold": 0.8,
+            "grounding_threshold": 0.9,
+            "citation_threshold": 0.95,
+        }
     ).diagnostics
     per_answer = pd.DataFrame(
         [
@@ -265,7 +293,9 @@ def test_the_diagnostics_summary_flags_each_metric_under_the_seeds_threshold():
         assert not summary.loc[("at", metric), "below_threshold"]
 
 
-def test_the_extraction_prompt_asks_for_the_entity_types_and_the_reply_schema_allows_only_them(scripted, tmp_path):
+def test_the_extraction_prompt_asks_for_the_entity_types_and_the_reply_schema_allows_only_them(
+    scripted, tmp_path
+):
     # seed 002's index.entity_types: GraphRAG's defaults reach the extraction request
     answer_by_text(scripted, {"Ada met Bob": graph([("Ada Lind", "person", "an engineer")])})
     types = ["organization", "person", "geo", "event"]
