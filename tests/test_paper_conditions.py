@@ -36,6 +36,7 @@ from ragtrial.index.extract_llm_graph import extract_llm_graph
 from ragtrial.llm.tokens import count_tokens
 from ragtrial.methods.registry import make_methods
 from ragtrial.prompts import load_prompt
+from ragtrial.questions.corpus_questions import dataset_description
 
 TABLE = PROJECT_ROOT / "docs" / "paper_conditions.md"
 SEEDS = ("000", "001", "002", "003", "004")
@@ -334,3 +335,17 @@ def test_the_scoring_prompt_holds_the_four_rubrics_in_order_and_the_reply_needs_
     assert schema.model_validate({"answer_1": [5, 4, 3, 2], "answer_2": [0, 1, 2, 3]})
     with pytest.raises(ValueError):
         schema.model_validate({"answer_1": [5, 4, 3], "answer_2": [0, 1, 2]})
+
+
+def test_the_description_of_a_document_is_its_head_after_the_offset_and_its_last_tokens():
+    # seed 000's questions.head_offset_tokens / head_tokens / tail_tokens as paper_questions.yaml sets
+    # them: LightRAG's head slice (tokens 1000-2000) and the paper's tail (the last 1,000 tokens)
+    cfg = runs_of("params/paper_questions.yaml")[0].settings.questions
+    text = "apple " * 1000 + "banana " * 1500 + "cherry " * 1500
+    documents = pd.DataFrame({"doc_id": ["d0"], "title": [""], "text": [text]})
+    description, used = dataset_description(
+        documents, cfg.head_tokens, cfg.tail_tokens, cfg.description_max_tokens, cfg.head_offset_tokens
+    )
+    words = description.split()
+    assert used == ["d0"] and "apple" not in words  # the first 1,000 tokens are skipped
+    assert abs(words.count("banana") - 1000) <= 1 and abs(words.count("cherry") - 1000) <= 1
