@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from itertools import combinations
@@ -21,16 +22,18 @@ import networkx as nx
 import pandas as pd
 import pytest
 import yaml
-from conftest import PROJECT_ROOT, make_llm
+from conftest import PROJECT_ROOT, SHARED_DATASETS, make_llm
 from index.test_extraction import answer_by_text, chunks, graph
 from methods.test_methods import QUESTION, Run, passages_index
 
 from ragtrial.config import Settings
 from ragtrial.config.batch import RunSpec, load_batch
 from ragtrial.config.index import IndexSettings
+from ragtrial.data import load_dataset
 from ragtrial.evaluation.diagnostics import diagnostics_summary
 from ragtrial.evaluation.judge.pipeline import comparison_design
 from ragtrial.evaluation.judge.protocols import score_schema, scoring_prompt
+from ragtrial.evaluation.retrieval_benchmark import benchmark_questions
 from ragtrial.index.create_communities import create_communities
 from ragtrial.index.extract_llm_graph import extract_llm_graph
 from ragtrial.llm.tokens import count_tokens
@@ -349,3 +352,14 @@ def test_the_description_of_a_document_is_its_head_after_the_offset_and_its_last
     words = description.split()
     assert used == ["d0"] and "apple" not in words  # the first 1,000 tokens are skipped
     assert abs(words.count("banana") - 1000) <= 1 and abs(words.count("cherry") - 1000) <= 1
+
+
+def test_the_benchmark_scores_100_multihop_rag_queries_of_each_type_with_evidence():
+    # seed 001's benchmark.questions_per_type on the shared MultiHop-RAG data: a seeded 100 of each
+    # type with evidence passages (null queries have none), as the run of params/real_evidence.yaml
+    (spec,) = [s for s in runs_of("params/real_evidence.yaml") if s.label.startswith("MultiHop-RAG")]
+    if not (SHARED_DATASETS / "multihop_rag").is_dir():
+        pytest.skip("the shared multihop_rag folder is absent (real-data tests need the shared data)")
+    dataset = load_dataset("multihop_rag", SHARED_DATASETS / "multihop_rag")
+    chosen = benchmark_questions(dataset.questions, spec.settings.benchmark)
+    assert Counter(q.question_type for q in chosen) == {"inference": 100, "comparison": 100, "temporal": 100}
