@@ -18,7 +18,6 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
 import pandas as pd
 import pytest
 import yaml
@@ -34,7 +33,6 @@ from ragtrial.evaluation.diagnostics import diagnostics_summary
 from ragtrial.evaluation.judge.pipeline import comparison_design
 from ragtrial.evaluation.judge.protocols import score_schema, scoring_prompt
 from ragtrial.evaluation.retrieval_benchmark import benchmark_questions
-from ragtrial.index.create_communities import create_communities
 from ragtrial.index.extract_llm_graph import extract_llm_graph
 from ragtrial.llm.tokens import count_tokens
 from ragtrial.methods.registry import make_methods
@@ -237,40 +235,6 @@ def test_the_answer_requests_carry_the_answer_settings_token_cap_prompt_and_cont
     assert request["max_tokens"] == 400
     assert prompt.count("Passage ") == 3  # 8 retrieved, 3 fit the budget
     assert request["messages"][0]["content"] == load_prompt("answer_long").system  # no word cap
-
-
-def test_leiden_splits_every_leaf_community_down_to_the_max_cluster_size():
-    # seed 002's index.max_cluster_size: GraphRAG's 10 caps the leaves; a larger cap leaves larger ones
-    g = nx.planted_partition_graph(3, 20, 0.6, 0.02, seed=3)
-    names = [f"n{i}" for i in g.nodes]
-    entities = pd.DataFrame(
-        {
-            "entity_id": names,
-            "name": names,
-            "type": "",
-            "description": "",
-            "chunk_ids": [["c0"]] * len(names),
-            "degree": 0,
-            "origin": "nlp",
-        }
-    )
-    relations = pd.DataFrame(
-        {
-            "relation_id": [f"r{i}" for i in range(g.number_of_edges())],
-            "source_id": [f"n{a}" for a, _ in g.edges],
-            "target_id": [f"n{b}" for _, b in g.edges],
-            "description": "",
-            "weight": 1.0,
-            "chunk_ids": [[] for _ in g.edges],
-        }
-    )
-
-    def leaf_sizes(cap: int) -> list[int]:
-        communities = create_communities(entities, relations, max_cluster_size=cap)
-        return list(communities[communities["level"] == communities["level"].max()]["size"])
-
-    assert max(leaf_sizes(10)) <= 10
-    assert max(leaf_sizes(30)) > 10
 
 
 def test_the_diagnostics_summary_flags_each_metric_under_the_seeds_threshold():
