@@ -324,3 +324,7 @@ def test_the_question_notebooks_state_the_duplicates_dropped_beside_the_papers_1
     assert expected in narrate_relevance(relevance_tables).findings
     near = rated[rated["statement"] == "near duplicates dropped"].set_index("subject")["value"]
     assert near.to_dict() == {"graph": 1.0, "summary": 0.0}
+    # the paper's count is read from its data file, which names the passage it quotes
+    paper = findings[findings["statement"] == "questions per generator in the paper"].iloc[0]
+    assert paper["source"] == "evaluation/published/question_counts.csv"
+    assert "V Graph-Text-Grounded Questions Evaluation" in paper["figure"]

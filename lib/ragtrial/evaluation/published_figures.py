@@ -10,12 +10,13 @@ from importlib import resources
 
 import pandas as pd
 
-SCALES = {"percent": 100.0, "share": 1.0}
+SCALES = {"percent": 100.0, "share": 1.0, "count": 1.0}
 
 
 def read_published(file_name: str) -> pd.DataFrame:
-    """The rows of `evaluation/published/<file_name>`, with `published` (the value as a share) and
-    `decimals` (the value's printed precision, for a "rounds to" comparison).
+    """The rows of `evaluation/published/<file_name>`, with `published` (the value as a share, or
+    as is for scale `count`) and `decimals` (the value's printed precision, for a "rounds to"
+    comparison).
     """
     path = f"published/{file_name}"
     text = resources.files("ragtrial.evaluation").joinpath(path).read_text(encoding="utf-8")

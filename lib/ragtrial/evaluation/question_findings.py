@@ -10,6 +10,7 @@ import pandas as pd
 
 from ragtrial.config.questions import RelevanceSettings
 from ragtrial.evaluation.findings import Finding, embedded_model_finding, findings_table
+from ragtrial.evaluation.published_figures import read_published
 from ragtrial.llm.structured import TOO_LONG
 
 QUESTIONS_KEPT = "questions kept"  # subject "" for all, else a generator
@@ -22,9 +23,10 @@ ENTITY_FAILURES = "failed entity listings"
 RATING_FAILURES = "questions without a rating"
 RETRIEVED_ITEMS = "items retrieved per question"
 CONTEXT_TOKENS = "rated context tokens"
-# The GraphRAG evaluation paper's question count per generator (Section V-A), which 02 compares with.
+# The GraphRAG evaluation paper's question count per generator, which 02 compares with (its value is in
+# the data file `evaluation/published/question_counts.csv`, row PAPER_QUESTIONS).
 PAPER_QUESTIONS = "questions per generator in the paper"
-PAPER_QUESTIONS_PER_GENERATOR = 150
+PUBLISHED_QUESTION_COUNTS = "question_counts.csv"
 # Per generator, before the shares: the questions generated and the duplicates de-duplication dropped
 # (the paper counts 150 per generator and states no de-duplication).
 QUESTIONS_GENERATED = "questions generated"
@@ -92,13 +94,14 @@ def duplicate_findings(questions: pd.DataFrame, duplicates: pd.DataFrame) -> lis
                 subject=str(g),
             ),
         ]
+    published = read_published(PUBLISHED_QUESTION_COUNTS).set_index("measure").loc[PAPER_QUESTIONS]
     return [
         *rows,
         Finding(
             PAPER_QUESTIONS,
-            "questions per generator, GraphRAG evaluation paper Section V-A",
-            PAPER_QUESTIONS_PER_GENERATOR,
-            "the paper",
+            f"{published['paper']}, {published['section']}",
+            int(published["published"]),
+            f"evaluation/published/{PUBLISHED_QUESTION_COUNTS}",
         ),
     ]
 
