@@ -21,8 +21,8 @@ from ragtrial.evaluation.judge.protocols import (
     classic_schema,
     judge_classic,
     judge_unbiased,
-    scoring_prompt,
     score_schema,
+    scoring_prompt,
 )
 from ragtrial.evaluation.key_facts import facts_reply_schema
 from ragtrial.index.create_community_reports import report_schema
