@@ -115,7 +115,7 @@ def test_the_judge_replies_follow_the_known_truth_in_both_formats(tmp_path):
 
 
 def test_a_rate_limited_endpoint_s_429s_are_waited_out_and_counted_with_nothing_lost(tmp_path):
-    with CapableServerProcess(0.8, 5.0, slots=8, time_scale=0.01, rate_per_s=5.0) as server:
+    with CapableServerProcess(0.8, 5.0, slots=8, time_scale=0.01, rate_per_s=1.0) as server:
         llm = make_llm(server.base_url, tmp_path, concurrency=8, max_retries=2, timeout_s=10.0)
         texts = [f"Question {i}: what did Ada Lovelace write?" for i in range(30)]
         with llm.ledger.tally() as tally:
