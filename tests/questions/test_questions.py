@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SHARED_DATASETS, make_llm
+from conftest import SHARED_DATASETS, batch_runs, make_llm
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.claims import ClaimsSettings
@@ -738,3 +738,17 @@ def test_the_shared_seed000_question_sizes_reach_the_graph_generators_prompts(sc
     # All of a walk's relations at 50 distinct hops (the old default showed 20 of each)
     assert len(relation_lines) == min(60, len(subgraph["relation_ids"])) >= 50
     assert prompt.count("- A short summary of chunk") == len(summaries)
+
+
+def test_the_description_of_a_document_is_its_head_after_the_offset_and_its_last_tokens():
+    # seed 000's questions.head_offset_tokens / head_tokens / tail_tokens as paper_questions.yaml sets
+    # them: LightRAG's head slice (tokens 1000-2000) and the paper's tail (the last 1,000 tokens)
+    cfg = batch_runs("params/paper_questions.yaml")[0].settings.questions
+    text = "apple " * 1000 + "banana " * 1500 + "cherry " * 1500
+    documents = pd.DataFrame({"doc_id": ["d0"], "title": [""], "text": [text]})
+    description, used = dataset_description(
+        documents, cfg.head_tokens, cfg.tail_tokens, cfg.description_max_tokens, cfg.head_offset_tokens
+    )
+    words = description.split()
+    assert used == ["d0"] and "apple" not in words  # the first 1,000 tokens are skipped
+    assert abs(words.count("banana") - 1000) <= 1 and abs(words.count("cherry") - 1000) <= 1
