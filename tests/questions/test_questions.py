@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -16,11 +17,14 @@ from conftest import SHARED_DATASETS, batch_runs, make_llm
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.claims import ClaimsSettings
+from ragtrial.config.data import data_path
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.config.systems import UpstreamComparisonSettings
+from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.data.synthetic import generate_corpus
+from ragtrial.evaluation.diagnostics import category_of
 from ragtrial.index.chunk_documents import chunk_documents
 from ragtrial.index.create_communities import create_communities
 from ragtrial.index.extract_nlp_graph import extract_nlp_graph
@@ -39,7 +43,14 @@ from ragtrial.questions.quality import (
     top_entities,
 )
 from ragtrial.questions.run_generators import dedup_counts, deduplicate, ground_truth_questions
-from ragtrial.questions.sampling import claims_questions, judge_questions
+from ragtrial.questions.sampling import (
+    claims_dataset_questions,
+    claims_questions,
+    diagnosed_questions,
+    judge_questions,
+    judged_questions,
+    qa_questions,
+)
 from ragtrial.retrieval.base import RetrieverParts
 
 CAROL_INDEX = SHARED_DATASETS / "graphrag_examples" / "a_christmas_carol_index"
@@ -752,3 +763,36 @@ def test_the_description_of_a_document_is_its_head_after_the_offset_and_its_last
     words = description.split()
     assert used == ["d0"] and "apple" not in words  # the first 1,000 tokens are skipped
     assert abs(words.count("banana") - 1000) <= 1 and abs(words.count("cherry") - 1000) <= 1
+
+
+@pytest.mark.parametrize(
+    ("params", "run", "asked", "categories"),
+    [
+        # seed 002: Experiment 2 answers, and Experiment 1 judges, every one of the podcast's 125 questions
+        ("params/paper_claims.yaml", "08_claims_comprehensiveness_diversity", claims_dataset_questions,
+         {"global": 125}),
+        ("params/paper_graphrag_experiment1.yaml", "07_pairwise_method_comparison", judged_questions,
+         {"global": 125}),
+        # seed 001: every question of the 100-question MuSiQue sample
+        ("params/paper_graph_walk.yaml", "headline", qa_questions, {"2hop": 68, "3hop": 27, "4hop": 5}),
+        # seed 004: every question of the four categories, and MuSiQue's hop types as multi-hop
+        ("params/paper_diagnostics.yaml", "generated corpus", diagnosed_questions,
+         {"single_hop": 100, "multi_hop": 100, "temporal": 100, "contradictory": 80}),
+        ("params/paper_diagnostics.yaml", "MuSiQue", diagnosed_questions, {"multi_hop": 100}),
+    ],
+)  # fmt: skip
+def test_a_paper_run_asks_every_question_of_its_data_set(params, run, asked, categories):
+    """The questions a paper run's notebook asks (its registry sampler, the call the notebook makes)
+    under the batch's resolved settings, on the shared data: all of the data set's questions of the
+    types it asks, none sampled away, each under the category its report groups it by.
+    """
+    (spec,) = [s for s in batch_runs(params) if s.notebook == run or s.label.startswith(run)]
+    data = spec.settings.data
+    if data.dataset != "generated" and not data_path(data.path).is_dir():
+        pytest.skip(f"the shared {data.path} folder is absent (real-data tests need the shared data)")
+    dataset = load_experiment_dataset(data)
+    chosen = asked(dataset, spec.settings)
+    category = {q.question_id: category_of(q.question_type, spec.settings.diagnostics) for q in chosen}
+    assert Counter(category.values()) == categories
+    types = {q.question_type for q in chosen}
+    assert chosen == [q for q in dataset.questions if q.question_type in types]  # none sampled away
