@@ -796,3 +796,17 @@ def test_a_paper_run_asks_every_question_of_its_data_set(params, run, asked, cat
     assert Counter(category.values()) == categories
     types = {q.question_type for q in chosen}
     assert chosen == [q for q in dataset.questions if q.question_type in types]  # none sampled away
+
+
+def test_seed000s_judged_questions_are_the_graph_generators_not_the_data_sets(llm, small_index):
+    """Seed 000 §VI-A (`params/paper_judge.yaml`, judge.question_source graph): the questions notebooks
+    06 and 07 judge are the graph-text-grounded ones, their level as their type, even on a data set
+    with questions of its own (walks shortened to fit the tiny corpus's graph).
+    """
+    index, dataset = small_index
+    (settings,) = [s.settings for s in batch_runs("params/paper_judge.yaml") if s.notebook.startswith("07")]
+    questions_cfg = settings.questions.model_copy(update={"per_level": 2, "min_hops": 3})
+    judged, failures = judge_questions(llm, dataset, index, settings.judge, questions_cfg)
+    assert dataset.questions and failures.empty
+    assert Counter(q.question_type for q in judged) == {"node": 2, "edge": 2, "subgraph": 2}
+    assert not {q.question for q in judged} & {q.question for q in dataset.questions}
