@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import SHARED_DATASETS, batch_runs, make_llm
+from retrieval.test_retrieval import CHAIN, CHAIN_MENTIONS, EMBEDDER, graph_index
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.claims import ClaimsSettings
@@ -40,6 +41,7 @@ from ragtrial.questions.quality import (
     entity_mentions,
     make_entity_linker,
     rate_relevance,
+    retrieve_contexts,
     top_entities,
 )
 from ragtrial.questions.run_generators import dedup_counts, deduplicate, ground_truth_questions
@@ -52,6 +54,7 @@ from ragtrial.questions.sampling import (
     qa_questions,
 )
 from ragtrial.retrieval.base import RetrieverParts
+from ragtrial.retrieval.registry import make_retriever
 
 CAROL_INDEX = SHARED_DATASETS / "graphrag_examples" / "a_christmas_carol_index"
 
@@ -810,3 +813,38 @@ def test_seed000s_judged_questions_are_the_graph_generators_not_the_data_sets(ll
     assert dataset.questions and failures.empty
     assert Counter(q.question_type for q in judged) == {"node": 2, "edge": 2, "subgraph": 2}
     assert not {q.question for q in judged} & {q.question for q in dataset.questions}
+
+
+def test_seed000s_relevance_is_rated_on_fast_graphrags_context_of_each_question(scripted, tmp_path):
+    """Seed 000 §V-B (`params/paper_questions.yaml`, notebook 03: questions.relevance.retriever
+    fastgraphrag with the model listing the question's entities): fast-graphrag's retrieval from the
+    entities the model named builds each question's context, and the rating request shows that context.
+    """
+    (settings,) = [
+        s.settings for s in batch_runs("params/paper_questions.yaml") if s.notebook.startswith("03")
+    ]
+    rel = settings.questions.relevance
+
+    def model(body: dict) -> str:
+        props = body["response_format"]["schema"]["properties"]
+        return json.dumps({"entities": ["Durmask"]} if "entities" in props else {"score": 4})
+
+    scripted.default_reply = model
+    llm = make_llm(scripted.base_url, tmp_path)
+    index = graph_index(CHAIN, CHAIN_MENTIONS)
+    retriever = make_retriever(rel.retriever, index, RetrieverParts(EMBEDDER, llm), settings.retrieval)
+    questions = pd.DataFrame(
+        {
+            "question_id": ["q1"],
+            "question": ["Who works with others?"],
+            "generator": ["graph"],
+            "level": ["node"],
+        }
+    )
+    contexts, failures = retrieve_contexts(retriever, questions, rel.k, rel.context_max_tokens)
+    context = contexts.loc[0, "context"]
+    assert failures.empty and contexts.loc[0, "items"] > 0 and "Durmask" in context
+    ratings, failures = rate_relevance(llm, questions, {"q1": context}, rel.max_tokens)
+    assert failures.empty and ratings["score"].tolist() == [4]
+    assert list(llm.ledger.frame()["stage"]) == ["question_entities", "rate_relevance"]
+    assert context in scripted.chat_requests()[-1]["body"]["messages"][-1]["content"]
