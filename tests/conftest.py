@@ -189,6 +189,39 @@ def endpoint_settings(base_url: str, folder: Path, **sections) -> dict:
     return deep_merge(base, sections)
 
 
+def batch_runs(params: str) -> list:
+    """The runs of a params file (`params/x.yaml`, from the project root) with their settings
+    resolved as `ragtrial run` resolves them, against a placeholder endpoint (the paper batches take
+    theirs from --set).
+    """
+    from ragtrial.config.batch import load_batch
+
+    endpoint = {"llm": {"base_url": "http://127.0.0.1:1/v1"}}
+    return load_batch(PROJECT_ROOT / params, endpoint, notebooks_dir=PROJECT_ROOT / "notebooks")[0]
+
+
+@pytest.fixture
+def tiny_qa_batch(scripted, tmp_path, monkeypatch) -> Path:
+    """A batch file of notebooks 01 and 04 on the tiny generated corpus against the scripted server."""
+    import yaml
+
+    from ragtrial.config.paths import OUTPUTS_ENV
+
+    monkeypatch.delenv(OUTPUTS_ENV, raising=False)  # a command sets it for the run it opens
+    scripted.default_reply = cited_answer_reply
+    settings = endpoint_settings(
+        scripted.base_url,
+        tmp_path,
+        data={"size": "tiny"},
+        index={"graph_source": "nlp", "reports": "none"},
+        retrieval={"k": 2},
+    )
+    path = tmp_path / "batch.yaml"
+    runs = [{"notebook": "01_build_index"}, {"notebook": "04_rag_vs_graphrag_qa"}]
+    path.write_text(yaml.safe_dump({"settings": settings, "runs": runs}))
+    return path
+
+
 def run_default_notebooks(overrides: dict, folder: Path, *notebooks: str) -> list:
     """`notebooks` of params/default.yaml run with `overrides`, outputs in `folder/out`; each must
     complete.

@@ -11,33 +11,16 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import Counter
 from dataclasses import dataclass
 from functools import cache
-from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 import yaml
-from conftest import PROJECT_ROOT, SHARED_DATASETS, make_llm
-from index.test_extraction import answer_by_text, chunks, graph
-from methods.test_methods import QUESTION, Run, passages_index
+from conftest import PROJECT_ROOT, batch_runs
 
-from ragtrial.config import Settings
-from ragtrial.config.batch import RunSpec, load_batch
-from ragtrial.config.index import IndexSettings
-from ragtrial.data import load_dataset
-from ragtrial.evaluation.diagnostics import diagnostics_summary
-from ragtrial.evaluation.judge.pipeline import comparison_design
-from ragtrial.evaluation.judge.protocols import score_schema, scoring_prompt
-from ragtrial.evaluation.retrieval_benchmark import benchmark_questions
-from ragtrial.index.extract_llm_graph import extract_llm_graph
-from ragtrial.llm.tokens import count_tokens
-from ragtrial.methods.registry import make_methods
-from ragtrial.prompts import load_prompt
-from ragtrial.questions.corpus_questions import dataset_description
+from ragtrial.config.batch import RunSpec
 
 TABLE = PROJECT_ROOT / "docs" / "paper_conditions.md"
 SEEDS = ("000", "001", "002", "003", "004")
@@ -52,7 +35,6 @@ COLUMNS = [
 ]
 UNTESTED = "untested:"
 NO_SETTING = "—"
-ENDPOINT = {"llm": {"base_url": "http://127.0.0.1:1/v1"}}  # the paper batches take it from --set
 
 
 @dataclass(frozen=True)
@@ -113,7 +95,7 @@ def rows() -> tuple[Row, ...]:
 
 @cache
 def runs_of(params: str) -> tuple[RunSpec, ...]:
-    return tuple(load_batch(PROJECT_ROOT / params, ENDPOINT, notebooks_dir=PROJECT_ROOT / "notebooks")[0])
+    return tuple(batch_runs(params))
 
 
 def _selected(row: Row) -> list[RunSpec]:
@@ -210,120 +192,3 @@ def test_the_checker_refuses_a_missing_test_a_missing_file_and_a_bare_untested(t
     ]
     assert behaviour_problems("untested: why", tmp_path) and behaviour_problems("", tmp_path)
     assert behaviour_problems("test_there", tmp_path)
-
-
-# ---------------------------------------------------------------- behaviour tests of rows that had none
-
-
-def test_the_answer_requests_carry_the_answer_settings_token_cap_prompt_and_context_budget(
-    scripted, tmp_path
-):
-    # seed 000's judge rows: judge.answer_max_tokens, judge.answer_prompt and judge.context_budget reach
-    # the requests the method factory's methods send
-    scripted.default_reply = lambda body: "London"
-    llm = make_llm(scripted.base_url, tmp_path, max_retries=0)
-    index = passages_index(8)
-    per_chunk = count_tokens(index.chunks["text"][0])
-    settings = Settings(retrieval={"k": 8})
-    answer_settings = settings.judge.model_copy(
-        update={"answer_max_tokens": 400, "answer_prompt": "answer_long", "context_budget": 3 * per_chunk}
-    )
-    methods, _ = make_methods(["naive_rag"], index, Run(settings, llm), answer_settings)
-    methods[0].answer(QUESTION)
-    (request,) = [r["body"] for r in scripted.chat_requests()]
-    prompt = "\n".join(m["content"] for m in request["messages"])
-    assert request["max_tokens"] == 400
-    assert prompt.count("Passage ") == 3  # 8 retrieved, 3 fit the budget
-    assert request["messages"][0]["content"] == load_prompt("answer_long").system  # no word cap
-
-
-def test_the_diagnostics_summary_flags_each_metric_under_the_seeds_threshold():
-    # seed 004's relationship-recall 0.80, grounding 0.90 and citation 0.95: a mean just under is
-    # flagged, a mean at the threshold is not
-    thresholds = {"relationship_recall": 0.80, "grounding": 0.90, "citation_coverage": 0.95}
-    settings = Settings(
-        diagnostics={
-            "relationship_recall_threshold": 0.8,
-            "grounding_threshold": 0.9,
-            "citation_threshold": 0.95,
-        }
-    ).diagnostics
-    per_answer = pd.DataFrame(
-        [
-            {"method": method, "category": "multi_hop", **{m: t - gap for m, t in thresholds.items()}}
-            for method, gap in (("under", 0.01), ("at", 0.0))
-        ]
-    )
-    summary = diagnostics_summary(per_answer, list(thresholds), settings).set_index(["method", "metric"])
-    for metric, threshold in thresholds.items():
-        assert summary.loc[("under", metric), "threshold"] == threshold
-        assert summary.loc[("under", metric), "below_threshold"]
-        assert not summary.loc[("at", metric), "below_threshold"]
-
-
-def test_the_extraction_prompt_asks_for_the_entity_types_and_the_reply_schema_allows_only_them(
-    scripted, tmp_path
-):
-    # seed 002's index.entity_types: GraphRAG's defaults reach the extraction request
-    answer_by_text(scripted, {"Ada met Bob": graph([("Ada Lind", "person", "an engineer")])})
-    types = ["organization", "person", "geo", "event"]
-    llm = make_llm(scripted.base_url, tmp_path)
-    extract_llm_graph(llm, chunks("Ada met Bob."), IndexSettings(llm_max_chunks=None, entity_types=types))
-    request = scripted.chat_requests()[0]["body"]
-    assert "organization, person, geo, event" in "\n".join(m["content"] for m in request["messages"])
-    schema = request["response_format"]["schema"]
-    entity = schema["properties"]["entities"]["items"]
-    entity = schema["$defs"][entity["$ref"].rsplit("/", 1)[-1]] if "$ref" in entity else entity
-    assert entity["properties"]["type"]["enum"] == types
-
-
-def test_the_judge_compares_every_pair_of_paper_judges_methods_and_only_the_listed_pairs_of_the_systems():
-    # seed 000's judge.methods (Figs. 14-16, all pairs) and judge.pairs (Fig. 14, each system vs NaiveRAG)
-    def pairs(params: str) -> list[tuple[str, str]]:
-        (spec,) = [s for s in runs_of(params) if s.notebook == "07_pairwise_method_comparison"]
-        cfg = spec.settings.judge
-        return list(comparison_design(cfg, cfg.methods).method_pairs)
-
-    judged = pairs("params/paper_judge.yaml")
-    assert len(judged) == 6 and {frozenset(p) for p in judged} == {
-        frozenset(p) for p in combinations(["lightrag", "fastgraphrag", "local_search", "naive_rag"], 2)
-    }
-    systems = pairs("params/paper_upstream_systems.yaml")
-    assert len(systems) == 3 and all(b == "naive_rag" for _, b in systems)
-
-
-def test_the_scoring_prompt_holds_the_four_rubrics_in_order_and_the_reply_needs_four_scores():
-    # seed 000's judge.aspects (IV-C): each aspect's rubric is in the prompt, in the order of the scores
-    aspects = ("comprehensiveness", "relevance", "empowerment", "directness")
-    prompt = scoring_prompt(aspects)
-    places = [prompt.template.index(load_prompt(f"judge_rubric_{a}").template) for a in aspects]
-    assert places == sorted(places) and ", ".join(aspects) in prompt.template
-    schema = score_schema(aspects)
-    assert schema.model_validate({"answer_1": [5, 4, 3, 2], "answer_2": [0, 1, 2, 3]})
-    with pytest.raises(ValueError):
-        schema.model_validate({"answer_1": [5, 4, 3], "answer_2": [0, 1, 2]})
-
-
-def test_the_description_of_a_document_is_its_head_after_the_offset_and_its_last_tokens():
-    # seed 000's questions.head_offset_tokens / head_tokens / tail_tokens as paper_questions.yaml sets
-    # them: LightRAG's head slice (tokens 1000-2000) and the paper's tail (the last 1,000 tokens)
-    cfg = runs_of("params/paper_questions.yaml")[0].settings.questions
-    text = "apple " * 1000 + "banana " * 1500 + "cherry " * 1500
-    documents = pd.DataFrame({"doc_id": ["d0"], "title": [""], "text": [text]})
-    description, used = dataset_description(
-        documents, cfg.head_tokens, cfg.tail_tokens, cfg.description_max_tokens, cfg.head_offset_tokens
-    )
-    words = description.split()
-    assert used == ["d0"] and "apple" not in words  # the first 1,000 tokens are skipped
-    assert abs(words.count("banana") - 1000) <= 1 and abs(words.count("cherry") - 1000) <= 1
-
-
-def test_the_benchmark_scores_100_multihop_rag_queries_of_each_type_with_evidence():
-    # seed 001's benchmark.questions_per_type on the shared MultiHop-RAG data: a seeded 100 of each
-    # type with evidence passages (null queries have none), as the run of params/real_evidence.yaml
-    (spec,) = [s for s in runs_of("params/real_evidence.yaml") if s.label.startswith("MultiHop-RAG")]
-    if not (SHARED_DATASETS / "multihop_rag").is_dir():
-        pytest.skip("the shared multihop_rag folder is absent (real-data tests need the shared data)")
-    dataset = load_dataset("multihop_rag", SHARED_DATASETS / "multihop_rag")
-    chosen = benchmark_questions(dataset.questions, spec.settings.benchmark)
-    assert Counter(q.question_type for q in chosen) == {"inference": 100, "comparison": 100, "temporal": 100}

@@ -19,32 +19,26 @@ from ragtrial.config.paths import OUTPUTS_ENV
 QUESTION = "Where did the founder of the company live?"
 
 
-@pytest.fixture
-def batch(scripted, tmp_path, monkeypatch):
-    monkeypatch.delenv(OUTPUTS_ENV, raising=False)  # the command sets it for the run it opens
-    scripted.default_reply = cited_answer_reply
-    settings = endpoint_settings(
-        scripted.base_url,
-        tmp_path,
-        data={"size": "tiny"},
-        index={"graph_source": "nlp", "reports": "none"},
-        retrieval={"k": 2},
-    )
-    path = tmp_path / "batch.yaml"
-    runs = [{"notebook": "01_build_index"}, {"notebook": "04_rag_vs_graphrag_qa"}]
-    path.write_text(yaml.safe_dump({"settings": settings, "runs": runs}))
-    return path
-
-
 def ask(batch, tmp_path, capsys, *extra: str) -> tuple[int, str]:
     code = main(
-        ["query", QUESTION, "--method", "naive_rag", str(batch), "--outputs", str(tmp_path / "out"), *extra]
+        [
+            "query",
+            QUESTION,
+            "--method",
+            "naive_rag",
+            str(batch),
+            "--outputs",
+            str(tmp_path / "out"),
+            *extra,
+        ]
     )
     return code, capsys.readouterr().out
 
 
-def test_the_answer_its_context_and_its_cost_then_the_same_from_the_cache(batch, scripted, tmp_path, capsys):
-    code, out = ask(batch, tmp_path, capsys)
+def test_the_answer_its_context_and_its_cost_then_the_same_from_the_cache(
+    tiny_qa_batch, scripted, tmp_path, capsys
+):
+    code, out = ask(tiny_qa_batch, tmp_path, capsys)
     assert code == 0, out
     lines = out.splitlines()
     assert lines[0] == f"question: {QUESTION}"
@@ -60,7 +54,7 @@ def test_the_answer_its_context_and_its_cost_then_the_same_from_the_cache(batch,
     assert folder.name.startswith("query-") and f"run folder: {folder}" in out
     calls = len(scripted.chat_requests())
 
-    code, again = ask(batch, tmp_path, capsys)
+    code, again = ask(tiny_qa_batch, tmp_path, capsys)
     assert code == 0 and "  Alvor [1]" in again
     assert (
         "cost: 1 calls (0 live, 1 cached)" in again and f"index: loaded from {tmp_path / 'indexes'}" in again
@@ -70,8 +64,8 @@ def test_the_answer_its_context_and_its_cost_then_the_same_from_the_cache(batch,
     assert list(ledger.loc[ledger["stage"] == "answer", "cached"]) == [False, True]
 
 
-def test_set_overrides_a_setting_of_the_query(batch, tmp_path, capsys):
-    code, out = ask(batch, tmp_path, capsys, "--set", "retrieval.k=1")
+def test_set_overrides_a_setting_of_the_query(tiny_qa_batch, tmp_path, capsys):
+    code, out = ask(tiny_qa_batch, tmp_path, capsys, "--set", "retrieval.k=1")
     assert code == 0 and "context: 1 entries" in out
 
 
@@ -92,19 +86,21 @@ def test_without_a_batch_the_code_defaults_and_set_apply(scripted, tmp_path, cap
     assert "  Alvor [1]" in capsys.readouterr().out
 
 
-def test_an_unknown_method_is_named_with_the_known_ones(batch, tmp_path, capsys):
-    code = main(["query", QUESTION, "--method", "nope", str(batch), "--outputs", str(tmp_path / "out")])
+def test_an_unknown_method_is_named_with_the_known_ones(tiny_qa_batch, tmp_path, capsys):
+    code = main(
+        ["query", QUESTION, "--method", "nope", str(tiny_qa_batch), "--outputs", str(tmp_path / "out")]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "--method nope: not a method of the kit" in err and "naive_rag" in err
 
 
-def test_a_notebook_the_batch_does_not_run_is_named(batch, tmp_path, capsys):
+def test_a_notebook_the_batch_does_not_run_is_named(tiny_qa_batch, tmp_path, capsys):
     args = [
         "query",
         QUESTION,
         "--method",
         "naive_rag",
-        str(batch),
+        str(tiny_qa_batch),
         "--notebook",
         "07_pairwise_method_comparison",
     ]
@@ -170,8 +166,12 @@ def test_credentials_echoed_in_a_200_reply_reach_neither_the_printout_nor_the_ca
 
 @pytest.mark.fault
 @pytest.mark.parametrize("question", ["", "  \t\n "])
-def test_an_empty_question_is_refused_in_one_line_without_a_call(batch, scripted, tmp_path, capsys, question):
-    code = main(["query", question, "--method", "naive_rag", str(batch), "--outputs", str(tmp_path / "out")])
+def test_an_empty_question_is_refused_in_one_line_without_a_call(
+    tiny_qa_batch, scripted, tmp_path, capsys, question
+):
+    code = main(
+        ["query", question, "--method", "naive_rag", str(tiny_qa_batch), "--outputs", str(tmp_path / "out")]
+    )
     captured = capsys.readouterr()
     assert code != 0 and "the question is empty" in captured.err
     assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err
@@ -179,10 +179,10 @@ def test_an_empty_question_is_refused_in_one_line_without_a_call(batch, scripted
 
 
 @pytest.mark.fault
-def test_terminal_control_sequences_in_a_reply_are_printed_escaped(batch, scripted, tmp_path, capsys):
+def test_terminal_control_sequences_in_a_reply_are_printed_escaped(tiny_qa_batch, scripted, tmp_path, capsys):
     hostile = "Alvor [1]\x1b]0;pwned\x07\x1b[2J\x9b31m done"
     scripted.default_reply = lambda body: hostile
-    code, out = ask(batch, tmp_path, capsys)
+    code, out = ask(tiny_qa_batch, tmp_path, capsys)
     assert code == 0, out
     assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out
     assert "  Alvor [1]\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m done" in out

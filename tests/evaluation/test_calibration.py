@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import batch_runs
 
 import ragtrial.evaluation.judge.aggregate as aggregate
 import ragtrial.evaluation.judge.audits as audits
@@ -35,6 +36,7 @@ from ragtrial.evaluation.calibration.studies import (
     design_subset,
     make_world,
     run_study,
+    scenarios,
     simulate_audit,
 )
 from ragtrial.llm.errors import LLMError
@@ -205,3 +207,19 @@ def test_an_audit_with_one_trial_and_no_classic_verdicts_fits_what_it_measures()
     assert fit.model.classic_first_win_rate == 0.5 and "no classic verdict" in notes["classic_first_win_rate"]
     assert fit.model.length_bias == 0 and notes["length_bias"]
     assert np.isfinite(fit.parameters.set_index("parameter").loc["call_sd", "estimate"])
+
+
+def test_the_effect_scenario_is_a_method_better_by_the_papers_10_point_win_rate():
+    """Seed 000 §VI-C ("below 10% in win rate"; `params/paper_calibration.yaml`,
+    calibration.win_rate_difference 0.1): notebook 12's scenarios are an A/A study and one where A's
+    true relative win rate is exactly that difference, A's answers longer by the batch's gap in both.
+    """
+    (cfg,) = [
+        s.settings.calibration
+        for s in batch_runs("params/paper_calibration.yaml")
+        if s.notebook.startswith("12")
+    ]
+    null, effect = scenarios(NO_BIAS, cfg.win_rate_difference, cfg.length_gap_words)
+    assert true_relative_win_rate(NO_BIAS, null.difference) == 0
+    assert true_relative_win_rate(NO_BIAS, effect.difference) == pytest.approx(0.1)
+    assert null.length_gap_words == effect.length_gap_words == cfg.length_gap_words

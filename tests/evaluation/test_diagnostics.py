@@ -305,3 +305,23 @@ def test_global_search_retrieves_only_what_its_shown_text_names_not_every_member
     ).iloc[0]
     assert recall["entity_recall"] == pytest.approx(2 / 3)  # Cairdo is a member, but never shown
     assert recall["relationship_recall"] == pytest.approx(1 / 2)
+
+
+def test_the_diagnostics_summary_flags_each_metric_under_the_seeds_threshold():
+    # seed 004's relationship-recall 0.80, grounding 0.90 and citation 0.95: a mean just under is
+    # flagged, a mean at the threshold is not
+    thresholds = {"relationship_recall": 0.80, "grounding": 0.90, "citation_coverage": 0.95}
+    settings = DiagnosticsSettings(
+        relationship_recall_threshold=0.8, grounding_threshold=0.9, citation_threshold=0.95
+    )
+    per_answer = pd.DataFrame(
+        [
+            {"method": method, "category": "multi_hop", **{m: t - gap for m, t in thresholds.items()}}
+            for method, gap in (("under", 0.01), ("at", 0.0))
+        ]
+    )
+    summary = diagnostics_summary(per_answer, list(thresholds), settings).set_index(["method", "metric"])
+    for metric, threshold in thresholds.items():
+        assert summary.loc[("under", metric), "threshold"] == threshold
+        assert summary.loc[("under", metric), "below_threshold"]
+        assert not summary.loc[("at", metric), "below_threshold"]

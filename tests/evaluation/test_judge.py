@@ -27,8 +27,11 @@ from ragtrial.evaluation.judge.protocols import (
     Judgments,
     judge_classic,
     judge_unbiased,
+    score_schema,
+    scoring_prompt,
 )
 from ragtrial.llm.errors import LLMError
+from ragtrial.prompts import load_prompt
 
 ASPECTS = ("comprehensiveness", "relevance", "empowerment", "directness")
 
@@ -311,7 +314,6 @@ def test_cost_estimate_counts_every_call_of_the_protocol():
 def test_two_sampled_runs_and_regeneration_go_through_the_method(scripted, tmp_path):
     from ragtrial.methods.base import Generator
     from ragtrial.methods.retrieval_method import RetrievalMethod
-    from ragtrial.prompts import load_prompt
     from ragtrial.records import Question
 
     scripted.default_reply = lambda body: words(
@@ -382,7 +384,6 @@ def test_alignment_rewrites_the_answer_shorter_as_generated_even_after_it_oversh
     from ragtrial.evaluation.judge.pairs import llm_appender
     from ragtrial.methods.base import Generator
     from ragtrial.methods.retrieval_method import RetrievalMethod
-    from ragtrial.prompts import load_prompt
     from ragtrial.records import Question
 
     rewrites = iter([60, 30])  # words of run 0's successive rewrites: an overshoot, then 10 short of 40
@@ -427,3 +428,15 @@ def test_alignment_rewrites_the_answer_shorter_as_generated_even_after_it_oversh
     assert list(log["status"]) == ["aligned"] and log["forced"].iloc[0]
     assert aligned["text_b"].iloc[0] == words(40, "beta")  # the longer answer as generated
     assert len(aligned["text_a"].iloc[0].split()) == 40
+
+
+def test_the_scoring_prompt_holds_the_four_rubrics_in_order_and_the_reply_needs_four_scores():
+    # seed 000's judge.aspects (IV-C): each aspect's rubric is in the prompt, in the order of the scores
+    aspects = ("comprehensiveness", "relevance", "empowerment", "directness")
+    prompt = scoring_prompt(aspects)
+    places = [prompt.template.index(load_prompt(f"judge_rubric_{a}").template) for a in aspects]
+    assert places == sorted(places) and ", ".join(aspects) in prompt.template
+    schema = score_schema(aspects)
+    assert schema.model_validate({"answer_1": [5, 4, 3, 2], "answer_2": [0, 1, 2, 3]})
+    with pytest.raises(ValueError):
+        schema.model_validate({"answer_1": [5, 4, 3], "answer_2": [0, 1, 2]})

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import make_llm
+from conftest import batch_runs, make_llm
 from test_judge import first_position_judge, shown_answers, words
 
 from ragtrial.config.judge import JudgeSettings
@@ -361,3 +362,18 @@ def test_the_report_says_which_rubric_is_the_papers_wording_and_which_are_the_ki
     sentence = rubric_sentence(findings)
     assert "directness is the paper's wording" in sentence
     assert "comprehensiveness, relevance, empowerment are the kit's own wording" in sentence
+
+
+def test_the_judge_compares_every_pair_of_paper_judges_methods_and_only_the_listed_pairs_of_the_systems():
+    # seed 000's judge.methods (Figs. 14-16, all pairs) and judge.pairs (Fig. 14, each system vs NaiveRAG)
+    def pairs(params: str) -> list[tuple[str, str]]:
+        (spec,) = [s for s in batch_runs(params) if s.notebook == "07_pairwise_method_comparison"]
+        cfg = spec.settings.judge
+        return list(comparison_design(cfg, cfg.methods).method_pairs)
+
+    judged = pairs("params/paper_judge.yaml")
+    assert len(judged) == 6 and {frozenset(p) for p in judged} == {
+        frozenset(p) for p in combinations(["lightrag", "fastgraphrag", "local_search", "naive_rag"], 2)
+    }
+    systems = pairs("params/paper_upstream_systems.yaml")
+    assert len(systems) == 3 and all(b == "naive_rag" for _, b in systems)

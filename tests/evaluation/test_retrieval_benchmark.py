@@ -5,11 +5,12 @@ the baseline rule, the paired comparisons with and without fallbacks, and the re
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SHARED_DATASETS
+from conftest import SHARED_DATASETS, batch_runs
 
 from ragtrial.config.benchmark import BenchmarkSettings
 from ragtrial.config.methods import AnswerFile
@@ -20,6 +21,7 @@ from ragtrial.evaluation.retrieval_benchmark import (
     ALL_QUESTIONS,
     WITHOUT_FALLBACKS,
     baselines,
+    benchmark_questions,
     benchmark_summary,
     check_model_free,
     comparisons,
@@ -184,3 +186,14 @@ def test_the_lead_measure_must_be_one_the_benchmark_computes():
     with pytest.raises(ValueError, match="lead_measure"):
         BenchmarkSettings(lead_measure="mrr")
     BenchmarkSettings(lead_measure="all_supporting")
+
+
+def test_the_benchmark_scores_100_multihop_rag_queries_of_each_type_with_evidence():
+    # seed 001's benchmark.questions_per_type on the shared MultiHop-RAG data: a seeded 100 of each
+    # type with evidence passages (null queries have none), as the run of params/real_evidence.yaml
+    (spec,) = [s for s in batch_runs("params/real_evidence.yaml") if s.label.startswith("MultiHop-RAG")]
+    if not (SHARED_DATASETS / "multihop_rag").is_dir():
+        pytest.skip("the shared multihop_rag folder is absent (real-data tests need the shared data)")
+    dataset = load_dataset("multihop_rag", SHARED_DATASETS / "multihop_rag")
+    chosen = benchmark_questions(dataset.questions, spec.settings.benchmark)
+    assert Counter(q.question_type for q in chosen) == {"inference": 100, "comparison": 100, "temporal": 100}

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import networkx as nx
 import pandas as pd
 import pytest
-from conftest import SHARED_DATASETS, endpoint_settings
+from conftest import SHARED_DATASETS, batch_runs, endpoint_settings
 from pydantic import ValidationError
 
 from ragtrial.config.data import DataSettings
@@ -404,3 +404,25 @@ def test_experiment_dataset_comes_from_the_data_settings() -> None:
     assert len(load_experiment_dataset(DataSettings(size="tiny")).documents) == 8
     with pytest.raises(ValidationError, match="required for data set 'musique'"):  # before any loading
         DataSettings(dataset="musique")
+
+
+def test_seed001s_index_is_one_extraction_call_per_passage_and_no_report_or_summary(
+    scripted, tmp_path
+) -> None:
+    """Seed 001's `params/paper_graph_walk.yaml` index: each passage whole, one extraction call per
+    passage (no gleaning), entities merged by name without description summaries, and no community
+    reports: the requests the build sends are the extractions alone.
+    """
+    cfg = batch_runs("params/paper_graph_walk.yaml")[0].settings.index
+    paper = {
+        k: getattr(cfg, k) for k in ("chunking", "graph_source", "max_gleanings", "max_summaries", "reports")
+    }
+    assert paper["reports"] == "none"
+    ctx = context(scripted, tmp_path, **paper)
+    index = build_index(ctx, load_experiment_dataset(ctx.settings.data))
+    asked = [
+        next(m["content"] for m in r["body"]["messages"] if m["role"] == "user")
+        for r in scripted.chat_requests()
+    ]
+    assert len(asked) == 3 and all("Entity types:" in a for a in asked)  # llm_max_chunks 3: three passages
+    assert index.community_reports.empty and len(index.entities) > 0

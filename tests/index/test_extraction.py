@@ -327,3 +327,20 @@ def test_the_embedded_model_accepts_the_bounded_reply_schema(tmp_path) -> None:
     assert len(result.entities) <= 3 and len(result.relations) <= 1  # one entity, plus dangling endpoints
     assert result.failures["kind"].isin(["parse"]).all()
     assert llm.ledger.frame()["failure"].isin(["", "parse"]).all()
+
+
+def test_the_extraction_prompt_asks_for_the_entity_types_and_the_reply_schema_allows_only_them(
+    scripted, tmp_path
+):
+    # seed 002's index.entity_types: GraphRAG's defaults reach the extraction request
+    answer_by_text(scripted, {"Ada met Bob": graph([("Ada Lind", "person", "an engineer")])})
+    types = ["organization", "person", "geo", "event"]
+    extract_llm_graph(
+        make_llm(scripted.base_url, tmp_path), chunks("Ada met Bob."), settings(entity_types=types)
+    )
+    request = scripted.chat_requests()[0]["body"]
+    assert "organization, person, geo, event" in "\n".join(m["content"] for m in request["messages"])
+    schema = request["response_format"]["schema"]
+    entity = schema["properties"]["entities"]["items"]
+    entity = schema["$defs"][entity["$ref"].rsplit("/", 1)[-1]] if "$ref" in entity else entity
+    assert entity["properties"]["type"]["enum"] == types

@@ -10,7 +10,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import PROJECT_ROOT, SHARED_DATASETS, make_llm
+from conftest import PROJECT_ROOT, SHARED_DATASETS, batch_runs, make_llm
 from methods.test_methods import QUESTION, Run, user_text
 from retrieval.test_retrieval import graph_index
 
@@ -20,6 +20,7 @@ from ragtrial.index.community_levels import level_communities, levels_mapped
 from ragtrial.index.create_communities import create_communities
 from ragtrial.index.import_graphs import import_graphrag_output
 from ragtrial.methods.registry import GLOBAL_LEVELS, make_methods
+from ragtrial.prompts import load_prompt
 from ragtrial.records import Question
 
 CAROL = SHARED_DATASETS / "graphrag_examples" / "a_christmas_carol_index" / "output"
@@ -177,3 +178,20 @@ def test_the_graphrag_paper_batches_send_graphrags_reply_budget_and_an_uncapped_
     assert [a["max_tokens"] for a in answers] == [2000, 2000]
     assert maps and all("maxItems" not in json.dumps(m["response_format"]) for m in maps)
     assert all("at most" not in m["messages"][-1]["content"] for m in maps)
+
+
+def test_seed000s_global_search_reduces_with_the_uncapped_answer_prompt(scripted, tmp_path):
+    """Seed 000's `params/paper_judge.yaml` (judge.reduce_prompt answer_long): the reduce request of
+    global search is the uncapped answer prompt every other method answers with, holding the map's
+    points, at the batch's answer token cap.
+    """
+    runs = batch_runs("params/paper_judge.yaml")
+    (settings,) = [s.settings for s in runs if s.notebook == "07_pairwise_method_comparison"]
+    scripted.default_reply = map_reply
+    llm = make_llm(scripted.base_url, tmp_path, max_retries=0)
+    (method,), _ = make_methods(["global_search_c0"], two_branch_index(), Run(settings, llm), settings.judge)
+    assert method.answer(asked_of(method.name)).failure == ""
+    (reduce,) = [r["body"] for r in scripted.chat_requests() if "response_format" not in r["body"]]
+    assert reduce["messages"][0]["content"] == load_prompt("answer_long").system
+    assert "A point." in reduce["messages"][-1]["content"]
+    assert reduce["max_tokens"] == settings.judge.answer_max_tokens == 400

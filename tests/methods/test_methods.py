@@ -377,3 +377,25 @@ def test_an_uncapped_map_keeps_every_point_of_a_reply_for_the_reduce_prompt(llm,
     assert "maxItems" not in json.dumps(map_request["body"]["response_format"])
     assert answer.notes["points"] == 7 and len(answer.context) == 7
     assert all(p in user_text(reduce_request) for p in points)
+
+
+def test_the_answer_requests_carry_the_answer_settings_token_cap_prompt_and_context_budget(
+    scripted, tmp_path
+):
+    # seed 000's judge rows: judge.answer_max_tokens, judge.answer_prompt and judge.context_budget reach
+    # the requests the method factory's methods send
+    scripted.default_reply = lambda body: "London"
+    llm = make_llm(scripted.base_url, tmp_path, max_retries=0)
+    index = passages_index(8)
+    per_chunk = count_tokens(index.chunks["text"][0])
+    settings = Settings(retrieval={"k": 8})
+    answer_settings = settings.judge.model_copy(
+        update={"answer_max_tokens": 400, "answer_prompt": "answer_long", "context_budget": 3 * per_chunk}
+    )
+    methods, _ = make_methods(["naive_rag"], index, Run(settings, llm), answer_settings)
+    methods[0].answer(QUESTION)
+    (request,) = [r["body"] for r in scripted.chat_requests()]
+    prompt = "\n".join(m["content"] for m in request["messages"])
+    assert request["max_tokens"] == 400
+    assert prompt.count("Passage ") == 3  # 8 retrieved, 3 fit the budget
+    assert request["messages"][0]["content"] == load_prompt("answer_long").system  # no word cap

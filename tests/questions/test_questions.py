@@ -8,19 +8,24 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SHARED_DATASETS, make_llm
+from conftest import SHARED_DATASETS, batch_runs, make_llm
+from retrieval.test_retrieval import CHAIN, CHAIN_MENTIONS, EMBEDDER, graph_index
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.claims import ClaimsSettings
+from ragtrial.config.data import data_path
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.config.systems import UpstreamComparisonSettings
+from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.data.synthetic import generate_corpus
+from ragtrial.evaluation.diagnostics import category_of
 from ragtrial.index.chunk_documents import chunk_documents
 from ragtrial.index.create_communities import create_communities
 from ragtrial.index.extract_nlp_graph import extract_nlp_graph
@@ -36,11 +41,20 @@ from ragtrial.questions.quality import (
     entity_mentions,
     make_entity_linker,
     rate_relevance,
+    retrieve_contexts,
     top_entities,
 )
 from ragtrial.questions.run_generators import dedup_counts, deduplicate, ground_truth_questions
-from ragtrial.questions.sampling import claims_questions, judge_questions
+from ragtrial.questions.sampling import (
+    claims_dataset_questions,
+    claims_questions,
+    diagnosed_questions,
+    judge_questions,
+    judged_questions,
+    qa_questions,
+)
 from ragtrial.retrieval.base import RetrieverParts
+from ragtrial.retrieval.registry import make_retriever
 
 CAROL_INDEX = SHARED_DATASETS / "graphrag_examples" / "a_christmas_carol_index"
 
@@ -738,3 +752,99 @@ def test_the_shared_seed000_question_sizes_reach_the_graph_generators_prompts(sc
     # All of a walk's relations at 50 distinct hops (the old default showed 20 of each)
     assert len(relation_lines) == min(60, len(subgraph["relation_ids"])) >= 50
     assert prompt.count("- A short summary of chunk") == len(summaries)
+
+
+def test_the_description_of_a_document_is_its_head_after_the_offset_and_its_last_tokens():
+    # seed 000's questions.head_offset_tokens / head_tokens / tail_tokens as paper_questions.yaml sets
+    # them: LightRAG's head slice (tokens 1000-2000) and the paper's tail (the last 1,000 tokens)
+    cfg = batch_runs("params/paper_questions.yaml")[0].settings.questions
+    text = "apple " * 1000 + "banana " * 1500 + "cherry " * 1500
+    documents = pd.DataFrame({"doc_id": ["d0"], "title": [""], "text": [text]})
+    description, used = dataset_description(
+        documents, cfg.head_tokens, cfg.tail_tokens, cfg.description_max_tokens, cfg.head_offset_tokens
+    )
+    words = description.split()
+    assert used == ["d0"] and "apple" not in words  # the first 1,000 tokens are skipped
+    assert abs(words.count("banana") - 1000) <= 1 and abs(words.count("cherry") - 1000) <= 1
+
+
+@pytest.mark.parametrize(
+    ("params", "run", "asked", "categories"),
+    [
+        # seed 002: Experiment 2 answers, and Experiment 1 judges, every one of the podcast's 125 questions
+        ("params/paper_claims.yaml", "08_claims_comprehensiveness_diversity", claims_dataset_questions,
+         {"global": 125}),
+        ("params/paper_graphrag_experiment1.yaml", "07_pairwise_method_comparison", judged_questions,
+         {"global": 125}),
+        # seed 001: every question of the 100-question MuSiQue sample
+        ("params/paper_graph_walk.yaml", "headline", qa_questions, {"2hop": 68, "3hop": 27, "4hop": 5}),
+        # seed 004: every question of the four categories, and MuSiQue's hop types as multi-hop
+        ("params/paper_diagnostics.yaml", "generated corpus", diagnosed_questions,
+         {"single_hop": 100, "multi_hop": 100, "temporal": 100, "contradictory": 80}),
+        ("params/paper_diagnostics.yaml", "MuSiQue", diagnosed_questions, {"multi_hop": 100}),
+    ],
+)  # fmt: skip
+def test_a_paper_run_asks_every_question_of_its_data_set(params, run, asked, categories):
+    """The questions a paper run's notebook asks (its registry sampler, the call the notebook makes)
+    under the batch's resolved settings, on the shared data: all of the data set's questions of the
+    types it asks, none sampled away, each under the category its report groups it by.
+    """
+    (spec,) = [s for s in batch_runs(params) if s.notebook == run or s.label.startswith(run)]
+    data = spec.settings.data
+    if data.dataset != "generated" and not data_path(data.path).is_dir():
+        pytest.skip(f"the shared {data.path} folder is absent (real-data tests need the shared data)")
+    dataset = load_experiment_dataset(data)
+    chosen = asked(dataset, spec.settings)
+    category = {q.question_id: category_of(q.question_type, spec.settings.diagnostics) for q in chosen}
+    assert Counter(category.values()) == categories
+    types = {q.question_type for q in chosen}
+    assert chosen == [q for q in dataset.questions if q.question_type in types]  # none sampled away
+
+
+def test_seed000s_judged_questions_are_the_graph_generators_not_the_data_sets(llm, small_index):
+    """Seed 000 §VI-A (`params/paper_judge.yaml`, judge.question_source graph): the questions notebooks
+    06 and 07 judge are the graph-text-grounded ones, their level as their type, even on a data set
+    with questions of its own (walks shortened to fit the tiny corpus's graph).
+    """
+    index, dataset = small_index
+    (settings,) = [s.settings for s in batch_runs("params/paper_judge.yaml") if s.notebook.startswith("07")]
+    questions_cfg = settings.questions.model_copy(update={"per_level": 2, "min_hops": 3})
+    judged, failures = judge_questions(llm, dataset, index, settings.judge, questions_cfg)
+    assert dataset.questions and failures.empty
+    assert Counter(q.question_type for q in judged) == {"node": 2, "edge": 2, "subgraph": 2}
+    assert not {q.question for q in judged} & {q.question for q in dataset.questions}
+
+
+def test_seed000s_relevance_is_rated_on_fast_graphrags_context_of_each_question(scripted, tmp_path):
+    """Seed 000 §V-B (`params/paper_questions.yaml`, notebook 03: questions.relevance.retriever
+    fastgraphrag with the model listing the question's entities): fast-graphrag's retrieval from the
+    entities the model named builds each question's context, and the rating request shows that context.
+    """
+    (settings,) = [
+        s.settings for s in batch_runs("params/paper_questions.yaml") if s.notebook.startswith("03")
+    ]
+    rel = settings.questions.relevance
+
+    def model(body: dict) -> str:
+        props = body["response_format"]["schema"]["properties"]
+        return json.dumps({"entities": ["Durmask"]} if "entities" in props else {"score": 4})
+
+    scripted.default_reply = model
+    llm = make_llm(scripted.base_url, tmp_path)
+    index = graph_index(CHAIN, CHAIN_MENTIONS)
+    retriever = make_retriever(rel.retriever, index, RetrieverParts(EMBEDDER, llm), settings.retrieval)
+    questions = pd.DataFrame(
+        {
+            "question_id": ["q1"],
+            "question": ["Who works with others?"],
+            "generator": ["graph"],
+            "level": ["node"],
+        }
+    )
+    contexts, failures = retrieve_contexts(retriever, questions, rel.k, rel.context_max_tokens)
+    context = contexts.loc[0, "context"]
+    assert failures.empty and contexts.loc[0, "items"] > 0 and "Durmask" in context
+    ratings, failures = rate_relevance(llm, questions, {"q1": context}, rel.max_tokens)
+    assert failures.empty and ratings["score"].tolist() == [4]
+    assert list(llm.ledger.frame()["stage"]) == ["question_entities", "rate_relevance"]
+    assert context in scripted.chat_requests()[-1]["body"]["messages"][-1]["content"]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_llm
+from conftest import batch_runs, make_llm
 
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.data.synthetic import generate_corpus
@@ -523,3 +524,26 @@ def test_every_registered_retriever_answers_the_contract():
             i.retriever == name and i.kind in {"chunk", "entity", "relation", "community_report"}
             for i in found.items
         ), name
+
+
+def test_lightrag_searches_the_keywords_the_model_lists_for_the_question(scripted, tmp_path):
+    """Seed 000's `params/paper_judge.yaml` (retrieval.lightrag_keywords llm): LightRAG asks the model
+    for the question's low- and high-level keywords, one question_keywords request per question, and
+    its entity search starts from the low-level ones the model named, not from the question's words.
+    """
+    cfg = batch_runs("params/paper_judge.yaml")[0].settings.retrieval
+    assert cfg.lightrag_keywords == "llm"
+    scripted.default_reply = lambda body: json.dumps(
+        {"high_level_keywords": ["collaboration"], "low_level_keywords": ["Durmask"]}
+    )
+    llm = make_llm(scripted.base_url, tmp_path)
+    lightrag = make_retriever(
+        "lightrag", graph_index(CHAIN, CHAIN_MENTIONS), RetrieverParts(EMBEDDER, llm), cfg
+    )
+    found = lightrag.retrieve("How does Beilun work with others?", 2)
+    (request,) = [r["body"] for r in scripted.chat_requests()]
+    assert "Question: How does Beilun work with others?" in request["messages"][-1]["content"]
+    assert found.notes["low_level"] == ["Durmask"] and found.notes["high_level"] == ["collaboration"]
+    entities = [e for i in found.items if i.kind == "entity" for e in i.entity_ids]
+    assert entities[0] == "e-Durmask"  # the named entity first; the question's "Beilun" is not a keyword
+    assert set(llm.ledger.frame()["stage"]) == {"question_keywords"}
