@@ -1,0 +1,170 @@
+"""Two runs measured on the same questions, compared measure by measure: pure functions over the runs'
+per-answer observations (`evaluation.verdict_measures.observations`: measure, question_id,
+question_type, method, partner, value, status); reading the runs is the caller's.
+
+Each row pairs one (measure, method, partner) of the first run with the same of the second on the
+questions both scored ("ok" in both): mean difference (second - first) with a paired bootstrap
+interval, the measure's paired test (McNemar for a 0/1 measure, Wilcoxon otherwise), Holm over every
+row of the comparison (one family: the user reads them together) and the kit's claim rule. Unpaired
+(runs that asked different questions, compared only when the user asks): each run's ok values as an
+independent sample, an unpaired bootstrap interval and Fisher's exact test (0/1) or Mann-Whitney U.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from ragtrial.stats import (
+    claim_text,
+    mcnemar_test,
+    paired_bootstrap_diff,
+    unpaired_bootstrap_diff,
+    unpaired_test,
+    wilcoxon_signed_rank,
+    win_tie_loss,
+    with_holm_claims,
+)
+
+FIRST, SECOND = "first", "second"
+KEY = ["measure", "method", "partner"]
+COMPARISON_COLUMNS = [
+    *KEY,
+    "pairing",
+    "n",
+    "first_mean",
+    "second_mean",
+    "mean_diff",
+    "ci_low",
+    "ci_high",
+    "wins",
+    "losses",
+    "ties",
+    "test",
+    "statistic",
+    "p_value",
+    "p_holm",
+    "supported",
+    "claim",
+]
+FLIP_COLUMNS = [*KEY, "question_id", "question_type", "first_value", "second_value", "flip"]
+RIGHT_TO_WRONG, WRONG_TO_RIGHT = "right → wrong", "wrong → right"
+
+
+def question_difference(first: pd.DataFrame, second: pd.DataFrame) -> dict[str, tuple[int, int, int]]:
+    """Per measure both runs hold, when their questions differ: (only in the first, only in the second,
+    shared) question counts. Empty when every shared measure was asked on the same questions.
+    """
+    found = {}
+    for measure in sorted(set(first["measure"]) & set(second["measure"])):
+        ours = set(first.loc[first["measure"] == measure, "question_id"])
+        theirs = set(second.loc[second["measure"] == measure, "question_id"])
+        if ours != theirs:
+            found[measure] = (len(ours - theirs), len(theirs - ours), len(ours & theirs))
+    return found
+
+
+def _ok(observations: pd.DataFrame) -> pd.DataFrame:
+    return observations[observations["status"] == "ok"]
+
+
+def paired_rows(
+    first: pd.DataFrame, second: pd.DataFrame, binary: Mapping[str, bool], n_resamples: int, seed: int
+) -> list[dict[str, Any]]:
+    """One row per (measure, method, partner) both runs scored on at least one shared question."""
+    both = pd.merge(
+        _ok(first)[[*KEY, "question_id", "value"]],
+        _ok(second)[[*KEY, "question_id", "value"]],
+        on=[*KEY, "question_id"],
+        suffixes=(f"_{FIRST}", f"_{SECOND}"),
+        validate="one_to_one",
+    )
+    rows = []
+    for (measure, method, partner), pair in both.groupby(KEY, sort=False):
+        a, b = pair[f"value_{SECOND}"].to_numpy(float), pair[f"value_{FIRST}"].to_numpy(float)
+        ci = paired_bootstrap_diff(a, b, n_resamples, seed=seed)
+        test = mcnemar_test(a, b) if binary[measure] else wilcoxon_signed_rank(a, b)
+        win, tie, loss = win_tie_loss(a, b)
+        rows.append(
+            {"measure": measure, "method": method, "partner": partner, "pairing": "paired", "n": ci.n}
+            | {"first_mean": float(b.mean()), "second_mean": float(a.mean()), "mean_diff": ci.mean}
+            | {"ci_low": ci.low, "ci_high": ci.high, "wins": win, "losses": loss, "ties": tie}
+            | {"test": test.method, "statistic": test.statistic, "p_value": test.p_value}
+        )
+    return rows
+
+
+def unpaired_rows(
+    first: pd.DataFrame, second: pd.DataFrame, binary: Mapping[str, bool], n_resamples: int, seed: int
+) -> list[dict[str, Any]]:
+    """One row per (measure, method, partner) both runs scored, each run's values a sample of its own."""
+    ours = {k: g["value"].to_numpy(float) for k, g in _ok(first).groupby(KEY, sort=False)}
+    theirs = {k: g["value"].to_numpy(float) for k, g in _ok(second).groupby(KEY, sort=False)}
+    rows = []
+    for key in (k for k in ours if k in theirs):
+        a, b = theirs[key], ours[key]
+        ci = unpaired_bootstrap_diff(a, b, n_resamples, seed=seed)
+        test = unpaired_test(a, b, binary[key[0]])
+        rows.append(
+            dict(zip(KEY, key, strict=True))
+            | {"pairing": f"unpaired ({b.size} vs {a.size} answers)", "n": ci.n}
+            | {"first_mean": float(b.mean()), "second_mean": float(a.mean()), "mean_diff": ci.mean}
+            | {"ci_low": ci.low, "ci_high": ci.high, "wins": pd.NA, "losses": pd.NA, "ties": pd.NA}
+            | {"test": test.method, "statistic": test.statistic, "p_value": test.p_value}
+        )
+    return rows
+
+
+def compare_observations(
+    first: pd.DataFrame,
+    second: pd.DataFrame,
+    binary: Mapping[str, bool],
+    *,
+    paired: bool = True,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> pd.DataFrame:
+    """The second run against the first, per measure, method and partner (`COMPARISON_COLUMNS`):
+    paired on the questions both scored, or unpaired when `paired` is False. Raises ValueError when
+    paired runs asked different questions (`question_difference`).
+    """
+    if paired and (differing := question_difference(first, second)):
+        measure, (only_first, only_second, shared) = next(iter(differing.items()))
+        raise ValueError(
+            f"the runs asked different questions ({measure}: {only_first} only in the first run, "
+            f"{only_second} only in the second, {shared} shared)"
+        )
+    rows = (paired_rows if paired else unpaired_rows)(first, second, binary, n_resamples, seed)
+    table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS[:-3])
+    if table.empty:
+        return pd.DataFrame(columns=COMPARISON_COLUMNS)
+    table = with_holm_claims(table, alpha)
+    table["claim"] = [
+        claim_text(r.ci_low, r.ci_high, r.p_holm, _claim(r), alpha) for r in table.itertuples(index=False)
+    ]
+    return table[COMPARISON_COLUMNS]
+
+
+def _claim(row: Any) -> str:
+    """What a supported row claims, in words."""
+    direction = "higher" if row.mean_diff > 0 else "lower"
+    against = f" (against {row.partner})" if row.partner else ""
+    return f"{row.method}'s {row.measure}{against} is {direction} in the second run"
+
+
+def flipped_questions(first: pd.DataFrame, second: pd.DataFrame, binary: Mapping[str, bool]) -> pd.DataFrame:
+    """The questions whose 0/1 measure changed between the runs, per method (`FLIP_COLUMNS`)."""
+    both = pd.merge(
+        _ok(first)[[*KEY, "question_id", "question_type", "value"]],
+        _ok(second)[[*KEY, "question_id", "value"]],
+        on=[*KEY, "question_id"],
+        suffixes=(f"_{FIRST}", f"_{SECOND}"),
+    )
+    both = both[both["measure"].map(binary).astype(bool)]
+    changed = both[both[f"value_{FIRST}"] != both[f"value_{SECOND}"]]
+    flips = changed.rename(columns={f"value_{FIRST}": "first_value", f"value_{SECOND}": "second_value"})
+    flips = flips.assign(flip=[RIGHT_TO_WRONG if v > 0 else WRONG_TO_RIGHT for v in flips["first_value"]])
+    return flips[FLIP_COLUMNS].reset_index(drop=True)
