@@ -201,8 +201,7 @@ class LatencyServer:
 
             def do_GET(self) -> None:
                 if self.path.endswith("/stats"):  # the counts, for a server in another process
-                    with server._lock:
-                        self._send(200, {"requests": server.requests, "max_in_flight": server.max_in_flight})
+                    self._send(200, server.stats())
                     return
                 self._send(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
@@ -215,11 +214,19 @@ class LatencyServer:
                 if self.path.endswith("/embeddings"):
                     self._send(200, server.embeddings(body))
                     return
+                retry_after = server.refusal(body)
+                if retry_after is not None:  # over the rate limit: refused before taking a slot
+                    self._send(
+                        429, {"error": {"message": "rate limited"}}, {"Retry-After": f"{retry_after:g}"}
+                    )
+                    return
                 self._send(200, server.serve(body, chat=self.path.endswith("/chat/completions")))
 
-            def _send(self, status: int, payload: Any) -> None:
+            def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -241,19 +248,32 @@ class LatencyServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
+    def refusal(self, body: dict[str, Any]) -> float | None:
+        """The Retry-After (seconds) of a request refused for the rate limit; this server refuses none."""
+        return None
+
+    def latency_of(self, body: dict[str, Any], reply: dict[str, Any]) -> float:
+        """How long `body`'s reply takes: here the one fixed latency."""
+        return self.latency_s
+
     def serve(self, body: dict[str, Any], chat: bool) -> dict[str, Any]:
-        """One completion after the latency, in one of the slots (counted while it holds it)."""
+        """One completion after its latency, in one of the slots (counted while it holds it)."""
         with self._slots:
             with self._lock:
                 self.requests += 1
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
             try:
-                time.sleep(self.latency_s)
-                return self.completion(body, chat)
+                reply = self.completion(body, chat)
+                time.sleep(self.latency_of(body, reply))
+                return reply
             finally:
                 with self._lock:
                     self.in_flight -= 1
+
+    def stats(self) -> dict[str, float]:
+        with self._lock:
+            return {"requests": self.requests, "max_in_flight": self.max_in_flight}
 
     def reset_counts(self) -> None:
         with self._lock:
@@ -301,9 +321,13 @@ class LatencyServerProcess:
     def __init__(self, latency_s: float = 0.3, slots: int = 256):
         self.latency_s, self.slots = latency_s, slots
 
+    def command(self) -> list[str]:
+        """The command line that serves and prints its URL."""
+        return [sys.executable, __file__, str(self.latency_s), str(self.slots)]
+
     def __enter__(self) -> LatencyServerProcess:
         self.process = subprocess.Popen(
-            [sys.executable, __file__, str(self.latency_s), str(self.slots)],
+            self.command(),
             stdout=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
@@ -325,6 +349,9 @@ class LatencyServerProcess:
 
     def reset_counts(self) -> None:
         self._ask("POST", "/reset")
+
+    def stats(self) -> dict[str, float]:
+        return self._ask("GET", "/stats")
 
     @property
     def max_in_flight(self) -> int:

@@ -14,6 +14,8 @@ A chat request with "stream": true gets its completion as server-sent events (on
 then the finishing chunk with the usage, then [DONE]), as OpenAI streams it.
 A default reply of None closes the connection without replying, as ("drop",) does.
 Every request's path, JSON body (None for a GET) and Authorization header are kept in `requests`.
+`echo_authorization` makes every successful completion quote the request's Authorization header and
+its bare credential (as an echoing proxy or model would, in a 200 reply).
 `required_key` makes it an endpoint that wants that API key: a request without it gets a 401.
 `rate_limit = (n, window_s, retry_after)` makes it an endpoint that allows n requests per window:
 one above that gets a 429 with that Retry-After (counted in `refused`).
@@ -58,6 +60,7 @@ class ScriptedServer:
         self.default_reply = lambda body: "echo: " + _prompt_text(body)[-1][:40]
         self.rate_limit: tuple[int, float, float] | None = None
         self.required_key: str | None = None
+        self.echo_authorization = False
         self.refused = 0
         self._admitted: deque[float] = deque()
         self._rate_lock = threading.Lock()
@@ -146,6 +149,9 @@ class ScriptedServer:
                     self.close_connection = True
                     self.connection.close()
                     return
+                if server.echo_authorization:
+                    sent = self.headers.get("Authorization", "")
+                    content = f"{content} (header {sent}; credential {sent.split()[-1]})"
                 prompt_tokens = sum(len(text.split()) for text in _prompt_text(body))
                 completion = _completion(
                     content,

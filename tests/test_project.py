@@ -1,5 +1,6 @@
 """Project hygiene: the conda file matches pyproject, notebooks carry no outputs, prompts are versioned."""
 
+import json
 import re
 import tomllib
 
@@ -31,6 +32,9 @@ def test_notebook_is_committed_without_outputs_and_has_one_parameters_cell(path)
     assert len(tagged) == 1
     assert "settings: dict = {}" in tagged[0].source and 'run_dir: "Optional[str]" = None' in tagged[0].source
     assert f'notebook="{path.stem}", overrides=overrides)' in "".join(c.source for c in code)
+    # nbformat.read adds missing ids in memory (and papermill warns): the committed cells carry their own
+    ids = [c.get("id") for c in json.loads(path.read_text())["cells"]]
+    assert None not in ids and len(set(ids)) == len(ids), "every cell needs its own id"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from ragtrial.redact import MASK, redact, redact_url
+import base64
+
+import pytest
+
+from ragtrial.redact import MASK, redact, redact_url, url_secrets
 
 
 def test_url_userinfo_is_masked_in_urls_and_in_text():
@@ -26,3 +30,12 @@ def test_an_echoed_authorization_credential_is_masked():
     assert redact(basic) == f"Incorrect API key provided: Basic {MASK}"
     assert redact("header was 'Bearer sk-live-0123456789'") == f"header was 'Bearer {MASK}'"
     assert redact("a bearer of somewhat bad news") == "a bearer of somewhat bad news"  # prose, no header
+
+
+@pytest.mark.fault
+def test_the_url_password_and_its_basic_encoding_are_masked_standing_alone():
+    url = "http://scripted-user:pa55-word@127.0.0.1:8000/v1"
+    basic = base64.b64encode(b"scripted-user:pa55-word").decode()
+    echoed = f"you sent pa55-word as {basic}"
+    assert redact(echoed, values=url_secrets(url)) == "you sent *** as ***"
+    assert url_secrets("http://127.0.0.1:8000/v1") == []

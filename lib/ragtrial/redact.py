@@ -7,6 +7,7 @@ at call time, so nothing secret is ever held by the kit.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -32,11 +33,23 @@ def secret_values(env_names: Iterable[str]) -> list[str]:
     return [v for v in (os.environ.get(name, "") for name in env_names) if len(v) >= _MIN_SECRET_CHARS]
 
 
-def redact(text: str, env_names: Iterable[str] = ()) -> str:
-    """`text` with URL user-info, quoted Authorization credentials and the values of the
-    `env_names` variables masked.
+def url_secrets(url: str) -> list[str]:
+    """The password of `url` and its HTTP Basic encoding (base64 of user:password), as an endpoint
+    may quote them back without the URL or the scheme word around them.
     """
-    for value in sorted(secret_values(env_names), key=len, reverse=True):
+    parts = urlsplit(url)
+    if not parts.password:
+        return []
+    basic = base64.b64encode(f"{parts.username or ''}:{parts.password}".encode()).decode()
+    return [parts.password, basic]
+
+
+def redact(text: str, env_names: Iterable[str] = (), values: Iterable[str] = ()) -> str:
+    """`text` with URL user-info, quoted Authorization credentials, the values of the `env_names`
+    variables and the `values` themselves (such as `url_secrets`) masked.
+    """
+    found = secret_values(env_names) + [v for v in values if len(v) >= _MIN_SECRET_CHARS]
+    for value in sorted(found, key=len, reverse=True):
         text = text.replace(value, MASK)
     return _AUTH_CREDENTIAL.sub(rf"\g<scheme> {MASK}", redact_url(text))
 

@@ -26,6 +26,7 @@ from ragtrial.data.publications import (
     FOLDERS,
     FolderManifest,
     PublishedArchive,
+    PublishedFile,
     PublishedFolder,
 )
 
@@ -271,3 +272,67 @@ def test_the_listing_names_each_loader_with_what_it_provides(capsys, monkeypatch
     assert "folder     musique_sample_hipporag (5.5 MB); absent: `ragtrial datasets download" in block
     assert "\ntext_folder: " in out and "documents only (no questions)" in out
     assert "\ngraphrag_examples: " in out  # a published folder no loader reads
+
+
+@pytest.mark.fault
+def test_an_oversized_file_or_a_zip_bomb_is_stopped_at_the_published_size(mirror, tmp_path):
+    """A mirror serving 6 MiB for a file published as 1,000 bytes, and a 1,000-byte member unpacking
+    to 24 MiB of zeros: each copy stops within 1% and one 1 MiB block of the published size, and
+    nothing is left.
+    """
+    big = b"x" * (6 << 20)
+    _origin_path(mirror.root, "https://example.org/files/big.txt").write_bytes(big)
+    oversized = FolderManifest(
+        "oversized",
+        "test",
+        items=(PublishedFile("big.txt", "https://example.org/files/big.txt", 1000, "0" * 64),),
+    )
+    with pytest.raises(DownloadError, match=r"more bytes than published") as err:
+        download(oversized, tmp_path / "oversized", mirror.url)
+    stopped = int(str(err.value).split("stopped after ")[1].split(" bytes")[0].replace(",", ""))
+    assert stopped <= 1000 + 10 + (1 << 20)  # 1% and one block over the published 1,000 bytes
+
+    with zipfile.ZipFile(
+        _origin_path(mirror.root, "https://example.org/files/bomb.zip"), "w", zipfile.ZIP_DEFLATED
+    ) as archive:
+        archive.writestr("data/zeros.txt", b"\0" * (24 << 20))
+    bomb = FolderManifest(
+        "bomb",
+        "test",
+        items=(
+            PublishedArchive(
+                "https://example.org/files/bomb.zip",
+                (PublishedFile("zeros.txt", "zeros.txt", 1000, "0" * 64),),
+            ),
+        ),
+    )
+    with pytest.raises(DownloadError, match=r"more bytes than published") as err:
+        download(bomb, tmp_path / "bomb", mirror.url)
+    stopped = int(str(err.value).split("stopped after ")[1].split(" bytes")[0].replace(",", ""))
+    assert stopped <= 1000 + 10 + (1 << 20)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and "mirror" not in p.parts]
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize(
+    "order", [("input/dirlink", "input/dirlink/x"), ("input/dirlink/x", "input/dirlink")]
+)
+def test_an_archive_whose_members_clash_as_file_and_folder_is_a_one_line_error(
+    mirror, tmp_path, capsys, order
+):
+    with zipfile.ZipFile(_origin_path(mirror.root, "https://example.org/files/clash.zip"), "w") as archive:
+        for name in order:
+            archive.writestr(name, b"text")
+    clash = FolderManifest(
+        "clash",
+        "test",
+        items=(
+            PublishedArchive(
+                "https://example.org/files/clash.zip",
+                (PublishedFolder("input", "input", 2, 8, "0" * 64),),
+            ),
+        ),
+    )
+    with pytest.raises(DownloadError, match="clashes with another member"):
+        download(clash, tmp_path / "clash", mirror.url)
+    _no_leftovers(tmp_path / "clash")

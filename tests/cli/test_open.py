@@ -165,3 +165,23 @@ def test_the_outputs_folder_defaults_to_the_project_roots(tmp_path, monkeypatch,
     monkeypatch.chdir(tmp_path / "sub")
     assert main(["open", "index"]) == 0
     assert browser == [Path(tmp_path / "outputs" / "index.html").resolve().as_uri()]
+
+
+@pytest.mark.fault
+def test_a_link_inside_the_outputs_folder_to_a_file_outside_is_not_served(outputs):
+    (outputs.parent / "secret.txt").write_text("outside")
+    (outputs / "leak.txt").symlink_to(outputs.parent / "secret.txt")
+    (outputs / "leaks").symlink_to(outputs.parent)
+    (outputs / "inside.html").symlink_to(outputs / "index.html")  # a link that stays inside is fine
+    server = serve_outputs(outputs, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        assert get(f"http://127.0.0.1:{port}/leak.txt")[0] == 404
+        assert get(f"http://127.0.0.1:{port}/leaks/secret.txt")[0] == 404
+        assert get(f"http://127.0.0.1:{port}/inside.html") == (200, "<title>ragtrial runs</title>")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

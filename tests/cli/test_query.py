@@ -5,6 +5,9 @@ corpus; the second ask is replayed from the cache, as the ledger of its run fold
 
 from __future__ import annotations
 
+import base64
+import secrets
+
 import pandas as pd
 import pytest
 import yaml
@@ -108,3 +111,78 @@ def test_a_notebook_the_batch_does_not_run_is_named(batch, tmp_path, capsys):
     code = main(args)
     err = capsys.readouterr().err
     assert code == 2 and "--notebook 07_pairwise_method_comparison: no run of that notebook" in err
+
+
+@pytest.mark.fault
+def test_credentials_echoed_in_a_200_reply_reach_neither_the_printout_nor_the_cache(
+    scripted, tmp_path, capsys, monkeypatch
+):
+    """An endpoint quoting the request's key (Bearer) and URL password (Basic) back in a successful
+    reply: the printed answer and every file written (cache, ledger, run folder) hold neither.
+    """
+    monkeypatch.delenv(OUTPUTS_ENV, raising=False)
+    scripted.default_reply = cited_answer_reply
+    scripted.echo_authorization = True
+    key = "sk-echoed-" + secrets.token_hex(12)
+    password = "s3cretpass-" + secrets.token_hex(6)
+    basic = base64.b64encode(f"scripted-user:{password}".encode()).decode()
+    monkeypatch.setenv("RAGTRIAL_KEY_UNDER_TEST", key)
+    with_password = scripted.base_url.replace("http://", f"http://scripted-user:{password}@")
+    outcomes = {}
+    for name, llm in {
+        "key": {"api_key_env": "RAGTRIAL_KEY_UNDER_TEST"},
+        "password": {"base_url": with_password},
+    }.items():
+        folder = tmp_path / name
+        settings = endpoint_settings(
+            scripted.base_url,
+            folder,
+            llm=llm,
+            data={"size": "tiny"},
+            index={"graph_source": "nlp", "reports": "none"},
+            retrieval={"k": 2},
+        )
+        folder.mkdir()
+        path = folder / "batch.yaml"
+        path.write_text(
+            yaml.safe_dump({"settings": settings, "runs": [{"notebook": "04_rag_vs_graphrag_qa"}]})
+        )
+        code, out = ask(path, folder, capsys)
+        outcomes[name] = (code, "header Bearer ***" in out or "header Basic ***" in out, out)
+    sent = {r["authorization"] for r in scripted.chat_requests()}
+    assert f"Bearer {key}" in sent and f"Basic {basic}" in sent  # both credentials went out
+    assert {name: outcome[:2] for name, outcome in outcomes.items()} == {
+        "key": (0, True),
+        "password": (0, True),
+    }, outcomes
+    printed = "\n".join(outcome[2] for outcome in outcomes.values())
+    assert [s for s in (key, password, basic) if s in printed] == []
+    held = {
+        str(p.relative_to(tmp_path))
+        for p in tmp_path.rglob("*")
+        if p.is_file()
+        and p.name != "batch.yaml"
+        and any(s.encode() in p.read_bytes() for s in (key, password, basic))
+    }
+    assert held == set()
+    assert any((tmp_path / name / "cache.sqlite").is_file() for name in outcomes)
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("question", ["", "  \t\n "])
+def test_an_empty_question_is_refused_in_one_line_without_a_call(batch, scripted, tmp_path, capsys, question):
+    code = main(["query", question, "--method", "naive_rag", str(batch), "--outputs", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code != 0 and "the question is empty" in captured.err
+    assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err
+    assert scripted.requests == []
+
+
+@pytest.mark.fault
+def test_terminal_control_sequences_in_a_reply_are_printed_escaped(batch, scripted, tmp_path, capsys):
+    hostile = "Alvor [1]\x1b]0;pwned\x07\x1b[2J\x9b31m done"
+    scripted.default_reply = lambda body: hostile
+    code, out = ask(batch, tmp_path, capsys)
+    assert code == 0, out
+    assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out
+    assert "  Alvor [1]\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m done" in out

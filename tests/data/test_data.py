@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from contextlib import nullcontext
 from functools import cache
@@ -400,3 +401,15 @@ def test_flaw_kept_as_published_is_counted_in_the_dataset(recwarn: pytest.Warnin
     assert (
         "field 'specific_query_list[1].query': same query text as specific_query_list[0]" in again.warnings[0]
     )
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("emptied", ["corpus.json", "MultiHopRAG.json"])
+def test_a_data_file_with_no_records_is_an_error_naming_it(tmp_path, emptied):
+    """An empty array loaded as 0 documents (or 0 questions) and a run that measured nothing."""
+    folder = tmp_path / "multihop"
+    shutil.copytree(FIXTURES / "multihop_ok", folder)
+    (folder / emptied).write_text("[]")
+    with pytest.raises(DataError, match="no records") as err:
+        load_dataset("multihop_rag", folder)
+    assert str(folder / emptied) in str(err.value)

@@ -72,6 +72,22 @@ def test_musique_reads_both_graphs_and_reports_by_hop_count(runs):
     assert "did not track its cost" in bills.loc["import", "published_cost_source"]
     reproduction = pd.read_parquet(tables / "reproduction.parquet")
     assert {"bm25", "vector", "hipporag:import"} == set(reproduction["kit_method"])
+    # seed 003: the gold answers looked up in both graphs, each question once per graph
+    links = pd.read_parquet(tables / "answer_entity_links.parquet")
+    coverage = pd.read_parquet(tables / "answer_entities_in_kg.parquet").set_index(["graph", "question_type"])
+    for graph in ("nlp", "import"):
+        mine = links[links["graph"] == graph]
+        row = coverage.loc[(graph, "all")]
+        assert row["questions"] == len(mine) == mine["question_id"].nunique()
+        assert row["in_kg_exact"] == (mine["in_kg"] == "exact").sum()
+        assert row["answer_entities"] == row["in_kg_exact"] + row["in_kg_embedding"] + row["not_in_kg"]
+
+
+def test_a_data_set_without_gold_answers_counts_no_answer_entity(runs):
+    coverage = pd.read_parquet(runs["2wikimultihopqa"].run_dir / "tables" / "answer_entities_in_kg.parquet")
+    row = coverage[coverage["question_type"] == "all"].iloc[0]
+    assert row["answer_entities"] == 0 and row["no_entity"] == row["questions"] > 0
+    assert row["no_entity_reasons"] == f"no gold answer {row['questions']}" and pd.isna(row["share_in_kg"])
 
 
 def test_the_published_systems_are_a_group_of_their_own(runs):

@@ -38,6 +38,7 @@ from ragtrial.evaluation.claims import (
     extraction_counts,
     pairwise_tests,
     run_failures,
+    with_distinct_claims,
 )
 from ragtrial.evaluation.claims_findings import claims_findings
 from ragtrial.evaluation.findings import findings_table
@@ -68,6 +69,7 @@ def _claim_sets(rows):
                 "method": m,
                 "status": FAILED if c is None else OK,
                 "claims": c or [],
+                "n_distinct": len({x.casefold() for x in c or []}),
                 "n_returned": len(c or []),
                 "at_cap": False,
                 "declined": False,
@@ -93,19 +95,19 @@ def test_identical_claims_form_one_cluster_and_disjoint_claims_one_each():
     same = ["Paris is the capital of France."] * 3
     disjoint = ["alpha beta", "gamma delta", "eps zeta", "eta theta"]
     for t in (0.05, 0.5, 0.8, 1.0):
-        assert _count(same, t) == 1  # distance 0 < t
-        assert _count(disjoint, t) == 4  # distance 1 is never below a threshold <= 1
+        assert _count(same, t) == 1  # distance 0 <= t
+        assert _count(disjoint, t) == (1 if t == 1.0 else 4)  # distance 1 merges only at a threshold of 1
 
 
 @pytest.mark.parametrize(
     ("threshold", "expected"),
     [
         (0.2, 3),  # no distance below 0.2
-        (0.25, 3),  # A-B at exactly 0.25 is not merged: scikit-learn merges only below the threshold
+        (0.25, 2),  # A-B at exactly 0.25 merges: "max distance <= the threshold" (sklearn alone: < only)
         (0.3, 2),  # {A, B}, {C}
         (0.7, 2),  # complete linkage: d({A,B}, C) = max(0.75, 0.5) = 0.75 stays apart
         # (single linkage would merge at 0.5, average linkage at 0.625)
-        (0.75, 2),  # again exactly at the threshold: apart
+        (0.75, 1),  # exactly at the threshold again: merged
         (0.8, 1),
     ],
 )
@@ -191,10 +193,13 @@ def test_extract_claims_records_failures_declines_and_repeats(scripted, tmp_path
     # one call for q1, two for the garbled one (the LLM layer's repair round), one for q3; none for
     # the decline or the failed answer
     assert len(scripted.chat_requests()) == 4
+    # every claim counts, as the paper counts them; the repeat is only dropped from n_distinct
     assert sets.loc["gs:q1", "claims"] == [
         "California implemented incentives.",
         "New York implemented incentives.",
+        "new york implemented incentives.",
     ]
+    assert sets.loc["gs:q1", "n_distinct"] == 2
     assert sets.loc["gs:q1", "n_returned"] == 4 and sets.loc["gs:q1", "at_cap"]
     assert sets.loc["gs:q2", "status"] == FAILED and sets.loc["gs:q2", "stage"] == STAGE
     assert sets.loc["gs:q2", "error"].startswith("parse")
@@ -228,7 +233,12 @@ def test_extract_claims_records_failures_declines_and_repeats(scripted, tmp_path
     # the two claims: LCS "implemented incentives" = 2 of 3 and 4 tokens: F1 = 2 * (2/3 * 1/2) / (7/6) = 4/7,
     # distance 3/7 = 0.43: apart at 0.4, merged at 0.5
     got = metrics[metrics["answer_id"] == "gs:q1"].set_index("measure")["value"].to_dict()
-    assert got == {"comprehensiveness": 2.0, "diversity@0.4": 2.0, "diversity@0.5": 1.0}
+    # the repeat is at distance 0 from its twin: it never adds a cluster
+    assert got == {"comprehensiveness": 3.0, "diversity@0.4": 2.0, "diversity@0.5": 1.0}
+    summary = with_distinct_claims(condition_summary(metrics, n_resamples=50), sets.reset_index())
+    gs = summary[(summary["method"] == "gs") & (summary["measure"] == "comprehensiveness")].iloc[0]
+    assert (gs["mean"], gs["mean_distinct"]) == (1.5, 1.0)  # (3 + 0) / 2 beside (2 + 0) / 2
+    assert summary.loc[summary["metric"] == "diversity", "mean_distinct"].isna().all()
     assert set(metrics["answer_id"]) == {"gs:q1", "ss:q1", "gs:q3"}
     ledger = llm.ledger.frame()
     assert set(ledger["stage"]) == {STAGE} and list(ledger["failure"]).count("parse") == 1
@@ -542,3 +552,11 @@ def test_verdicts_come_from_a_file_or_are_absent_without_a_judge_call(tmp_path):
     assert verdicts.empty and list(verdicts.columns) == VERDICT_COLUMNS and source.loc[0, "judge"] == "none"
     assert verdict_source_sentence(source).startswith("Judge verdicts: none")
     assert judge_agreement(claim_metrics(_claim_sets([("q1", "m", ["c"])]), [0.5]), verdicts).empty
+
+
+def test_two_claims_at_exactly_the_threshold_are_one_cluster():
+    # "alpha beta gamma delta" / "alpha beta eps zeta": LCS 2 of 4 tokens each, F1 0.5, distance 0.5
+    pair = ["alpha beta gamma delta", "alpha beta eps zeta"]
+    sets = _claim_sets([("q1", "m", pair)])
+    div = diversity(sets, [0.49, 0.5])
+    assert dict(zip(div["threshold"], div["n_clusters"], strict=True)) == {0.49: 2, 0.5: 1}

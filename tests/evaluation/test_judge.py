@@ -18,7 +18,7 @@ from ragtrial.evaluation.judge.aggregate import (
     classic_summary,
 )
 from ragtrial.evaluation.judge.answers import SampledLLM, answer_questions
-from ragtrial.evaluation.judge.audits import length_bias, position_table
+from ragtrial.evaluation.judge.audits import length_bias, length_verdicts, position_table
 from ragtrial.evaluation.judge.cost_plan import EMBEDDED_THROUGHPUT, estimate_cost, judge_prompt_tokens
 from ragtrial.evaluation.judge.pairs import PAIR_COLUMNS, align_lengths
 from ragtrial.evaluation.judge.protocols import (
@@ -264,16 +264,15 @@ def test_length_bias_and_position_audits_of_classic_judgments(scripted, tmp_path
     scripted.default_reply = longer_answer_judge
     llm = make_llm(scripted.base_url, tmp_path)
     both = ("AB", "BA")
-    verdicts, binned = length_bias(
-        pairs, judge_classic(llm, pairs, max_tokens=48, temperature=0.7, positions=both)
-    )
-    assert len(verdicts) == 4 and verdicts["longer_won"].all() and list(binned["longer_win_rate"]) == [1.0]
+    binned = length_bias(pairs, judge_classic(llm, pairs, max_tokens=48, temperature=0.7, positions=both))
+    assert list(binned["verdicts"]) == [2] and list(binned["longer_win_rate"]) == [1.0]
     scripted.default_reply = first_position_judge
     run = judge_classic(
         make_llm(scripted.base_url, tmp_path / "fresh"), pairs, max_tokens=48, temperature=0.7, positions=both
     )
-    verdicts, _ = length_bias(pairs, run)
-    assert verdicts["longer_won"].mean() == 0.5  # position bias averages out over both orders
+    assert length_verdicts(pairs, run)["longer_won"].mean() == 0.5  # each order's verdicts: half each
+    exchanged = length_bias(pairs, run)  # position bias removed: the two orders disagree, so ties
+    assert list(exchanged["verdicts"]) == [0] and list(exchanged["ties"]) == [2]
     overall = classic_summary(run).query("aspect == 'overall'").set_index("position")
     assert list(overall["first_slot_win_rate"]) == [1.0, 1.0]
     assert overall.loc["AB", "win_rate_a"] == 1.0 and overall.loc["BA", "win_rate_a"] == 0.0
@@ -372,3 +371,59 @@ def test_the_estimate_s_question_length_is_the_mean_and_zero_without_questions()
     questions = ["Who is Ada?", "Which city did Kel leave in the spring of 1920?"]
     assert mean_question_tokens(questions) == int(sum(map(count_tokens, questions)) / 2) > 0
     assert mean_question_tokens([]) == 0  # every generation call failed: no NaN for the estimate
+
+
+def test_alignment_rewrites_the_answer_shorter_as_generated_even_after_it_overshoots(scripted, tmp_path):
+    """Seed 000 §IV-B: "we adjust the shorter answer to match the length of the longer answer". Run 0
+    answers in 10 words, run 1 in 40; the first rewrite of run 0 overshoots to 60 words, so run 1 is
+    now the shorter, yet every rewrite request is run 0's (seed 0) and the forced append extends run
+    0's answer: run 1's text (beta) is in no request after the first answers.
+    """
+    from ragtrial.evaluation.judge.pairs import llm_appender
+    from ragtrial.methods.base import Generator
+    from ragtrial.methods.retrieval_method import RetrievalMethod
+    from ragtrial.prompts import load_prompt
+    from ragtrial.records import Question
+
+    rewrites = iter([60, 30])  # words of run 0's successive rewrites: an overshoot, then 10 short of 40
+
+    def model(body):
+        system, user = (m["content"] for m in body["messages"])
+        if "must become about" in user:  # the forced append
+            return words(int(re.search(r"about (\d+) words longer", user).group(1)), "more")
+        if "Write the answer in" in system:  # a rewrite with the target length
+            return words(next(rewrites), "redo")
+        return words(10, "alpha") if body["seed"] == 0 else words(40, "beta")
+
+    scripted.default_reply = model
+    llm = make_llm(scripted.base_url, tmp_path)
+
+    def closed_book(run_llm):
+        generator = Generator(run_llm, load_prompt("summarize_query"), 96, first_line_only=False)
+        return RetrievalMethod("rag", generator, llm.ledger, {}, None, k=1, budget=100)
+
+    runs = {("rag", r): closed_book(SampledLLM(llm, r, 0.9)) for r in (0, 1)}
+    answered = answer_questions(runs, [Question(question_id="q0", question="What happened?")])
+    pairs = self_pairs([(0, 0)]).assign(
+        question="What happened?", text_a=words(10, "alpha"), text_b=words(40, "beta")
+    )
+    generated = len(scripted.chat_requests())
+    aligned, log = align_lengths(
+        pairs, answered.regenerate, llm_appender(llm, 0.9), tolerance=5, max_attempts=2
+    )
+    later = [r["body"] for r in scripted.chat_requests()[generated:]]
+    rewrites_sent = [b for b in later if "Write the answer in" in b["messages"][0]["content"]]
+    appends_sent = [b for b in later if "must become about" in b["messages"][-1]["content"]]
+    assert [b["seed"] for b in rewrites_sent] == [0, 0]  # run 0 both times, though it overshot first
+    # The second request asks 20 words below the target, since the first came back 20 over.
+    assert [re.search(r"about (\d+) words", b["messages"][0]["content"]).group(1) for b in rewrites_sent] == [
+        "40",
+        "20",
+    ]
+    assert len(appends_sent) == 1
+    appended_to = appends_sent[0]["messages"][-1]["content"]
+    assert words(30, "redo") in appended_to
+    assert not any("beta beta" in m["content"] for b in later for m in b["messages"])
+    assert list(log["status"]) == ["aligned"] and log["forced"].iloc[0]
+    assert aligned["text_b"].iloc[0] == words(40, "beta")  # the longer answer as generated
+    assert len(aligned["text_a"].iloc[0].split()) == 40

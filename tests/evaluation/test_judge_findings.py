@@ -67,9 +67,11 @@ def test_alignment_findings_count_outcomes_and_the_kept_pairs_gaps():
 
 
 def test_the_longer_answers_win_rate_weights_each_gap_bin_by_its_verdicts():
-    bins = pd.DataFrame({"gap_bin": ["[0, 5)", "[5, 10)"], "verdicts": [2, 6], "longer_win_rate": [1.0, 0.5]})
+    bins = pd.DataFrame(
+        {"gap_bin": ["[0, 5)", "[5, 10)"], "verdicts": [2, 6], "ties": [1, 3], "longer_win_rate": [1.0, 0.5]}
+    )
     findings = findings_table(length_findings(bins))
-    assert value(findings, "length_verdicts") == 8
+    assert value(findings, "length_verdicts") == 8 and value(findings, "length_ties") == 4
     assert value(findings, "longer_win_rate") == pytest.approx((2 * 1.0 + 6 * 0.5) / 8)  # not (1.0 + 0.5) / 2
     assert length_findings(bins.iloc[:0]) == []
 
@@ -160,9 +162,25 @@ def test_notebook_06s_narrative_words_its_saved_tables_alone():
                  supported=False, detectable_difference=0.7147, detection_power=0.8, detection_alpha=0.05),
         ]
     )  # fmt: skip
-    bins = pd.DataFrame({"gap_bin": ["[0, 5)", "[5, 10)"], "verdicts": [2, 6], "longer_win_rate": [1.0, 0.5]})
+    bins = pd.DataFrame(
+        {"gap_bin": ["[0, 5)", "[5, 10)"], "verdicts": [2, 6], "ties": [1, 3], "longer_win_rate": [1.0, 0.5]}
+    )
     findings = findings_table(
-        [*length_findings(bins), *alignment_findings(alignment_log(), 10), embedded_model_finding(True)]
+        [
+            *length_findings(bins),
+            *alignment_findings(alignment_log(), 10),
+            *(
+                Finding(
+                    "rubric_wording",
+                    "1 when the paper's wording",
+                    float(a == "directness"),
+                    "prompt",
+                    subject=a,
+                )
+                for a in ("relevance", "directness")
+            ),
+            embedded_model_finding(True),
+        ]
     )
     tables = {
         "sanity_check": sanity,
@@ -172,10 +190,16 @@ def test_notebook_06s_narrative_words_its_saved_tables_alone():
         "findings": findings,
     }
     narration = narrate_bias_audit(tables)
-    assert "over 8 classic verdicts with a word gap, the longer answer won 62% (about 50% without" in (
-        narration.findings
+    assert (
+        "by token gap, as the paper measures length bias, on the classic protocol's verdicts with position"
+        in (narration.findings)
+    )
+    assert (
+        "over 8 verdicts with a winner (4 ties left out), the longer answer won 62% (about 50% without"
+        in (narration.findings)
     )
     assert "kept 2 of 3 pairs (67%" in narration.findings and narration.findings.endswith(EMBEDDED_NOTE)
+    assert "directness is the paper's wording; relevance is the kit's own wording" in narration.findings
     assert narration.headline.startswith("Self-vs-self (rag #0 vs #1, unbiased protocol, 4 questions)")
     assert "on 4 questions it detects a relative win rate of ±0.71 with 80% power at the 0.05 level" in (
         narration.headline

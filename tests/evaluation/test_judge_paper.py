@@ -19,7 +19,13 @@ from ragtrial.evaluation.claim_verdicts import judge_agreement, judge_verdicts
 from ragtrial.evaluation.claims_findings import claims_findings
 from ragtrial.evaluation.findings import findings_table
 from ragtrial.evaluation.judge.aggregate import aggregate_unbiased, classic_summary
-from ragtrial.evaluation.judge.audits import length_bias, order_flip_table, sanity_table
+from ragtrial.evaluation.judge.audits import (
+    EXCHANGED_CLASSIC_VERDICTS,
+    length_bias,
+    length_verdicts,
+    order_flip_table,
+    sanity_table,
+)
 from ragtrial.evaluation.judge.cost_plan import estimate_cost
 from ragtrial.evaluation.judge.findings import unbiased_pairs_findings
 from ragtrial.evaluation.judge.protocols import (
@@ -159,10 +165,36 @@ def test_without_the_unbiased_protocol_07_reports_the_classic_one_alone():
     assert "c0 vs ss, classic overall**: A shown first, A's win rate 75%" in text
 
 
-def test_length_bias_leaves_out_ties_which_have_no_winner():
-    pairs = self_pairs([(60, 20), (15, 45)])
-    judgments = classic_votes(
-        repeat=0, question_id=["q0", "q1"], method_a="rag", method_b="rag", replicate_b=1
-    )
-    verdicts, binned = length_bias(pairs, judgments)
-    assert list(verdicts["question_id"]) == ["q0"] and list(binned["longer_win_rate"]) == [1.0]
+def test_length_bias_bins_position_exchanged_verdicts_by_token_gap():
+    """Fig. 6: the token gap, with position bias removed (both orders exchanged per question)."""
+    pairs = self_pairs([(60, 20), (15, 45), (30, 30), (22, 20), (35, 5), (50, 10)])
+    # Word gap 0, token gap 4: "internationalization" is two cl100k tokens.
+    pairs.loc[2, ["text_a", "text_b"]] = [" ".join(["internationalization"] * 4), " ".join(["fact"] * 4)]
+    winners = {  # question -> A's verdict shown first (AB), then shown second (BA)
+        "q0": ("a", "a"),  # the longer answer named in both orders: it wins (gap 40 tokens)
+        "q1": ("a", "b"),  # the answer shown first wins each order: a tie once exchanged (gap 30)
+        "q2": ("a", "a"),  # the longer in tokens wins (gap 4, equal in words)
+        "q3": ("b", "b"),  # the shorter wins both orders (gap 2)
+        "q4": ("b", "b"),  # the shorter wins both orders (gap 30)
+        "q5": ("a", None),  # judged in one order only: nothing to exchange, left out
+    }
+    rows = [
+        {"trial": 0, "repeat": 0, "position": position, "question_id": q, "question_type": "t",
+         "method_a": "rag", "replicate_a": 0, "method_b": "rag", "replicate_b": 1, "aspect": "overall",
+         "winner": w, "winner_slot": 1 if (w == "a") == (position == "AB") else 2}
+        for q, pair in winners.items()
+        for position, w in zip(("AB", "BA"), pair, strict=True)
+        if w is not None
+    ]  # fmt: skip
+    judged = Judgments(pd.DataFrame(rows), pd.DataFrame(columns=FAILURE_COLUMNS))
+    binned = length_bias(pairs, judged)
+    by_bin = binned.set_index("gap_bin")
+    assert list(by_bin.index) == ["[0.0, 5.0)", "[25.0, 50.0)"]
+    assert list(by_bin["verdicts"]) == [2, 2] and list(by_bin["ties"]) == [0, 1]
+    assert list(by_bin["longer_win_rate"]) == [0.5, 0.5]  # q2 won, q3 lost; q0 won, q4 lost
+    assert list(by_bin["mean_gap_tokens"]) == [3.0, pytest.approx(100 / 3)]
+    assert set(binned["verdicts_from"]) == {EXCHANGED_CLASSIC_VERDICTS}
+    # Each order's verdicts by word gap (the calibration's input) still count q1's two orders apart.
+    per_order = length_verdicts(pairs, judged)
+    assert sorted(per_order.query("question_id == 'q1'")["longer_won"]) == [False, True]
+    assert "q2" not in set(per_order["question_id"])  # no word gap

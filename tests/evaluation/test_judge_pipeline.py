@@ -324,3 +324,40 @@ def test_the_narrative_says_what_the_trials_re_ran(scripted, tmp_path):
     ):
         _, _, run = run_trials(scripted, make_llm(scripted.base_url, tmp_path / scope), scope)
         assert wording in alignment_sentence(findings_table(run_findings(run)))
+
+
+def test_the_report_says_which_rubric_is_the_papers_wording_and_which_are_the_kits(scripted, tmp_path):
+    """Seed 000 prints the grading criteria of Directness alone (Table I): the judge is shown that
+    rubric in the paper's words and three of the kit's, and the report says which is which.
+    """
+    from ragtrial.evaluation.findings import findings_table
+    from ragtrial.evaluation.judge.findings import run_findings
+    from ragtrial.report.narrative.judge import rubric_sentence
+
+    scripted.default_reply = first_position_judge
+    llm = make_llm(scripted.base_url, tmp_path)
+    texts = {
+        (q, "naive_rag", r): words(20, w)
+        for q in QUESTIONS["question_id"]
+        for r, w in ((0, "fact"), (1, "data"))
+    }
+    run = run_judge_pipeline(llm, CFG, self_check_design(CFG), QUESTIONS, answer_set(texts))
+    scored = [
+        r["body"]["messages"][-1]["content"] for r in scripted.chat_requests() if "[Answer 1]" in str(r)
+    ]
+    table_i = (  # seed 000, Table I, 0 points
+        "0 points: The answer is extremely indirect, failing to address the question specifically and "
+        "clearly."
+    )
+    assert scored and all(table_i in prompt for prompt in scored)  # the paper's words reach the judge
+    findings = findings_table(run_findings(run))
+    wording = findings[findings["statement"] == "rubric_wording"].set_index("subject")["value"]
+    assert wording.to_dict() == {
+        "comprehensiveness": 0.0,
+        "relevance": 0.0,
+        "empowerment": 0.0,
+        "directness": 1.0,
+    }
+    sentence = rubric_sentence(findings)
+    assert "directness is the paper's wording" in sentence
+    assert "comprehensiveness, relevance, empowerment are the kit's own wording" in sentence

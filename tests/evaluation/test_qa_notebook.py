@@ -44,4 +44,13 @@ def test_qa_tables_pair_em_count_fallbacks_and_name_the_graph_walked(scripted, t
     assert (em["method_fallback_rate"] == fallbacks.loc["graph_hybrid", "fallback_rate"]).all()
     report = (result.run_dir / "report.html").read_text()
     assert "retrieval.graph_fallback = none" in report and "fell back" in report
+    # seed 003: the gold answers looked up in the index's graph, the published shares beside them
+    coverage = pd.read_parquet(tables / "answer_entities_in_kg.parquet").set_index(["graph", "question_type"])
+    links = pd.read_parquet(tables / "answer_entity_links.parquet")
+    entity_answers = links[links["answer_kind"] == "entity"]
+    found = entity_answers["in_kg"].isin(["exact", "embedding"])
+    assert coverage.loc[("nlp", "all"), "answer_entities"] == len(entity_answers) > 0
+    assert coverage.loc[("nlp", "all"), "in_kg_exact"] == (entity_answers["in_kg"] == "exact").sum()
+    assert coverage.loc[("nlp", "all"), "not_in_kg"] == (~found).sum()
+    assert "Answer entities in the knowledge graph" in report and "65.8% on HotPotQA" in report
     assert_narrated_from_saved_tables(result.run_dir)

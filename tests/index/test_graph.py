@@ -220,10 +220,9 @@ def test_merge_rejects_relations_to_unknown_entities():
 # ---------------------------------------------------------------- Leiden
 
 
-@pytest.fixture(scope="module")
-def graph_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
-    g = nx.planted_partition_graph(8, 8, 0.7, 0.03, seed=3)
-    nodes = [f"n{i}" for i in g.nodes] + ["lonely"]
+def graph_frames(g: nx.Graph, extra_nodes: tuple[str, ...] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The index's entity and relation tables of a generated graph (node i is entity "n<i>")."""
+    nodes = [f"n{i}" for i in g.nodes] + list(extra_nodes)
     entities = pd.DataFrame(
         {
             "entity_id": nodes,
@@ -246,6 +245,23 @@ def graph_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
         }
     )
     return entities, relations
+
+
+@pytest.fixture(scope="module")
+def graph_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    return graph_frames(nx.planted_partition_graph(8, 8, 0.7, 0.03, seed=3), extra_nodes=("lonely",))
+
+
+def test_leiden_splits_every_leaf_community_down_to_the_max_cluster_size():
+    # seed 002's index.max_cluster_size: GraphRAG's 10 caps the leaves; a larger cap leaves larger ones
+    entities, relations = graph_frames(nx.planted_partition_graph(3, 20, 0.6, 0.02, seed=3))
+
+    def leaf_sizes(cap: int) -> list[int]:
+        communities = create_communities(entities, relations, max_cluster_size=cap)
+        return list(communities[communities["level"] == communities["level"].max()]["size"])
+
+    assert max(leaf_sizes(10)) <= 10
+    assert max(leaf_sizes(30)) > 10
 
 
 def test_every_level_partitions_all_entities(graph_tables):

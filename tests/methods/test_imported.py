@@ -259,3 +259,39 @@ def test_alignment_leaves_an_imported_answer_as_it_is(fixed, status, regenerated
     assert log["status"].tolist() == [status] and asked == regenerated and appended == []
     if status == "aligned":
         assert aligned["text_a"].tolist() == ["short answer"]  # the imported answer unchanged
+
+
+@pytest.mark.fault
+def test_a_quoted_multi_line_csv_cell_and_line_separators_inside_jsonl_strings_are_read_as_written(tmp_path):
+    csv_file = tmp_path / "a.csv"
+    csv_file.write_text('question_id,answer\nq1,"first line\nsecond line"\nq2,y\n')
+    assert [(a.record, a.question_id, a.text) for a in read_answers(csv_file)] == [
+        ("line 2", "q1", "first line\nsecond line"),
+        ("line 4", "q2", "y"),
+    ]
+    jsonl_file = tmp_path / "a.jsonl"
+    odd = "a\u2028b\x85c\u2029d\x0ce"  # valid inside a JSON string; str.splitlines cuts at each
+    jsonl_file.write_text(json.dumps({"question_id": "q1", "answer": odd}, ensure_ascii=False) + "\n")
+    assert [(a.record, a.text) for a in read_answers(jsonl_file)] == [("line 1", odd)]
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("a.csv", 'question_id,answer\nq1,"unterminated\nq2,y\n', ["line 2", "unterminated quote"]),
+        ("a.csv", 'question_id,answer\nq1,"x"y,z\nq2,y\n', ["line 2", "CSV"]),
+        ("a.csv", "question_id,answer\nq1,x,extra\n", ["line 2", "3 cells where the header has 2"]),
+        (
+            "a.jsonl",
+            '{"question_id": "q1", "answer": "x", "method": "m"}\n{"question_id": "q1", "answer": "y"}\n',
+            ["line 2", "'method'", "1 of 2 rows name their method"],
+        ),
+    ],
+    ids=["unterminated_quote", "stray_quote", "extra_cell", "row_without_method"],
+)
+def test_a_broken_or_ambiguous_answers_file_is_an_error_naming_its_record(tmp_path, name, content, expected):
+    message = error_of(tmp_path, name, content)
+    assert str(tmp_path / name) in message
+    for part in expected:
+        assert part in message

@@ -221,10 +221,9 @@ def global_search(llm, reports, **budgets) -> MapReduceMethod:
         DOC_OF,
         reports,
         llm,
-        max_points=2,
         reduce_prompt=None,
         entity_names={},
-        **{"point_max_chars": 160, **budgets},
+        **{"point_max_chars": 160, "max_points": 2, **budgets},
     )
 
 
@@ -360,3 +359,21 @@ def test_whole_answer_types_keep_the_lines_that_state_a_conflict(scripted, tmp_p
         .text
         == "Tucson"
     )
+
+
+def test_an_uncapped_map_keeps_every_point_of_a_reply_for_the_reduce_prompt(llm, scripted):
+    # GraphRAG bounds a map reply by tokens only: methods.map_max_points null keeps all seven points
+    points = [f"Point number {i} about Ada Lovelace." for i in range(7)]
+    scripted.default_reply = lambda body: (
+        json.dumps({"points": [{"description": p, "score": 90 - i} for i, p in enumerate(points)]})
+        if "response_format" in body
+        else "London."
+    )
+    reports = [ContextItem(kind="community_report", text="Ada was born in London.", score=1.0, retriever="x")]
+    budgets = {"map_budget": 500, "map_max_tokens": 512, "reduce_budget": 2000, "seed": 0}
+    answer = global_search(llm, reports, **{**budgets, "max_points": None}).answer(QUESTION)
+    map_request, reduce_request = scripted.chat_requests()
+    assert "at most" not in user_text(map_request)  # the prompt asks for every helpful point
+    assert "maxItems" not in json.dumps(map_request["body"]["response_format"])
+    assert answer.notes["points"] == 7 and len(answer.context) == 7
+    assert all(p in user_text(reduce_request) for p in points)

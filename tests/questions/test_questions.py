@@ -60,6 +60,9 @@ def first_user_turn(body: dict) -> str:
     return next(m["content"] for m in body["messages"] if m["role"] == "user")
 
 
+CORPUS_DESCRIPTION = "Short reports about fictional companies and people, read to follow their dealings."
+
+
 def structured_reply(body: dict) -> str:
     """A valid reply for whatever the question prompts ask, varied by the request content."""
     text = body["messages"][-1]["content"]
@@ -74,6 +77,8 @@ def structured_reply(body: dict) -> str:
             return json.dumps({key: [f"Generated {key} number {i} for {tag}?" for i in range(n)]})
     if "score" in props:
         return json.dumps({"score": int(tag, 16) % 6})
+    if "description" in props:
+        return json.dumps({"description": CORPUS_DESCRIPTION})
     return f"A short summary of chunk {tag}."
 
 
@@ -189,8 +194,39 @@ def test_persona_generator_makes_k_by_n_by_m_questions_with_provenance(llm, smal
     q = generated.questions
     assert len(q) == 3 * 2 * 2 and generated.failures.empty
     assert q.groupby(["persona", "task"]).size().eq(2).all() and q["persona"].nunique() == 3
-    assert (q["prompt"] == "questions_persona_questions@v1").all() and q["question_id"].is_unique
+    assert (q["prompt"] == "questions_persona_questions@v2").all() and q["question_id"].is_unique
     assert all(ids == list(index.documents["doc_id"][: len(ids)]) and ids for ids in q["doc_ids"])
+
+
+def test_persona_prompts_see_a_corpus_description_never_the_corpus(scripted, tmp_path, small_index):
+    """GraphRAG's Algorithm 1 starts from a high-level description of the corpus ("avoid generating
+    questions from the corpus itself"): the description call alone sees a sample of the corpus.
+    """
+    index, _ = small_index
+    scripted.default_reply = structured_reply
+    cfg = QuestionsSettings(personas=2, tasks_per_persona=1, questions_per_task=2, temperature=None)
+    sentences = {
+        s.strip() for text in index.documents["text"] for s in text.split(".") if len(s.strip()) > 20
+    }
+
+    def shows_corpus(prompt: str) -> bool:
+        return any(sentence in prompt for sentence in sentences)
+
+    generated = persona_questions(make_llm(scripted.base_url, tmp_path / "generated"), index.documents, cfg)
+    assert len(generated.questions) == 2 * 1 * 2 and generated.failures.empty
+    describe, *persona_prompts = [first_user_turn(r["body"]) for r in scripted.chat_requests()]
+    assert "at most 80 words" in describe and shows_corpus(describe)
+    assert len(persona_prompts) == 1 + 2 + 2  # personas, tasks per persona, questions per task
+    assert all(CORPUS_DESCRIPTION in p and not shows_corpus(p) for p in persona_prompts)
+
+    given = "Transcripts of a technology podcast, read by journalists following the industry."
+    sent = len(scripted.chat_requests())
+    cfg = cfg.model_copy(update={"corpus_description": given})
+    generated = persona_questions(make_llm(scripted.base_url, tmp_path / "given"), index.documents, cfg)
+    prompts = [first_user_turn(r["body"]) for r in scripted.chat_requests()[sent:]]
+    assert len(prompts) == 5 and len(generated.questions) == 4  # no description call
+    assert all(given in p and CORPUS_DESCRIPTION not in p and not shows_corpus(p) for p in prompts)
+    assert all(ids == [] for ids in generated.questions["doc_ids"])  # written from no document
 
 
 def test_persona_failures_are_recorded_and_not_turned_into_questions(scripted, tmp_path, small_index):
@@ -574,3 +610,131 @@ def test_the_plan_of_summary_questions_is_the_requests_they_send(scripted, tmp_p
     (after,) = planned_generation(llm, documents, cfg, ["summary"])
     assert (before.calls, before.cached) == (3, 0)
     assert after.cached == after.calls == 3 and len(scripted.requests) == sent
+
+
+def test_the_plan_of_the_corpus_description_is_the_request_it_sends(scripted, tmp_path, small_index):
+    """`ragtrial estimate` plans the one description call exactly and finds it cached once made; a
+    given description plans none.
+    """
+    from ragtrial.questions.run_generators import planned_generation
+
+    index, _ = small_index
+    scripted.default_reply = structured_reply
+    cfg = QuestionsSettings(personas=1, tasks_per_persona=1, questions_per_task=1, temperature=0.7)
+    llm = make_llm(scripted.base_url, tmp_path)
+    before = planned_generation(llm, index.documents, cfg, ["persona"])[0]
+    assert before.stage == "questions_corpus_description" and (before.calls, before.cached) == (1, 0)
+    persona_questions(llm, index.documents, cfg)
+    after = planned_generation(llm, index.documents, cfg, ["persona"])[0]
+    assert after.cached == after.calls == 1
+    given = cfg.model_copy(update={"corpus_description": "A corpus of reports about companies and people."})
+    stages = [p.stage for p in planned_generation(llm, index.documents, given, ["persona"])]
+    assert stages == ["questions_personas", "questions_persona_tasks", "questions_persona_questions"]
+
+
+SEED000_BATCHES = (
+    "paper_questions",
+    "paper_judge",
+    "paper_upstream_systems",
+    "paper_scale_study",
+    "paper_calibration",
+)
+
+
+def sized_walk_index(n: int = 150) -> GraphIndex:
+    """`n` entities on a ring with chords (degree 6, so walks of 50 distinct hops are found), each
+    citing its own chunk and the next one; every chunk is about 1,500 tokens, longer than the clip.
+    """
+    edges = [(i, (i + step) % n) for i in range(n) for step in (1, 7, 31)]
+    names = [f"e{i:03d}" for i in range(n)]
+    entities = pd.DataFrame(
+        {
+            "entity_id": names,
+            "name": [f"Entity {i}" for i in range(n)],
+            "type": "x",
+            "description": "d",
+            "chunk_ids": [[f"c{i:03d}", f"c{(i + 1) % n:03d}"] for i in range(n)],
+            "degree": 6,
+            "origin": "nlp",
+        }
+    )
+    relations = pd.DataFrame(
+        {
+            "relation_id": [f"r{k:03d}" for k in range(len(edges))],
+            "source_id": [names[a] for a, _ in edges],
+            "target_id": [names[b] for _, b in edges],
+            "description": "linked",
+            "weight": 1.0,
+            "chunk_ids": [[f"c{a:03d}"] for a, _ in edges],
+        }
+    )
+    chunks = pd.DataFrame(
+        {
+            "chunk_id": [f"c{i:03d}" for i in range(n)],
+            "doc_id": "d1",
+            "position": range(n),
+            "text": [f"Chunk {i}." + " fact" * 1500 for i in range(n)],
+            "n_tokens": 1503,
+        }
+    )
+    return GraphIndex(chunks=chunks, entities=entities, relations=relations)
+
+
+def test_the_shared_seed000_question_sizes_reach_the_graph_generators_prompts(scripted, tmp_path):
+    """Seed 000 §III-A through `params/shared/seed000_questions.yaml`, which every seed-000 batch reads
+    (`settings_from`): run the graph generator at a batch's resolved question settings and read what
+    its prompts carry: node questions two whole chunks (1,200-token clips), a subgraph question the
+    summary of every chunk its walk's entities and relations come from (each asked for up to 300
+    tokens, of a 1,200-token clip) and up to 60 of the walk's entities and relations.
+    """
+    from conftest import PROJECT_ROOT
+
+    from ragtrial.config.batch import load_batch
+    from ragtrial.llm.tokens import count_tokens
+
+    sections = []
+    for batch in SEED000_BATCHES:
+        specs, _ = load_batch(
+            PROJECT_ROOT / "params" / f"{batch}.yaml",
+            {"llm": {"base_url": "http://127.0.0.1:1/v1"}},
+            notebooks_dir=PROJECT_ROOT / "notebooks",
+        )
+        sections += [spec.settings.questions for spec in specs]
+    fields = ["min_hops", "source_chunks", "chunk_tokens", "summary_chunks", "summary_max_tokens"]
+    fields += ["prompt_entities", "prompt_relations"]
+    sizes = {tuple(getattr(q, f) for f in fields) for q in sections}
+    assert sizes == {(50, 2, 1200, 1000, 300, 60, 60)}  # one question setting for every seed-000 run
+    cfg = sections[0].model_copy(update={"per_level": 1})  # the sizes are per question: one per level
+    scripted.default_reply = structured_reply
+    llm = make_llm(scripted.base_url, tmp_path)
+    generated = graph_questions(llm, sized_walk_index(), cfg)
+    assert generated.failures.empty
+    questions = generated.questions.set_index("level")
+    bodies = [r["body"] for r in scripted.chat_requests()]
+
+    def asked(prompt_start: str) -> list[dict]:
+        return [b for b in bodies if first_user_turn(b).startswith(prompt_start)]
+
+    def clipped_tokens(text: str) -> int:
+        assert text.endswith(" ...")  # the clip's marker: each chunk was cut
+        return count_tokens(text.removesuffix(" ..."))
+
+    (node,) = asked("Entity: ")
+    source = first_user_turn(node).split("Source text:\n", 1)[1].split("\n\nWrite one question", 1)[0]
+    assert [clipped_tokens(piece) for piece in source.split("\n\n")] == [1200, 1200]  # 2 chunks, 1,200 each
+    summaries = asked("Summarize the following text")
+    subgraph = questions.loc["subgraph"]
+    assert len(summaries) == len(subgraph["chunk_ids"]) == len(subgraph["input_chunk_ids"]) > 3
+    assert {b["max_tokens"] for b in summaries} == {300}
+    assert {
+        clipped_tokens(first_user_turn(b).split("Text:\n", 1)[1].split("\n\nSummary:")[0]) for b in summaries
+    } == {1200}
+    (ask,) = asked("Entities:\n")
+    prompt = first_user_turn(ask)
+    entity_lines = prompt.split("Entities:\n", 1)[1].split("\n\nRelations:", 1)[0].splitlines()
+    relation_lines = prompt.split("Relations:\n", 1)[1].split("\n\nSummaries", 1)[0].splitlines()
+    assert subgraph["distinct_hops"] >= 50
+    assert len(entity_lines) == min(60, len(subgraph["entity_ids"])) > 20
+    # All of a walk's relations at 50 distinct hops (the old default showed 20 of each)
+    assert len(relation_lines) == min(60, len(subgraph["relation_ids"])) >= 50
+    assert prompt.count("- A short summary of chunk") == len(summaries)

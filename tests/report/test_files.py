@@ -85,3 +85,15 @@ def test_a_runs_files_all_have_the_same_permissions(scripted, tmp_path):
     assert {p.relative_to(tmp_path).as_posix(): mode(p) for p in files} == {
         p.relative_to(tmp_path).as_posix(): 0o644 for p in files
     }
+
+
+@pytest.mark.fault
+def test_formula_text_is_neutralised_in_the_csv_and_kept_raw_in_the_parquet(tmp_path):
+    hostile = ['=HYPERLINK("http://x.test","click")', "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "plain"]
+    frame = pd.DataFrame({"answer": hostile, "score": [1.0, -2.0, 3.0, 4.0, 5.0]})
+    write_table(tmp_path / "t.csv", frame)
+    write_table(tmp_path / "t.parquet", frame)
+    shown = pd.read_csv(tmp_path / "t.csv")
+    assert list(shown["answer"]) == [f"'{text}" for text in hostile[:4]] + ["plain"]
+    assert list(shown["score"]) == [1.0, -2.0, 3.0, 4.0, 5.0]  # numbers stay numbers
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "t.parquet"), frame)

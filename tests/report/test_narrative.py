@@ -176,7 +176,7 @@ def relevance_tables(rating_failures: pd.DataFrame, embedded: bool) -> dict[str,
           "share_0_1_low": 0.0, "share_0_1_high": 0.5}]
     )  # fmt: skip
     findings = relevance_findings(
-        questions, pd.DataFrame(), rating_failures, None, RelevanceSettings(), embedded
+        questions, pd.DataFrame(), pd.DataFrame(), rating_failures, None, RelevanceSettings(), embedded
     )
     return {
         "findings": findings,
@@ -240,7 +240,7 @@ def test_the_entity_distribution_is_worded_from_its_tables_alone():
     )
     distribution = pd.DataFrame([{"linker": "ngram", "generator": "graph", "questions": 2, "mentions": 0}])
     findings = entity_distribution_findings(
-        questions, pd.DataFrame(), pd.DataFrame([{"x": 1}]), None, 1, False
+        questions, pd.DataFrame(), pd.DataFrame(), pd.DataFrame([{"x": 1}]), None, 1, False
     )
     tables = {
         "findings": findings,
@@ -254,3 +254,77 @@ def test_the_entity_distribution_is_worded_from_its_tables_alone():
     assert "Calls that failed (entity listings 1)" in narration.findings
     assert narration.headline.endswith("graph none.")
     assert untraced_numbers(narration.findings, tables) == []
+
+
+def test_the_question_notebooks_state_the_duplicates_dropped_beside_the_papers_150():
+    """Seed 000 §V counts 150 questions per generator and states no de-duplication: notebooks 02 and
+    03 drop repeats before any share, so their findings count them per generator and the prose says so.
+    """
+    import numpy as np
+
+    from ragtrial.config.questions import RelevanceSettings
+    from ragtrial.evaluation.question_findings import entity_distribution_findings, relevance_findings
+    from ragtrial.evaluation.run_facts import quoted_names_table
+    from ragtrial.questions.run_generators import deduplicate
+    from ragtrial.report.narrative.questions import narrate_entity_distribution, narrate_relevance
+
+    generated = pd.DataFrame(
+        {
+            "question_id": ["g1", "g2", "g3", "g4", "s1"],
+            "generator": ["graph", "graph", "graph", "graph", "summary"],
+            "question": [
+                "Who is Harry?",
+                "who is Harry",
+                "Who is Harry, really?",
+                "What is Hogwarts?",
+                "Why?",
+            ],
+            "at_length_cap": False,
+        }
+    )
+    vectors = {  # g3 is g1 in other words (cosine 1.0); the rest are orthogonal
+        "Who is Harry?": [1, 0, 0], "who is Harry": [1, 0, 0], "Who is Harry, really?": [1, 0, 0],
+        "What is Hogwarts?": [0, 1, 0], "Why?": [0, 0, 1],
+    }  # fmt: skip
+    questions, duplicates = deduplicate(
+        generated, lambda texts: np.array([vectors[t] for t in texts], float), 0.9
+    )
+    assert list(duplicates["kind"]) == ["exact", "near"]
+    names = quoted_names_table({"data set": "tiny", "questions.relevance.retriever": "vector"})
+    expected = (
+        "de-duplication dropped repeats within each generator (table duplicates): graph 4 generated, 1 exact "
+        "and 1 near duplicates dropped, 2 kept; summary 1 generated, 0 exact and 0 near duplicates dropped, "
+        "1 kept. The paper counts 150 questions per generator and states no de-duplication."
+    )
+    findings = entity_distribution_findings(
+        questions, duplicates, pd.DataFrame(), pd.DataFrame(), None, 1, False
+    )
+    tables = {
+        "findings": findings,
+        "entity_distribution": pd.DataFrame(
+            [{"linker": "ngram", "generator": "graph", "questions": 2, "mentions": 0}]
+        ),
+        "quoted_names": names,
+    }
+    text = narrate_entity_distribution(tables).findings
+    assert expected in text and untraced_numbers(text, tables) == []
+    by_generator = pd.DataFrame(
+        [{"generator": "graph", "mean": 2.5, "ci_low": 2.0, "ci_high": 3.0, "n": 2, "share_0_1": 0.5,
+          "share_0_1_low": 0.0, "share_0_1_high": 1.0}]
+    )  # fmt: skip
+    rated = relevance_findings(
+        questions, duplicates, pd.DataFrame(), pd.DataFrame(), None, RelevanceSettings(), False
+    )
+    relevance_tables = {
+        "findings": rated,
+        "relevance_by_generator": by_generator,
+        "generator_comparison": pd.DataFrame({"verdict": []}),
+        "quoted_names": names,
+    }
+    assert expected in narrate_relevance(relevance_tables).findings
+    near = rated[rated["statement"] == "near duplicates dropped"].set_index("subject")["value"]
+    assert near.to_dict() == {"graph": 1.0, "summary": 0.0}
+    # the paper's count is read from its data file, which names the passage it quotes
+    paper = findings[findings["statement"] == "questions per generator in the paper"].iloc[0]
+    assert paper["source"] == "evaluation/published/question_counts.csv"
+    assert "V Graph-Text-Grounded Questions Evaluation" in paper["figure"]

@@ -118,7 +118,7 @@ def test_axes_of_counts_and_trials_have_whole_number_ticks_and_no_figure_clips_a
     names = ["vector_rag", "graph_local_search"]
     matrix = pd.DataFrame([[np.nan, -0.001], [0.001, np.nan]], index=names, columns=names)
     bins = pd.DataFrame(
-        {"mean_gap": [5.0, 5.5, 40.0], "longer_win_rate": [0.5, 0.52, 0.9], "verdicts": [10, 12, 3]}
+        {"mean_gap_tokens": [5.0, 5.5, 40.0], "longer_win_rate": [0.5, 0.52, 0.9], "verdicts": [10, 12, 3]}
     )
     positions = pd.DataFrame({"order": ["AB", "BA"] * 2, "protocol": ["classic"] * 2 + ["unbiased"] * 2,
                               "first_shown_win_rate": [0.6, 0.55, 0.5, 0.52]})  # fmt: skip

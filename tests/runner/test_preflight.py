@@ -57,7 +57,7 @@ CONTEXT: dict[str, dict[str, Any]] = {
 FREE = {
     # each answers file is read by the preflight (tests/runner/test_preflight_answer_files.py)
     "methods.answer_files": "a mapping of files, each read and validated by the preflight",
-    "questions.corpus_description": "optional free text put before the excerpts; empty means none",
+    "questions.corpus_description": "free text the persona prompts see; None: the model writes one",
     "systems.fast_graphrag.example_queries": "free-text queries steering fast-graphrag's extraction",
     "systems.graphrag.graphrag_settings": "GraphRAG's own settings, validated by GraphRAG (GraphRagConfig)",
     # question types are data (any loader's), not a registry: an unknown type only exempts nothing

@@ -78,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as err:
         print(f"error: {redact_url(str(err))}", file=sys.stderr)  # a bad value may quote a URL's user-info
         return 2
+    except (PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError) as err:
+        # a path given on the command line that cannot be written (or read) as asked: the user's
+        # to fix, said in one line rather than as a traceback
+        print(f"error: {err.strerror}: {err.filename}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # the reader went away (`ragtrial settings | head`): nothing left to say
         sys.stdout = None
         return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ragtrial.cli.arguments import add_batch_arguments, project_and_batch
+from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import parse_set_overrides
 
 
@@ -36,8 +37,15 @@ def print_estimate(args: argparse.Namespace) -> int:
         only=args.only,
     )
     print(render(table, notes))
-    if args.csv:
-        table.to_csv(args.csv, index=False)
-    if args.json:
-        table.to_json(args.json, orient="records", indent=1)
+    writers = {
+        "--csv": (args.csv, lambda path: table.to_csv(path, index=False)),
+        "--json": (args.json, lambda path: table.to_json(path, orient="records", indent=1)),
+    }
+    for option, (path, write) in writers.items():
+        if not path:
+            continue
+        try:
+            write(path)
+        except OSError as err:  # pandas says a missing folder in a plain OSError, without the path
+            raise ParamsError(f"{option} {path}: cannot write it ({err.strerror or err})") from None
     return 0

@@ -352,9 +352,12 @@ def init_command(args: argparse.Namespace) -> int:
 
 def _write_checked(target: Path, text: str, run_root: Path) -> None:
     """Write `text` to `target` only once it loads as a batch (a temporary file beside it, renamed)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
     draft = target.with_name(f".{target.name}.part")
-    draft.write_text(text, encoding="utf-8")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        draft.write_text(text, encoding="utf-8")
+    except OSError as err:  # named by the file asked for, not by the temporary one
+        raise ParamsError(f"--to {target}: cannot write it ({err.strerror})") from None
     try:
         load_batch(draft, notebooks_dir=notebooks_dir(run_root))
         draft.replace(target)

@@ -19,6 +19,17 @@ LOOPBACK = "127.0.0.1"
 CANDIDATES_SHOWN = 20
 
 
+def port_number(text: str) -> int:
+    """A TCP port (0: a free one), as argparse reads `--port`: anything else is a one-line error."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0 to 65535; 0: a free one)")
+    return port
+
+
 def add_parser(sub) -> None:
     opening = sub.add_parser(
         "open", help="open a run's report (its id or a unique prefix) or the index page, or serve them"
@@ -32,7 +43,7 @@ def add_parser(sub) -> None:
         "(Ctrl-C stops)",
     )
     opening.add_argument(
-        "--port", type=int, default=8000, help="port of --serve (default 8000; 0: a free one)"
+        "--port", type=port_number, default=8000, help="port of --serve (default 8000; 0: a free one)"
     )
     opening.set_defaults(handler=open_command)
 
@@ -67,6 +78,15 @@ def page_of(outputs: Path, target: str) -> Path:
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
         pass
+
+    def send_head(self):  # type: ignore[no-untyped-def]  # the base class's hook, untyped there
+        # a symbolic link inside the outputs folder may point anywhere: serve only what resolves
+        # inside the folder, as `clean` treats links
+        inside = Path(self.directory).resolve()
+        if not Path(self.translate_path(self.path)).resolve().is_relative_to(inside):
+            self.send_error(404, "File not found")
+            return None
+        return super().send_head()
 
 
 def serve_outputs(outputs: Path, port: int) -> http.server.ThreadingHTTPServer:

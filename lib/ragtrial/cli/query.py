@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,18 @@ def query_settings(batch: Path | None, overrides: dict[str, Any], notebook: str 
     return chosen[0].settings, section_of(chosen[0].notebook)
 
 
+# C0 and C1 control characters but newline and tab: ESC (0x1b) and CSI/OSC (0x9b, 0x9d) start the
+# sequences that move the cursor, clear the screen or set the terminal's title
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every control character but newline and tab shown as its Python escape, so a
+    model's reply printed to a terminal cannot drive it.
+    """
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def _cut(text: str, width: int) -> str:
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1] + "…"
@@ -114,6 +127,11 @@ def _calls(summary: dict[str, Any]) -> str:
     )
 
 
+def show(line: str) -> None:
+    """Print a line that may carry a model's or a data set's text, terminal-safe."""
+    print(terminal_safe(line))
+
+
 def query_command(args: argparse.Namespace) -> int:
     """Print the answer, its context entries and its cost; exit 1 when the method gave no answer."""
     from ragtrial.config.paths import OUTPUTS_ENV, batch_file, outputs_dir, project_root
@@ -124,6 +142,8 @@ def query_command(args: argparse.Namespace) -> int:
     from ragtrial.records import Question
     from ragtrial.runner.context import open_run
 
+    if not args.question.strip():
+        raise ParamsError("the question is empty: give the question to ask (no call was made)")
     root = project_root()
     outputs = outputs_dir(root, args.outputs)
     batch = batch_file(args.batch, root) if args.batch else None
@@ -148,30 +168,30 @@ def query_command(args: argparse.Namespace) -> int:
     built = summarize(ctx.ledger.frame())
     method = make_method(args.method, index, ctx, getattr(settings, section))
     answer = method.answer(Question(question_id="query", question=args.question))
-    print(f"question: {args.question}")
-    print(f"method: {args.method} ({settings.llm.model}; answer settings of `{section}`)")
+    show(f"question: {args.question}")
+    show(f"method: {args.method} ({settings.llm.model}; answer settings of `{section}`)")
     if answer.failure:
-        print(f"no answer: {answer.failure}: {answer.failures[-1]['detail'] if answer.failures else ''}")
+        show(f"no answer: {answer.failure}: {answer.failures[-1]['detail'] if answer.failures else ''}")
     else:
-        print("answer:")
-        print("\n".join(f"  {line}" for line in answer.text.splitlines() or [""]))
+        show("answer:")
+        show("\n".join(f"  {line}" for line in answer.text.splitlines() or [""]))
     tokens = sum(answer.context_tokens.values())
-    print(
+    show(
         f"context: {len(answer.context)} entries, {tokens} tokens"
         + (f"; fell back: {answer.fallback}" if answer.fallback else "")
     )
     for line in context_lines(answer.context):
-        print(line)
+        show(line)
     live = answer.calls - answer.cached_calls
-    print(
+    show(
         f"cost: {answer.calls} calls ({live} live, {answer.cached_calls} cached), {answer.prompt_tokens} "
         f"prompt + {answer.completion_tokens} completion tokens, {answer.latency_s:.1f} s"
     )
     if not dataset.documents:
-        print(f"index: none (data set {dataset.name!r} has no documents)")
+        show(f"index: none (data set {dataset.name!r} has no documents)")
     elif had_index:
-        print(f"index: loaded from {stored}")
+        show(f"index: loaded from {stored}")
     else:
-        print(f"index: built now into {stored}: {_calls(built)}")
-    print(f"run folder: {ctx.run_dir} (ledger.csv: every call; the cache replays them on the next query)")
+        show(f"index: built now into {stored}: {_calls(built)}")
+    show(f"run folder: {ctx.run_dir} (ledger.csv: every call; the cache replays them on the next query)")
     return 1 if answer.failure else 0

@@ -129,7 +129,13 @@ class MethodSettings(Section):
     )
     map_budget: int = Field(1500, gt=0, description="report / chunk tokens per map call")
     map_max_tokens: int = Field(128, gt=0, description="reply token cap of each map call")
-    map_max_points: int = Field(2, ge=1, description="scored points each map call returns at most")
+    map_max_points: int | None = Field(
+        2,
+        ge=1,
+        description="scored points each map call returns at most (the JSON schema's maxItems); None: "
+        "uncapped, every point a map reply gives is kept, as GraphRAG, which bounds a map reply by "
+        "map_max_tokens only (the reduce context's token budget still applies)",
+    )
     map_point_max_chars: int | None = Field(
         160,
         ge=1,

@@ -71,8 +71,21 @@ class QuestionsSettings(Section):
     )
     summary_questions: int = Field(6, ge=0, description="summary-based: questions asked (paper: 150)")
     summary_per_call: int = Field(3, ge=1, description="summary-based: questions asked per model call")
-    corpus_description: str = Field(
-        "", description="persona-based: optional human description put before the head/tail excerpts"
+    corpus_description: str | None = Field(
+        None,
+        description="persona-based: the high-level description of the corpus (and its use) the persona, "
+        "task and question prompts see, as GraphRAG's Algorithm 1 takes it, never the corpus itself; None: "
+        "the model writes one of at most corpus_description_words words from a sample of "
+        "corpus_sample_tokens tokens (document heads and tails, head_tokens / tail_tokens)",
+    )
+    corpus_description_words: int = Field(
+        80, ge=10, description="persona-based: words of the generated corpus description at most"
+    )
+    corpus_sample_tokens: int = Field(
+        2000,
+        gt=0,
+        description="persona-based: tokens of the corpus sample the description is written from (only "
+        "that call sees corpus text)",
     )
     personas: int = Field(2, ge=1, description="persona-based: K personas")
     tasks_per_persona: int = Field(1, ge=1, description="persona-based: N tasks per persona")

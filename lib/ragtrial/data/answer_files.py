@@ -6,7 +6,8 @@ The answers-file format (JSON Lines, CSV, Parquet or a JSON array of objects), o
 
 - `question_id` (required): a question id of the run's data set (or of `answers_file`'s questions);
 - `answer` (required): the answer text; empty only with a `failure`;
-- `method`: which method answered; absent: the file is one method, named by the setting;
+- `method`: which method answered; absent from every row: the file is one method, named by the
+  setting (a file where some rows name it must name it in every row);
 - `question`: the question text (what the `answers_file` loader reads);
 - `contexts`: what the system showed its model, a list of strings or one string;
 - `chunk_ids`, `entity_ids`, `relation_ids`: ids of the kit's index, when the system used it;
@@ -249,6 +250,17 @@ def read_answers(
             )
         first[key] = rec.record
         answers.append(answer)
+    # a row without a method in a file whose other rows name theirs belongs to no method: reading
+    # it as any one would be a guess, and dropping it would lose an answer silently
+    named = [a for a in answers if a.method]
+    if named and len(named) < len(answers):
+        unnamed = next(a for a in answers if not a.method)
+        raise DataError(
+            str(path),
+            unnamed.record,
+            _named("method", columns),
+            f"empty, while {len(named)} of {len(answers)} rows name their method (give every row one)",
+        )
     return answers
 
 

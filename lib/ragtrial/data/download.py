@@ -40,6 +40,14 @@ BASE_URL_ENV = "RAGTRIAL_DOWNLOAD_BASE_URL"
 TIMEOUT_S = 60.0  # per connection attempt and per read: a stalled server fails, a slow one does not
 _SCHEMES = ("http://", "https://", "file://")
 _BLOCK = 1 << 20
+# A copy may pass the published size by 1% and one block before it is stopped: within that, the
+# check after the copy says what arrived (size and digest); beyond it, nothing more is written.
+SIZE_MARGIN = 0.01
+
+
+def byte_cap(published: int) -> int:
+    """The most bytes a copy of a `published`-byte file (or folder) may write."""
+    return published + int(published * SIZE_MARGIN) + _BLOCK
 
 
 class DownloadError(Exception):
@@ -148,11 +156,19 @@ def _opened(url: str) -> Iterator[BinaryIO]:
         yield response
 
 
-def _copy(source: IO[bytes], out: IO[bytes], url: str) -> tuple[int, str]:
-    """Copy `source` into `out`; (bytes, sha256) of what was copied."""
+def _copy(source: IO[bytes], out: IO[bytes], url: str, limit: int) -> tuple[int, str]:
+    """Copy `source` into `out`; (bytes, sha256) of what was copied. A copy that would pass `limit`
+    bytes (`byte_cap` of what the manifest publishes) stops there: a hostile mirror or a zip bomb
+    cannot fill the disk before the check after the copy would refuse it.
+    """
     digest, size = hashlib.sha256(), 0
     try:
         while block := source.read(_BLOCK):
+            if size + len(block) > limit:
+                raise DownloadError(
+                    f"{redact_url(url)}: more bytes than published (at most {limit:,} with the "
+                    f"{SIZE_MARGIN:.0%} margin); stopped after {size:,} bytes and removed what was written"
+                )
             out.write(block)
             digest.update(block)
             size += len(block)
@@ -226,7 +242,7 @@ def _fetched_file(
     dest = target / spec.path
     with _temporary_file(dest) as part:
         with _opened(url) as response, part.open("wb") as out:
-            size, sha256 = _copy(response, out, url)
+            size, sha256 = _copy(response, out, url, byte_cap(spec.size))
         _check(spec.path, url, size, sha256, spec)
         part.replace(dest)
     log(f"fetched {spec.path} ({size:,} bytes)")
@@ -238,10 +254,11 @@ def _fetched_folder(
 ) -> Fetched:
     dest = target / spec.path
     with _temporary_folder(dest) as built:
+        written = 0
         for name in spec.names:
             url = mirrored(f"{spec.source}/{quote(name)}", base_url)
             with _opened(url) as response, (built / name).open("wb") as out:
-                _copy(response, out, url)
+                written += _copy(response, out, url, byte_cap(spec.size) - written)[0]
         _check_folder(built, spec, mirrored(spec.source, base_url))
         _replace_folder(built, dest)
     log(f"fetched {spec.path}/ ({spec.files:,} files, {spec.size:,} bytes)")
@@ -259,7 +276,9 @@ def _archive(
     name = unquote(PurePosixPath(urlsplit(spec.url).path).name)
     with _temporary_file(target / name) as archive:
         with _opened(url) as response, archive.open("wb") as out:
-            size, sha256 = _copy(response, out, url)
+            # a zip is at most its members' bytes (stored) plus headers, whatever its published size
+            published = max(spec.size or 0, sum(part.size for part in spec.parts))
+            size, sha256 = _copy(response, out, url, byte_cap(published))
         found = (size if spec.size is not None else None, sha256 if spec.sha256 else None)
         if found != (spec.size, spec.sha256):
             raise DownloadError(
@@ -299,11 +318,12 @@ def _unpack(members: zipfile.ZipFile, part: PublishedFile | PublishedFolder, tar
             raise DownloadError(f"{redact_url(url)}: {len(found)} members named {part.source}, expected one")
         with _temporary_file(dest) as unpacked:
             with members.open(found[0]) as source, unpacked.open("wb") as out:
-                size, sha256 = _copy(source, out, url)
+                size, sha256 = _copy(source, out, url, byte_cap(part.size))
             _check(part.path, url, size, sha256, part)
             unpacked.replace(dest)
         return
     with _temporary_folder(dest) as built:
+        written = 0
         for info in files:
             inner = _member_path(info.filename, part.source)
             if inner is None:
@@ -311,8 +331,15 @@ def _unpack(members: zipfile.ZipFile, part: PublishedFile | PublishedFolder, tar
             if ".." in inner.parts:  # a member must not write outside its folder
                 raise DownloadError(f"{redact_url(url)}: member {info.filename!r} points outside its folder")
             out_path = built.joinpath(*inner.parts)
-            out_path.parent.mkdir(parents=True, exist_ok=True)
-            with members.open(info) as source, out_path.open("wb") as out:
-                _copy(source, out, url)
+            try:
+                out_path.parent.mkdir(parents=True, exist_ok=True)
+                with members.open(info) as source, out_path.open("wb") as out:
+                    written += _copy(source, out, url, byte_cap(part.size) - written)[0]
+            except (FileExistsError, NotADirectoryError, IsADirectoryError):
+                # one member a file, another below it as if it were a folder (`a` and `a/x`)
+                raise DownloadError(
+                    f"{redact_url(url)}: member {info.filename!r} clashes with another member "
+                    "(a file and a folder of one name)"
+                ) from None
         _check_folder(built, part, f"{url} (members under {part.source}/)")
         _replace_folder(built, dest)

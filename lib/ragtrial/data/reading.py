@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -178,35 +179,69 @@ def _read_json(path: Path) -> Any:
     return _parse_json(read_text(path), path)
 
 
+def _some(path: Path, records: list[FieldReader]) -> list[FieldReader]:
+    """`records`, when there are any: a data file without a record leaves nothing to evaluate, and
+    would load as 0 documents or 0 questions, a run that measures nothing.
+    """
+    if not records:
+        raise DataError(str(path), None, None, "no records (an empty data file leaves nothing to evaluate)")
+    return records
+
+
 def json_array(path: Path) -> list[FieldReader]:
     data = _read_json(path)
     if not isinstance(data, list):
         raise DataError(str(path), None, None, f"expected a JSON array at top level, got {type_name(data)}")
-    return [FieldReader(path, i, value) for i, value in enumerate(data)]
+    return _some(path, [FieldReader(path, i, value) for i, value in enumerate(data)])
 
 
 def json_object(path: Path) -> list[FieldReader]:
     data = _read_json(path)
     if not isinstance(data, dict):
         raise DataError(str(path), None, None, f"expected a JSON object at top level, got {type_name(data)}")
-    return [FieldReader(path, key, value) for key, value in data.items()]
+    return _some(path, [FieldReader(path, key, value) for key, value in data.items()])
 
 
 def json_lines(path: Path) -> list[FieldReader]:
     records = []
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
+    # JSON Lines separates records by "\n" alone: U+2028, U+2029, \x85 or \x0c inside a JSON string
+    # are valid text (str.splitlines would cut the record there)
+    for number, line in enumerate(read_text(path).split("\n"), start=1):
         if not line.strip():
             continue  # a trailing or separating blank line holds no record
         records.append(FieldReader(path, f"line {number}", _parse_json(line, path, number)))
-    return records
+    return _some(path, records)
 
 
 def csv_rows(path: Path, columns: Sequence[str]) -> list[FieldReader]:
-    reader = csv.DictReader(read_text(path).splitlines())
-    for column in columns:
-        if column not in (reader.fieldnames or []):
-            raise DataError(str(path), None, column, f"missing CSV column (header: {reader.fieldnames})")
-    return [FieldReader(path, f"line {reader.line_num}", row) for row in reader]
+    """The rows of a CSV file as the csv module reads them (a quoted cell may span lines); a record
+    is named by the line it starts on. An unterminated quote, or a row with more or fewer cells than
+    the header, is an error naming that record: either is a quote that swallowed what followed it.
+    """
+    reader = csv.DictReader(io.StringIO(read_text(path), newline=""), strict=True)
+    rows = []
+    start = 1
+    try:
+        header = reader.fieldnames or []  # reads the header row
+        for column in columns:
+            if column not in header:
+                raise DataError(str(path), None, column, f"missing CSV column (header: {reader.fieldnames})")
+        start = reader.line_num + 1
+        for row in reader:
+            record = f"line {start}"
+            if None in row or None in row.values():
+                extra = row.pop(None, None) or []  # type: ignore[call-overload]
+                cells = sum(value is not None for value in row.values()) + len(extra)
+                problem = f"{cells} cells where the header has {len(header)} (a stray quote?)"
+                raise DataError(str(path), record, None, problem)
+            rows.append(FieldReader(path, record, row))
+            start = reader.line_num + 1
+        _some(path, rows)
+    except csv.Error as err:
+        raise DataError(
+            str(path), f"line {start}", None, f"unreadable CSV: {err} (an unterminated quote?)"
+        ) from None
+    return rows
 
 
 def _stable_hash(text: str, length: int = 12) -> str:

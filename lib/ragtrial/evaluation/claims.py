@@ -1,9 +1,11 @@
 """Claim-based comprehensiveness and diversity of answers (GraphRAG paper, Experiment 2).
 
 One structured model call lists an answer's factual claims ("statements that explicitly present
-verifiable facts", Ni et al. 2024). Comprehensiveness of an answer is its number of claims; its
-diversity at distance threshold t is the number of clusters scikit-learn's agglomerative clustering
-(complete linkage, precomputed distance 1 - ROUGE-L F1, as Padmakumar & He 2024) leaves at t.
+verifiable facts", Ni et al. 2024). Comprehensiveness of an answer is its number of claims, every
+one counted as the paper counts them (`n_distinct`, beside it, drops case-insensitive repeats); its
+diversity at distance threshold t is the number of clusters agglomerative clustering (complete
+linkage, precomputed distance 1 - ROUGE-L F1, as Padmakumar & He 2024) leaves when clusters merge
+while their largest distance is at most t, as the paper states it.
 Conditions are compared by means with bootstrap intervals, Wilcoxon tests on the questions both
 have a value for (Holm across pairs), and by how often the claim-based winner agrees with the LLM
 judge's majority verdict.
@@ -50,6 +52,7 @@ CLAIM_SET_COLUMNS = [
     "method",
     "status",
     "claims",
+    "n_distinct",
     "n_returned",
     "at_cap",
     "declined",
@@ -83,15 +86,21 @@ def answer_id(question_id: str, method: str) -> str:
     return f"{method}:{question_id}"
 
 
-def distinct_claims(raw: Sequence[str]) -> list[str]:
-    """Claims with whitespace collapsed; wordless ones (",") and case-insensitive repeats dropped: a
-    fact stated twice is one verifiable fact, and a looping model must not inflate the count.
+def claim_texts(raw: Sequence[str]) -> list[str]:
+    """Claims with whitespace collapsed and wordless ones (",", which state nothing) dropped; a
+    repeated claim stays: the paper counts every extracted claim.
+    """
+    texts = (" ".join(claim.split()) for claim in raw)
+    return [text for text in texts if any(ch.isalnum() for ch in text)]
+
+
+def distinct_claims(claims: Sequence[str]) -> list[str]:
+    """`claims` without case-insensitive repeats, first wording kept: a fact stated twice is one
+    verifiable fact (a looping model's inflation is the gap between the two counts).
     """
     kept: dict[str, str] = {}
-    for claim in raw:
-        text = " ".join(claim.split())
-        if any(ch.isalnum() for ch in text):
-            kept.setdefault(text.casefold(), text)
+    for claim in claims:
+        kept.setdefault(claim.casefold(), claim)
     return list(kept.values())
 
 
@@ -101,6 +110,7 @@ def _claim_set(
     return {
         "status": OK,
         "claims": claims,
+        "n_distinct": len(distinct_claims(claims)),
         "n_returned": n_returned,
         "declined": declined,
         "at_cap": max_claims is not None and n_returned >= max_claims,
@@ -113,6 +123,7 @@ def _failed(stage: str, error: str) -> dict[str, Any]:
     return {
         "status": FAILED,
         "claims": [],
+        "n_distinct": 0,
         "n_returned": 0,
         "at_cap": False,
         "declined": False,
@@ -149,7 +160,7 @@ def extract_claims(
             )
         except LLMError as err:
             return _failed(stage, f"{err.kind}: {err}")
-        return _claim_set(distinct_claims(reply.claims), len(reply.claims), max_claims)
+        return _claim_set(claim_texts(reply.claims), len(reply.claims), max_claims)
 
     def extract(r: dict[str, Any]) -> dict[str, Any]:
         with llm.ledger.tally() as tally:
@@ -204,14 +215,18 @@ def extraction_counts(claim_sets: pd.DataFrame) -> pd.DataFrame:
 
 
 def cluster_labels(distance: np.ndarray, threshold: float) -> np.ndarray:
-    """Cluster label per claim. scikit-learn merges two clusters while their complete-linkage
-    distance (the largest claim-to-claim distance between them) is strictly below `threshold`.
+    """Cluster label per claim: two clusters merge while their complete-linkage distance (the
+    largest claim-to-claim distance between them) is at most `threshold`, as the paper states it.
+    scikit-learn merges only strictly below its distance_threshold, so it gets the next float up.
     """
     n = len(distance)
     if n < 2:  # scikit-learn needs two samples; one claim is one cluster, none is none
         return np.zeros(n, dtype=int)
     model = AgglomerativeClustering(
-        n_clusters=None, metric="precomputed", linkage="complete", distance_threshold=threshold
+        n_clusters=None,
+        metric="precomputed",
+        linkage="complete",
+        distance_threshold=float(np.nextafter(threshold, np.inf)),
     )
     return model.fit_predict(distance)
 
@@ -225,11 +240,13 @@ def _ok(claim_sets: pd.DataFrame) -> pd.DataFrame:
 
 
 def comprehensiveness(claim_sets: pd.DataFrame) -> pd.DataFrame:
-    """Claims per successfully extracted answer (answer_id, question_id, method, n_claims)."""
+    """Claims per successfully extracted answer (answer_id, question_id, method, n_claims, and
+    n_distinct: without case-insensitive repeats).
+    """
     ok = _ok(claim_sets)
     return (
         ok[["answer_id", "question_id", "method"]]
-        .assign(n_claims=ok["claims"].map(len))
+        .assign(n_claims=ok["claims"].map(len), n_distinct=ok["n_distinct"])
         .reset_index(drop=True)
     )
 
@@ -247,6 +264,16 @@ def diversity(
             n_clusters = len(set(cluster_labels(distance, t)))
             rows.append((r.answer_id, r.question_id, r.method, float(t), n_clusters))
     return pd.DataFrame(rows, columns=["answer_id", "question_id", "method", "threshold", "n_clusters"])
+
+
+def with_distinct_claims(summary: pd.DataFrame, claim_sets: pd.DataFrame) -> pd.DataFrame:
+    """`summary` (`condition_summary`) with `mean_distinct` beside the comprehensiveness mean: the
+    mean claims per answer once case-insensitive repeats are dropped (the same answers); empty on
+    the diversity rows, which repeats do not change (a repeat is at distance 0 from its twin).
+    """
+    distinct = comprehensiveness(claim_sets).groupby("method")["n_distinct"].mean()
+    on_claims = summary["measure"] == "comprehensiveness"
+    return summary.assign(mean_distinct=summary["method"].map(distinct).where(on_claims))
 
 
 def measure_name(metric: str, threshold: float | None = None) -> str:

@@ -25,7 +25,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from ragtrial.evaluation.answer_metrics import is_declined, strip_citations
-from ragtrial.evaluation.claims import extract_claims
+from ragtrial.evaluation.claims import distinct_claims, extract_claims
 from ragtrial.evaluation.claims import planned_calls as planned_extractions
 from ragtrial.index.merge_extractions import normalize_name
 from ragtrial.index.phrases import lower_case_vocabulary, noun_phrases, sentences
@@ -183,10 +183,12 @@ def model_grounding(answers: pd.DataFrame, llm: LLM, settings: Settings) -> tupl
             kind, _, detail = claim_set["error"].partition(": ")
             failure = {**row, "stage": CLAIMS_STAGE, "claim": "", "kind": kind, "detail": detail}
             return row | {"grounding_status": FAILED, "verdicts": []}, [failure]
-        if not claim_set["claims"]:
+        # a fact stated twice is checked (and weighs) once
+        claims = distinct_claims(claim_set["claims"])
+        if not claims:
             return row | {"grounding_claims": 0, "grounding_status": NO_CLAIMS, "verdicts": []}, []
         verdicts, failures = [], []
-        for claim in claim_set["claims"]:
+        for claim in claims:
             try:
                 reply = llm.structured(
                     prompt.render(context=context_of(r), claim=claim),
@@ -204,7 +206,7 @@ def model_grounding(answers: pd.DataFrame, llm: LLM, settings: Settings) -> tupl
             verdicts.append({"claim": claim, "verdict": reply.verdict, "reason": reply.reason})
         score = sum(VERDICT_SCORE[v["verdict"]] for v in verdicts)
         return row | {
-            "grounding_claims": len(claim_set["claims"]),
+            "grounding_claims": len(claims),
             "checks_failed": len(failures),
             "grounding_supported": score,
             "grounding": score / len(verdicts) if verdicts else float("nan"),

@@ -1,5 +1,6 @@
-"""Notebooks 02 and 03's findings: the questions each generator kept, what the length cap cost, the
-failed calls, and the settings their prose quotes. The per-generator distribution and relevance
+"""Notebooks 02 and 03's findings: the questions each generator kept, the duplicates dropped before the
+shares (beside the paper's count), what the length cap cost, the failed calls, and the settings their
+prose quotes. The per-generator distribution and relevance
 figures are in their own tables (`entity_distribution`, `relevance_by_generator`).
 """
 
@@ -9,6 +10,7 @@ import pandas as pd
 
 from ragtrial.config.questions import RelevanceSettings
 from ragtrial.evaluation.findings import Finding, embedded_model_finding, findings_table
+from ragtrial.evaluation.published_figures import read_published
 from ragtrial.llm.structured import TOO_LONG
 
 QUESTIONS_KEPT = "questions kept"  # subject "" for all, else a generator
@@ -21,9 +23,15 @@ ENTITY_FAILURES = "failed entity listings"
 RATING_FAILURES = "questions without a rating"
 RETRIEVED_ITEMS = "items retrieved per question"
 CONTEXT_TOKENS = "rated context tokens"
-# The GraphRAG evaluation paper's question count per generator (Section V-A), which 02 compares with.
+# The GraphRAG evaluation paper's question count per generator, which 02 compares with (its value is in
+# the data file `evaluation/published/question_counts.csv`, row PAPER_QUESTIONS).
 PAPER_QUESTIONS = "questions per generator in the paper"
-PAPER_QUESTIONS_PER_GENERATOR = 150
+PUBLISHED_QUESTION_COUNTS = "question_counts.csv"
+# Per generator, before the shares: the questions generated and the duplicates de-duplication dropped
+# (the paper counts 150 per generator and states no de-duplication).
+QUESTIONS_GENERATED = "questions generated"
+EXACT_DUPLICATES = "exact duplicates dropped"
+NEAR_DUPLICATES = "near duplicates dropped"
 
 
 def generated_question_findings(
@@ -50,8 +58,57 @@ def generated_question_findings(
     return findings
 
 
+def duplicate_findings(questions: pd.DataFrame, duplicates: pd.DataFrame) -> list[Finding]:
+    """Per generator (in generator order), what de-duplication did before any share is computed: the
+    questions generated (kept plus dropped), the exact and the near duplicates dropped (`duplicates`,
+    `deduplicate`'s dropped rows), beside the paper's count per generator.
+    """
+    kept = questions.groupby("generator", sort=False).size()
+    kinds = ["exact", "near"]
+    dropped = (
+        duplicates.groupby(["generator", "kind"])
+        .size()
+        .unstack(fill_value=0)
+        .reindex(columns=kinds, fill_value=0)
+        if len(duplicates)
+        else pd.DataFrame(columns=kinds, dtype=int)
+    )
+    generators = list(dict.fromkeys([*kept.index, *dropped.index]))
+    rows = []
+    for g in generators:
+        exact, near = (int(dropped.at[g, k]) if g in dropped.index else 0 for k in kinds)
+        rows += [
+            Finding(
+                QUESTIONS_GENERATED,
+                "questions generated, before de-duplication",
+                int(kept.get(g, 0)) + exact + near,
+                "questions, duplicates",
+                subject=str(g),
+            ),
+            Finding(EXACT_DUPLICATES, "equal after normalization", exact, "duplicates", subject=str(g)),
+            Finding(
+                NEAR_DUPLICATES,
+                "embedding cosine above questions.dedup_threshold",
+                near,
+                "duplicates",
+                subject=str(g),
+            ),
+        ]
+    published = read_published(PUBLISHED_QUESTION_COUNTS).set_index("measure").loc[PAPER_QUESTIONS]
+    return [
+        *rows,
+        Finding(
+            PAPER_QUESTIONS,
+            f"{published['paper']}, {published['section']}",
+            int(published["published"]),
+            f"evaluation/published/{PUBLISHED_QUESTION_COUNTS}",
+        ),
+    ]
+
+
 def entity_distribution_findings(
     questions: pd.DataFrame,
+    duplicates: pd.DataFrame,
     generation_failures: pd.DataFrame,
     entity_failures: pd.DataFrame,
     question_max_chars: int | None,
@@ -62,6 +119,7 @@ def entity_distribution_findings(
     return findings_table(
         [
             *generated_question_findings(questions, generation_failures, question_max_chars),
+            *duplicate_findings(questions, duplicates),
             Finding(
                 COMMUNITY_LEVEL,
                 "community level coverage counts (questions.community_level)",
@@ -75,12 +133,6 @@ def entity_distribution_findings(
                 "generation_failures",
             ),  # fmt: skip
             Finding(ENTITY_FAILURES, "entity listings that failed", len(entity_failures), "entity_failures"),
-            Finding(
-                PAPER_QUESTIONS,
-                "questions per generator, GraphRAG evaluation paper Section V-A",
-                PAPER_QUESTIONS_PER_GENERATOR,
-                "the paper",
-            ),  # fmt: skip
             embedded_model_finding(embedded),
         ]
     )
@@ -88,6 +140,7 @@ def entity_distribution_findings(
 
 def relevance_findings(
     questions: pd.DataFrame,
+    duplicates: pd.DataFrame,
     generation_failures: pd.DataFrame,
     rating_failures: pd.DataFrame,
     question_max_chars: int | None,
@@ -98,6 +151,7 @@ def relevance_findings(
     return findings_table(
         [
             *generated_question_findings(questions, generation_failures, question_max_chars),
+            *duplicate_findings(questions, duplicates),
             Finding(RETRIEVED_ITEMS, "questions.relevance.k", relevance.k, "run.json"),
             Finding(
                 CONTEXT_TOKENS,

@@ -17,10 +17,8 @@ Tables (one row per):
 
 from __future__ import annotations
 
-import io
 import time
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -34,6 +32,7 @@ from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.data.answer_files import answer_file_path, method_answers
 from ragtrial.evaluation.answer_metrics import METRICS, metric_entry
 from ragtrial.evaluation.findings import Finding, claim_alpha_finding, findings_table
+from ragtrial.evaluation.published_figures import read_published
 from ragtrial.index.import_graphs import openie_stated_cost
 from ragtrial.records import DataError, Document, Question
 from ragtrial.retrieval.base import Retriever
@@ -499,7 +498,7 @@ def benchmark_findings(dataset: str, questions: Sequence[Question]) -> pd.DataFr
 # ---------------------------------------------------------------- published figures
 
 
-PUBLISHED_RETRIEVAL = "published/retrieval.csv"
+PUBLISHED_RETRIEVAL = "retrieval.csv"
 
 
 def published_figures(dataset: str) -> pd.DataFrame:
@@ -507,15 +506,8 @@ def published_figures(dataset: str) -> pd.DataFrame:
     `evaluation/published/retrieval.csv`: each with its paper, source, table and row, the kit's
     method and measure it compares with, and the published sample and corpus), values as shares.
     """
-    text = resources.files("ragtrial.evaluation").joinpath(PUBLISHED_RETRIEVAL).read_text(encoding="utf-8")
-    table = pd.read_csv(io.StringIO(text), dtype={"value": str}, keep_default_na=False)
-    mine = table[table["dataset"] == dataset].copy()
-    mine["decimals"] = [len(v.split(".")[1]) if "." in v else 0 for v in mine["value"]]
-    scale = mine["scale"].map({"percent": 100.0, "share": 1.0})
-    if scale.isna().any():
-        raise ValueError(f"{PUBLISHED_RETRIEVAL}: scale must be percent or share, got {set(mine['scale'])}")
-    mine["published"] = mine["value"].astype(float) / scale
-    return mine.reset_index(drop=True)
+    table = read_published(PUBLISHED_RETRIEVAL)
+    return table[table["dataset"] == dataset].reset_index(drop=True)
 
 
 def reproduction_table(summary: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:

@@ -43,6 +43,7 @@ from ragtrial.llm.rate_limit import RateLimiter
 from ragtrial.llm.structured import T, parse_reply
 from ragtrial.llm.tokens import count_tokens
 from ragtrial.prompts import Prompt
+from ragtrial.redact import redact, url_secrets
 
 Messages = list[dict[str, str]]
 U = TypeVar("U")
@@ -357,8 +358,11 @@ def send(call: Call, settings: LLMSettings, clients: SharedClients) -> Reply:
             completion_tokens,
         )
     served = body.get("model")
+    # A 200 reply may quote the request's credentials back (an echoing proxy or model): they are
+    # masked here, where replies enter the kit, so no cache row, table, report or printout holds them.
+    safe_text = redact(text or "", [settings.api_key_env], url_secrets(call.base_url))
     return Reply(
-        text or "", prompt_tokens, completion_tokens, served_model=served if isinstance(served, str) else ""
+        safe_text, prompt_tokens, completion_tokens, served_model=served if isinstance(served, str) else ""
     )
 
 

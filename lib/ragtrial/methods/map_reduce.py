@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, create_model
 
+from ragtrial.index.community_levels import level_reports
 from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.client import LLM
 from ragtrial.llm.errors import LLMError
@@ -23,10 +24,10 @@ from ragtrial.retrieval.base import ContextItem, entity_names, named_entities, r
 from ragtrial.retrieval.packing import batch_units, format_context, pack_context
 
 
-def map_schema(max_points: int, point_max_chars: int | None) -> type[BaseModel]:
+def map_schema(max_points: int | None, point_max_chars: int | None) -> type[BaseModel]:
     """The map reply: at most `max_points` scored points, each description at most `point_max_chars`
-    characters (None: unbounded); both bounds are part of the JSON schema, so a constrained reply
-    ends before max_tokens.
+    characters (None: unbounded, as GraphRAG, which bounds a map reply by tokens only); both bounds
+    are part of the JSON schema, so a constrained reply ends before max_tokens.
     """
     point = create_model(
         "MapPoint",
@@ -82,7 +83,7 @@ class MapReduceMethod(Method):
         *,
         map_budget: int,
         map_max_tokens: int,
-        max_points: int,
+        max_points: int | None,
         point_max_chars: int | None,
         reduce_budget: int,
         reduce_prompt: Prompt | None,
@@ -95,7 +96,9 @@ class MapReduceMethod(Method):
         shuffled = list(units)
         random.Random(seed).shuffle(shuffled)
         self.batches = batch_units(shuffled, map_budget)
-        self.llm, self.map_prompt = llm, load_prompt("global_map")
+        # uncapped (None): the prompt asks for every helpful point instead of "at most n"
+        self.llm = llm
+        self.map_prompt = load_prompt("global_map_all" if max_points is None else "global_map")
         self.schema = map_schema(max_points, point_max_chars)
         self.map_max_tokens, self.max_points, self.point_max_chars = (
             map_max_tokens,
@@ -106,9 +109,8 @@ class MapReduceMethod(Method):
         self.entity_names = entity_names
 
     def _map(self, question: Question, batch: list[ContextItem]) -> list[ContextItem]:
-        messages = self.map_prompt.render(
-            context=format_context(batch), question=question.question, max_points=self.max_points
-        )
+        cap = {} if self.max_points is None else {"max_points": self.max_points}
+        messages = self.map_prompt.render(context=format_context(batch), question=question.question, **cap)
         reply: Any = self.llm.structured(  # a map_schema model: its fields are made at run time
             messages,
             self.schema,
@@ -170,8 +172,11 @@ class MapReduceMethod(Method):
 
 
 def report_units(index: GraphIndex, level: int) -> list[ContextItem]:
-    """The community reports of `level` as map units (full text, as GraphRAG maps over)."""
-    reports = index.community_reports[index.community_reports["level"] == level]
+    """The community reports of C<level> as map units (full text, as GraphRAG maps over): the
+    level's own and, where a branch stopped splitting above it, its deepest community projected down
+    (`level_reports`).
+    """
+    reports = level_reports(index.communities, index.community_reports, level)
     names = entity_names(index)
     return [report_item(r, names, "global_search") for r in reports.itertuples(index=False)]
 

@@ -104,13 +104,14 @@ class Toolkit:
 def _global_search(level: int | None) -> Callable[[str, Toolkit], Method]:
     def build(name: str, kit: Toolkit) -> Method:
         wanted = kit.method_settings.global_level if level is None else level
-        levels = set(kit.index.community_reports["level"])
-        if wanted not in levels:
+        units = report_units(kit.index, wanted)
+        if not units:
+            levels = set(kit.index.community_reports["level"])
             raise MethodUnavailable(
-                f"{name}: no community reports at level C{wanted} "
+                f"{name}: no community reports at level C{wanted}, native or projected from a level above "
                 f"(levels with reports: {', '.join(f'C{x}' for x in sorted(levels)) or 'none'})"
             )
-        return kit.map_reduce(name, report_units(kit.index, wanted))
+        return kit.map_reduce(name, units)
 
     return build
 
@@ -215,11 +216,14 @@ METHODS.add(
     index_parts=("community_reports",),
     map_reduce=True,
 )
-for _level in range(4):
+# The GraphRAG paper's conditions C0-C3 (a level without its own communities projects the one above).
+GLOBAL_LEVELS = range(4)
+for _level in GLOBAL_LEVELS:
     METHODS.add(
         f"global_search_c{_level}",
         _global_search(_level),
-        f"GraphRAG global search over the C{_level} community reports",
+        f"GraphRAG global search over the C{_level} community reports (projected from above where a "
+        "branch stopped splitting)",
         family="community_reports",
         index_parts=("community_reports",),
         map_reduce=True,

@@ -3,8 +3,10 @@
 `prompts/<stage>/<name>.txt` (stages: index, query, questions, judge, claims, llm); a prompt is
 loaded by its name alone, which is unique across the stages, so its tag (`name@vN`, part of every
 cache key) does not depend on the folder it sits in. Format: header lines `key: value` (at least
-`version:`; optional `system:`, and `length_rule:`, the words of the system line that state an
-answer's length, which length alignment removes when it asks for a target length), a line `---`,
+`version:`; optional `system:`; `length_rule:`, the words of the system line that state an
+answer's length, which length alignment removes when it asks for a target length; `wording:` of a
+rubric, `paper` when it is the seed paper's own wording, `kit` when the kit wrote it, which the
+judge reports state; `note:`, a comment for the reader), a line `---`,
 then the user-turn template with `$name` placeholders (string.Template, so JSON braces in few-shot
 examples need no escaping). The version enters the cache key: editing a prompt without bumping it
 would replay stale answers.
@@ -21,6 +23,9 @@ from importlib.resources import files
 from importlib.resources.abc import Traversable
 from string import Template
 
+# A rubric's `wording:` header: the seed paper's own words, or the kit's.
+WORDINGS = ("", "paper", "kit")
+
 
 @dataclass(frozen=True)
 class Prompt:
@@ -29,6 +34,7 @@ class Prompt:
     template: str
     system: str = ""
     length_rule: str = ""  # the words of `system` stating the answer's length ("" when it states none)
+    wording: str = ""  # whose wording a rubric is: "paper" (the seed paper's) or "kit" (the kit's own)
 
     @property
     def tag(self) -> str:
@@ -83,6 +89,9 @@ def load_prompt(name: str) -> Prompt:
     if "version" not in fields:
         raise ValueError(f"{where}: header has no 'version:'")
     system, length_rule = fields.get("system", ""), fields.get("length_rule", "")
+    wording = fields.get("wording", "")
+    if wording not in WORDINGS:
+        raise ValueError(f"{where}: wording {wording!r} is none of {WORDINGS}")
     if length_rule and f" {length_rule}" not in system:
         raise ValueError(f"{where}: length_rule {length_rule!r} is not words of its system line")
     return Prompt(
@@ -91,4 +100,5 @@ def load_prompt(name: str) -> Prompt:
         template=body.strip("\n"),
         system=system,
         length_rule=length_rule,
+        wording=wording,
     )

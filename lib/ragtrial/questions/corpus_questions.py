@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 import pandas as pd
+from pydantic import Field, create_model
 
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.llm.client import LLM
@@ -97,14 +98,55 @@ def summary_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings)
     return Generated.of(rows, ask.failures)
 
 
-def persona_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings) -> Generated:
-    """GraphRAG's Algorithm 1: K personas, N tasks each, M questions per (persona, task): K x N x M."""
-    description, doc_ids = dataset_description(
-        documents, cfg.head_tokens, cfg.tail_tokens, cfg.description_max_tokens, cfg.head_offset_tokens
+# a description shorter than a few words is a failed reply, recorded, not an empty description
+DESCRIPTION_SCHEMA = create_model("CorpusDescription", description=(str, Field(min_length=20)))
+
+
+def description_max_tokens(words: int) -> int:
+    """Reply cap of the corpus-description call: about 1.3 tokens a word, doubled, and the JSON."""
+    return 2 * words + 32
+
+
+def description_call(documents: pd.DataFrame, cfg: QuestionsSettings) -> tuple[dict[str, Any], list[str]]:
+    """The `QuestionAsker` arguments of the corpus-description call (a sample of document heads and
+    tails up to `corpus_sample_tokens`), and the ids of the documents sampled.
+    """
+    sample, doc_ids = dataset_description(
+        documents, cfg.head_tokens, cfg.tail_tokens, cfg.corpus_sample_tokens, cfg.head_offset_tokens
     )
+    words = cfg.corpus_description_words
+    return {
+        "prompt_name": "questions_corpus_description",
+        "schema": DESCRIPTION_SCHEMA,
+        "max_tokens": description_max_tokens(words),
+        "sample": sample,
+        "words": words,
+    }, doc_ids
+
+
+def corpus_description(
+    ask: QuestionAsker, documents: pd.DataFrame, cfg: QuestionsSettings
+) -> tuple[str | None, list[str]]:
+    """The high-level description GraphRAG's Algorithm 1 starts from, and the documents it was
+    written from: `questions.corpus_description` as given (no document), else one model call on a
+    small sample (None when that call fails: `ask` records the failure).
+    """
     if cfg.corpus_description:
-        description = f"{cfg.corpus_description}\n\n{description}"
+        return cfg.corpus_description, []
+    request, doc_ids = description_call(documents, cfg)
+    reply = ask(item_id="corpus-description", **request)
+    return (" ".join(reply.description.split()) if reply else None), doc_ids
+
+
+def persona_questions(llm: LLM, documents: pd.DataFrame, cfg: QuestionsSettings) -> Generated:
+    """GraphRAG's Algorithm 1: K personas, N tasks each, M questions per (persona, task): K x N x M,
+    every prompt given the corpus description only ("avoid generating questions from the corpus
+    itself"): the corpus text reaches the description call alone.
+    """
     ask = QuestionAsker(llm, "persona", cfg.temperature)
+    description, doc_ids = corpus_description(ask, documents, cfg)
+    if description is None:
+        return Generated.of([], ask.failures)
     k, n, m, budget = cfg.personas, cfg.tasks_per_persona, cfg.questions_per_task, cfg.max_tokens
     personas = ask(
         "questions_personas",

@@ -18,6 +18,8 @@ from ragtrial.llm.tokens import count_tokens
 from ragtrial.prompts import load_prompt
 from ragtrial.questions.corpus_questions import (
     dataset_description,
+    description_call,
+    description_max_tokens,
     persona_questions,
     summary_call,
     summary_call_count,
@@ -153,10 +155,11 @@ def planned_generation(
 ) -> list[StagePlan]:
     """The calls `generate_questions` makes for `generators`, none sent. Summary-based calls are
     built from the documents as `summary_questions` builds them (exact, counted; projected when the
-    documents are absent); persona-based: one persona call, then at most K task calls and K x N
-    question calls (fewer when the model returns fewer items); graph-grounded: at most `per_level`
-    calls per level (fewer structures may exist) and, for subgraphs, `summary_chunks` chunk summaries
-    per walk.
+    documents are absent); persona-based: one corpus-description call unless a description is
+    given (counted from the documents' sample, projected without them), one persona call, then at
+    most K task calls and K x N question calls (fewer when the model returns fewer items);
+    graph-grounded: at most `per_level` calls per level (fewer structures may exist) and, for
+    subgraphs, `summary_chunks` chunk summaries per walk.
     """
     plans: list[StagePlan] = []
     described = (
@@ -179,9 +182,22 @@ def planned_generation(
                 counted(prompt.name, [ask.plan(**summary_call(cfg, described, c)) for c in range(calls)])
             )
     if "persona" in generators:
-        description = cfg.description_max_tokens + (
-            count_tokens(cfg.corpus_description) if cfg.corpus_description else 0
-        )
+        if cfg.corpus_description:
+            description = count_tokens(cfg.corpus_description)
+        else:
+            description = description_max_tokens(cfg.corpus_description_words)
+            if documents is None:
+                prompt = load_prompt("questions_corpus_description")
+                tokens = frame_tokens(prompt) + cfg.corpus_sample_tokens
+                plans.append(projected(prompt.name, 1, tokens, description, "upper bound", "json"))
+            else:
+                request, _ = description_call(documents, cfg)
+                plans.append(
+                    counted(
+                        request["prompt_name"],
+                        [QuestionAsker(llm, "persona", cfg.temperature).plan(**request)],
+                    )
+                )
         k, n, m = cfg.personas, cfg.tasks_per_persona, cfg.questions_per_task
         for name, calls, basis, per_reply in (
             ("questions_personas", 1, "exact", k),

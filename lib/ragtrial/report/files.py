@@ -49,11 +49,33 @@ def write_json(path: Path, data: Any) -> Path:
     return write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
+# A spreadsheet runs a cell starting with one of these as a formula (`=HYPERLINK(...)`, `+cmd|...`):
+# text from a model or an imported file must not become one (OWASP's CSV injection advice).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with every text cell that a spreadsheet would run as a formula prefixed with `'`
+    (shown as text); numbers and other cells are left as they are.
+    """
+
+    def cell(value: Any) -> Any:
+        return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+    text_columns = [name for name in frame.columns if pd.api.types.is_string_dtype(frame[name].dtype)]
+    return (
+        frame.assign(**{str(name): frame[name].map(cell) for name in text_columns}) if text_columns else frame
+    )
+
+
 def write_table(path: Path, frame: pd.DataFrame) -> Path:
-    """Parquet for `.parquet` paths, CSV otherwise."""
+    """Parquet for `.parquet` paths (the text as it is), CSV otherwise (formula text neutralised:
+    `spreadsheet_safe`).
+    """
     if Path(path).suffix == ".parquet":
         return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
-    return atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
+    safe = spreadsheet_safe(frame)
+    return atomic_write(path, lambda tmp: safe.to_csv(tmp, index=False))
 
 
 def saved_table_path(run_dir: Path, name: str) -> Path:

@@ -435,24 +435,24 @@ def position_bias_plot(positions: pd.DataFrame) -> Any:
 
 
 def length_bias_plot(length_bins: pd.DataFrame) -> Any:
-    """Notebook 06: per bin of the word gap between two answers, how often the longer one wins, each
-    point labelled with its number of verdicts.
+    """Notebook 06 (the paper's Fig. 6): per bin of the token gap between two answers, how often the
+    longer one wins the position-exchanged verdicts with a winner, each point labelled with their number.
     """
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
-    ax.plot(length_bins["mean_gap"], length_bins["longer_win_rate"], "-o")
+    ax.plot(length_bins["mean_gap_tokens"], length_bins["longer_win_rate"], "-o")
     ax.axhline(0.5, color="grey", ls=":", lw=1)
     ax.set(
-        xlabel="word gap between the answers",
+        xlabel="token gap between the answers",
         ylabel="longer answer wins (share)",
         ylim=(-0.05, 1.05),
-        title="length bias (classic, both orders)",
+        title="length bias (classic verdicts, exchanged over both orders)",
     )
     ax.margins(x=0.1)
     label_points(
         ax,
-        length_bins["mean_gap"],
+        length_bins["mean_gap_tokens"],
         length_bins["longer_win_rate"],
         [f"n={n}" for n in length_bins["verdicts"]],
     )

@@ -36,7 +36,7 @@ from ragtrial.evaluation.calibration.model import (
 )
 from ragtrial.evaluation.judge.aggregate import classic_summary, unbiased_summary
 from ragtrial.evaluation.judge.answers import AnswerSet, MethodRun
-from ragtrial.evaluation.judge.audits import length_bias, sanity_table
+from ragtrial.evaluation.judge.audits import length_verdicts, sanity_table
 from ragtrial.evaluation.judge.pairs import make_pairs
 from ragtrial.evaluation.judge.pipeline import JudgeDesign, JudgeRun, run_judge_pipeline
 from ragtrial.evaluation.judge.protocols import CLASSIC_OUTCOME, POSITIONS, Judgments
@@ -191,7 +191,7 @@ def simulate_audit(
     length_sd_words: float = 20.0,
 ) -> dict[str, pd.DataFrame]:
     """Notebook 06's audit of a simulated judge, through the same calls: one method's two runs, the
-    classic protocol in both orders on the answers as generated (`length_bias` of them), length
+    classic protocol in both orders on the answers as generated (`length_verdicts` of them), length
     alignment and the unbiased protocol at `judge.trials` x `judge.repeats`. Returns the tables 06
     saves that `fit.fit_judge` reads.
     """
@@ -200,11 +200,10 @@ def simulate_audit(
     llm = simulated_llm(SimulatedJudge(model, world.answers, seed, repeats=judge.repeats))
     judged = world.judge(llm, judge.model_copy(update={"aspects": list(model.aspects)}), POSITIONS)
     assert judged.classic is not None  # the classic protocol ran, in POSITIONS
-    verdicts, _ = length_bias(judged.pairs, judged.classic)
     return {
         "unbiased_judgments": judged.unbiased.judgments,
         "classic_judgments": judged.classic.judgments,
-        "length_verdicts": verdicts,
+        "length_verdicts": length_verdicts(judged.pairs, judged.classic),
     }
 
 

@@ -1,5 +1,6 @@
-"""The judge bias audits: position (AB vs BA), length (verdicts by word gap) and the
-self-vs-self sanity check, each as a table with its interval.
+"""The judge bias audits: position (AB vs BA), length (position-exchanged verdicts by token gap, and
+each order's verdicts by word gap for the judge calibration) and the self-vs-self sanity check, each
+as a table with its interval.
 """
 
 from __future__ import annotations
@@ -11,21 +12,28 @@ import numpy as np
 import pandas as pd
 
 from ragtrial.evaluation.judge.pairs import METHOD_KEY, pair_label, word_count
-from ragtrial.evaluation.judge.protocols import Judgments
+from ragtrial.evaluation.judge.protocols import POSITIONS, Judgments
+from ragtrial.llm.tokens import count_tokens
 from ragtrial.stats import CLAIM_ALPHA, claim_supported, claim_text, detectable_from_interval
 
+# Token gaps (cl100k, as `count_tokens` counts them): Fig. 6's x axis is "the token difference between
+# the longer answer and the shorter answer" (answers of about 200 tokens; 25 tokens already matter).
 LENGTH_GAP_BINS = (0, 5, 10, 25, 50, math.inf)
 # The power at which a sanity check states the difference it could have detected (the conventional 80%).
 AUDIT_POWER = 0.8
+# What `length_bias` bins, stated in its table: Fig. 6 removes position bias by the paper's position
+# exchange of 0-5 scores; the classic judge names a winner per order instead, so an exchanged verdict
+# is the answer both orders named, and a tie when the orders disagree.
+EXCHANGED_CLASSIC_VERDICTS = (
+    "classic overall winner in both orders, exchanged per question: the answer both orders named, a tie "
+    "when they disagree (Fig. 6 exchanges the unbiased protocol's 0-5 scores)"
+)
 
 
-def length_bias(
-    pairs: pd.DataFrame, run: Judgments, bins: Sequence[float] = LENGTH_GAP_BINS, aspect: str = "overall"
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Did the longer answer win, as a function of the word gap (the paper's Fig. 6)? Judged on
-    unaligned pairs in both orders, so position bias averages out. Returns one row per verdict
-    (pairs of equal length have no longer answer, and ties no winner: both are left out) and the
-    win rate per gap bin.
+def length_verdicts(pairs: pd.DataFrame, run: Judgments, aspect: str = "overall") -> pd.DataFrame:
+    """One row per classic verdict in each order on the unaligned pairs, with the word gap and whether
+    the longer answer won (pairs of equal length have no longer answer, and ties no winner: both are
+    left out). The judge calibration fits its length bias per word on these (`calibration.fit`).
     """
     words = pairs.assign(words_a=pairs["text_a"].map(word_count), words_b=pairs["text_b"].map(word_count))
     verdicts = run.judgments[run.judgments["aspect"] == aspect].merge(
@@ -35,17 +43,68 @@ def length_bias(
     verdicts = verdicts.assign(gap=gap.abs(), longer=np.where(gap > 0, "a", "b"))[
         (gap != 0) & (verdicts["winner"] != "tie")
     ]
-    verdicts["longer_won"] = verdicts["winner"] == verdicts["longer"]
-    verdicts["gap_bin"] = pd.cut(verdicts["gap"], list(bins), right=False).astype(str)
+    return verdicts.assign(longer_won=verdicts["winner"] == verdicts["longer"])
+
+
+def position_exchanged_verdicts(run: Judgments, aspect: str = "overall") -> pd.DataFrame:
+    """Per (pair, trial, repeat, question) judged by the classic protocol in both orders: the winner
+    with position bias removed ('a' or 'b' when both orders named it, else 'tie': each answer's wins
+    over the two orders compared, as the paper compares its scores averaged over the two orders).
+    A question judged in one order only has nothing to exchange and is left out.
+    """
+    keys = [*METHOD_KEY, "trial", "repeat", "question_id"]
+    judged = run.judgments[run.judgments["aspect"] == aspect]
+    counts = judged.assign(
+        a_wins=judged["winner"] == "a", b_wins=judged["winner"] == "b", orders=judged["position"]
+    )
+    per_question = (
+        counts.groupby(keys, sort=False)
+        .agg(a_wins=("a_wins", "sum"), b_wins=("b_wins", "sum"), orders=("orders", "nunique"))
+        .reset_index()
+    )
+    both = per_question[per_question["orders"] == len(POSITIONS)]
+    winner = np.select([both["a_wins"] > both["b_wins"], both["a_wins"] < both["b_wins"]], ["a", "b"], "tie")
+    return both[keys].assign(winner=winner)
+
+
+def length_bias(
+    pairs: pd.DataFrame, run: Judgments, bins: Sequence[float] = LENGTH_GAP_BINS, aspect: str = "overall"
+) -> pd.DataFrame:
+    """Did the longer answer win, as a function of the token gap (the paper's Fig. 6)? The classic
+    verdicts on the unaligned pairs in both orders, exchanged per question (`position_exchanged_verdicts`)
+    so position bias is removed as in Fig. 6; pairs of equal token length have no longer answer. Per
+    gap bin: the exchanged verdicts with a winner, the ties (both left out of the rate), the longer
+    answer's win rate among the verdicts with a winner (0.5 without length bias), the mean gap in
+    tokens, and what the verdicts are (`EXCHANGED_CLASSIC_VERDICTS`).
+    """
+    tokens = pairs.assign(
+        tokens_a=pairs["text_a"].map(count_tokens), tokens_b=pairs["text_b"].map(count_tokens)
+    )
+    verdicts = position_exchanged_verdicts(run, aspect).merge(
+        tokens[[*METHOD_KEY, "question_id", "tokens_a", "tokens_b"]], on=[*METHOD_KEY, "question_id"]
+    )
+    gap = verdicts["tokens_a"] - verdicts["tokens_b"]
+    verdicts = verdicts.assign(gap=gap.abs(), longer=np.where(gap > 0, "a", "b"))[gap != 0]
+    verdicts = verdicts.assign(
+        decided=verdicts["winner"] != "tie",
+        tied=verdicts["winner"] == "tie",
+        longer_won=verdicts["winner"] == verdicts["longer"],
+        gap_bin=pd.cut(verdicts["gap"], list(bins), right=False).astype(str),
+    )
     binned = (
         verdicts.groupby("gap_bin", sort=False, observed=True)
         .agg(
-            verdicts=("longer_won", "size"), longer_win_rate=("longer_won", "mean"), mean_gap=("gap", "mean")
+            verdicts=("decided", "sum"),
+            ties=("tied", "sum"),
+            longer_wins=("longer_won", "sum"),
+            mean_gap_tokens=("gap", "mean"),
         )
         .reset_index()
-        .sort_values("mean_gap")
+        .sort_values("mean_gap_tokens")
     )
-    return verdicts, binned
+    rate = binned["longer_wins"] / binned["verdicts"].where(binned["verdicts"] > 0)
+    columns = ["gap_bin", "verdicts", "ties", "longer_win_rate", "mean_gap_tokens", "verdicts_from"]
+    return binned.assign(longer_win_rate=rate, verdicts_from=EXCHANGED_CLASSIC_VERDICTS)[columns]
 
 
 # ---------------------------------------------------------------- audits and what they support

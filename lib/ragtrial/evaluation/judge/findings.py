@@ -21,6 +21,7 @@ from ragtrial.evaluation.judge.aggregate import ALIGNMENT_OUTCOMES, alignment_su
 from ragtrial.evaluation.judge.pairs import METHOD_KEY
 from ragtrial.evaluation.judge.pipeline import JudgeRun
 from ragtrial.evaluation.run_findings import answer_length_findings
+from ragtrial.prompts import load_prompt
 from ragtrial.stats import box_stats
 
 RUN_SETTINGS = "run.json"
@@ -142,16 +143,33 @@ def position_findings(position_audit: pd.DataFrame) -> list[Finding]:
 
 
 def length_findings(length_bins: pd.DataFrame) -> list[Finding]:
-    """The classic verdicts with a word gap and the longer answer's win rate over all of them (the
-    bins' rates weighted by their verdicts), beside the rate without length bias; none without a gap.
+    """Fig. 6's audit over all token-gap bins (`audits.length_bias`): the position-exchanged verdicts
+    with a winner and the ties, the longer answer's win rate among the former (the bins' wins over
+    their verdicts), beside the rate without length bias; none without a token gap.
     """
     if length_bins.empty:
         return []
     verdicts = int(length_bins["verdicts"].sum())
-    won = float((length_bins["longer_win_rate"] * length_bins["verdicts"]).sum() / verdicts)
+    wins = float((length_bins["longer_win_rate"].fillna(0) * length_bins["verdicts"]).sum())
     return [
-        Finding("length_verdicts", "classic verdicts with a word gap", verdicts, "length_bias"),
-        Finding("longer_win_rate", "share of them the longer answer won", won, "length_bias"),
+        Finding(
+            "length_verdicts",
+            "position-exchanged classic verdicts with a token gap and a winner",
+            verdicts,
+            "length_bias",
+        ),
+        Finding(
+            "length_ties",
+            "position-exchanged verdicts with a token gap and a tie",
+            int(length_bins["ties"].sum()),
+            "length_bias",
+        ),
+        Finding(
+            "longer_win_rate",
+            "share of them the longer answer won",
+            wins / verdicts if verdicts else np.nan,
+            "length_bias",
+        ),
         Finding("no_bias_longer_win_rate", "the longer answer's win rate without length bias", 0.5, NO_BIAS),
     ]
 
@@ -203,9 +221,34 @@ def missing_answers_finding(run: JudgeRun) -> Finding:
 
 
 def run_findings(run: JudgeRun) -> list[Finding]:
-    """A judge run's alignment, what its trials re-ran and its judge calls."""
+    """A judge run's alignment, what its trials re-ran, its rubrics' wording and its judge calls."""
     alignment = alignment_findings(run.alignment_log, run.settings.tolerance_words)
-    return alignment + trial_scope_findings(run) + judge_call_findings(run.judge_failures, run.costs)
+    return [
+        *alignment,
+        *trial_scope_findings(run),
+        *rubric_findings(run),
+        *judge_call_findings(run.judge_failures, run.costs),
+    ]
+
+
+def rubric_findings(run: JudgeRun) -> list[Finding]:
+    """Per aspect the unbiased protocol scored (none when it did not run): whether its rubric is the
+    seed paper's wording (seed 000 prints the Directness criteria alone, Table I) or the kit's own,
+    from the rubric prompt file's `wording:` header.
+    """
+    if not run.design.unbiased:
+        return []
+    rubrics = [load_prompt(f"judge_rubric_{aspect}") for aspect in run.settings.aspects]
+    return [
+        Finding(
+            "rubric_wording",
+            "1 when the rubric is the paper's wording, 0 when the kit's own",
+            float(rubric.wording == "paper"),
+            f"prompt {rubric.tag}",
+            subject=rubric.name.removeprefix("judge_rubric_"),
+        )
+        for rubric in rubrics
+    ]
 
 
 def trial_scope_findings(run: JudgeRun) -> list[Finding]:
@@ -338,6 +381,9 @@ def upstream_findings(
             ),
         ]
     rows += unbiased_pairs_findings(run.unbiased_result.summary)
-    return (
-        rows + alignment_findings(run.alignment_log, run.settings.tolerance_words) + trial_scope_findings(run)
-    )
+    return [
+        *rows,
+        *alignment_findings(run.alignment_log, run.settings.tolerance_words),
+        *trial_scope_findings(run),
+        *rubric_findings(run),
+    ]

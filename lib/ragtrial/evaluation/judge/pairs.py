@@ -2,9 +2,10 @@
 
 Pairs: (question_id, question, question_type, method_a, replicate_a, text_a, method_b,
 replicate_b, text_b); a method is identified by (method, replicate), so a method can be paired
-with itself. The shorter answer is regenerated with the longer one's length added to its answer
-prompt (up to R times); then the model is asked to append the missing words; a pair still apart by
-more than the tolerance is discarded and counted.
+with itself. The answer shorter as generated is regenerated with the longer one's length added to
+its answer prompt (up to R times, the longer answer left as it is); then the model is asked to
+append the missing words to it; a pair still apart by more than the tolerance is discarded and
+counted.
 """
 
 from __future__ import annotations
@@ -154,29 +155,30 @@ def _align_pair(
         "forced": False,
         "error": "",
     }
-    requested: dict[str, int] = {}
+    # The paper adjusts "the shorter answer to match the length of the longer": the answer shorter as
+    # generated is the one rewritten (and appended to), toward the longer one's length, even after a
+    # rewrite overshoots it; the longer answer is never rewritten. Only when the shorter one cannot be
+    # written again (imported, upstream) is the longer one rewritten to its length instead.
+    side, other = _shorter_first(text)
     fixed: set[str] = set()  # sides whose answer cannot be regenerated (imported answers)
+    missed = 0  # how far the last request missed: the next one asks past the target by as much
     try:
         while _gap(text) > tolerance and log["regenerations"] < max_attempts:
-            short, long = _shorter_first(text)
-            # The shorter answer is regenerated; when it is fixed, the other one is, to its length.
-            side, other = (short, long) if short not in fixed else (long, short)
-            if side in fixed:
-                break
-            # Ask past the target by as much as the last request for this side missed it.
-            missed = requested[side] - word_count(text[side]) if side in requested else 0
-            requested[side] = max(1, word_count(text[other]) + missed)
+            requested = max(1, word_count(text[other]) + missed)
             try:
-                text[side] = regenerate(pair.question_id, *method[side], requested[side])
+                text[side] = regenerate(pair.question_id, *method[side], requested)
             except CannotRegenerate:
                 fixed.add(side)
+                if other in fixed:
+                    break
+                side, other, missed = other, side, 0
                 continue
+            missed = requested - word_count(text[side])
             log["regenerations"] += 1
-        short, _ = _shorter_first(text)
-        if _gap(text) > tolerance and short not in fixed:
+        if _gap(text) > tolerance and side not in fixed and word_count(text[side]) < word_count(text[other]):
             log["forced"] = True
-            added = append(pair.question, text[short], _gap(text), method[short][0])
-            text[short] = f"{text[short].rstrip()} {added.strip()}".strip()
+            added = append(pair.question, text[side], _gap(text), method[side][0])
+            text[side] = f"{text[side].rstrip()} {added.strip()}".strip()
     except LLMError as err:
         log["error"] = f"{err.kind}: {err}"
     status = (
@@ -202,11 +204,12 @@ def align_lengths(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Generate-adjust length alignment. Returns the aligned pairs and a log with one row per pair.
 
-    Each attempt regenerates the currently shorter answer, asking for the longer one's length
-    corrected by how far the previous request for that answer missed (so repeated attempts are
-    different requests, even for a deterministic model). After `max_attempts` the model is asked
-    to append the missing words (forced alignment). Pairs still apart by more than `tolerance`
-    words are `discarded`; pairs whose regeneration or append call failed are `failed`.
+    Each attempt regenerates the answer that was shorter as generated (never the longer one, even
+    after a rewrite overshot it), asking for the longer one's length corrected by how far the
+    previous request missed (so repeated attempts are different requests, even for a deterministic
+    model). After `max_attempts` the model is asked to append the missing words to it when it is
+    still the shorter (forced alignment). Pairs still apart by more than `tolerance` words are
+    `discarded`; pairs whose regeneration or append call failed are `failed`.
 
     With `llm` (the client `regenerate` and `append` call), the pairs are aligned concurrently up
     to `llm.concurrency`; one pair's attempts stay in sequence, each depends on the one before.

@@ -17,6 +17,7 @@ from ragtrial.evaluation.retrieval_benchmark import (
     best_graph_comparisons,
 )
 from ragtrial.report.markdown import escape_markdown
+from ragtrial.report.narrative.answer_entities import answer_entities_paragraph
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 from ragtrial.report.narrative.wording import signed_interval
 from ragtrial.stats import claim_text
@@ -36,6 +37,7 @@ def narrate(tables: SavedTables) -> Narration:
     reproduction = tables.get("reproduction")
     if reproduction is not None and not reproduction.empty:
         paragraphs.append(_reproduction_paragraph(reproduction))
+    paragraphs.append(answer_entities_paragraph(tables))
     return Narration(_headline(dataset, comparisons, chosen), "\n\n".join(p for p in paragraphs if p))
 
 

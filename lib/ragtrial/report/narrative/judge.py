@@ -47,6 +47,26 @@ def failed_answers_note(findings: pd.DataFrame) -> str:
     return f"{failed} answer(s) failed (see the answer failures table); their pairs are not judged."
 
 
+def length_sentence(findings: pd.DataFrame) -> str:
+    """Notebook 06's length audit (Fig. 6): the longer answer's win rate by token gap, on the classic
+    verdicts exchanged over both orders (the table's `verdicts_from` says so too), ties counted apart.
+    """
+    verdicts, ties = int(_value(findings, "length_verdicts")), int(_value(findings, "length_ties"))
+    how = (
+        "**Length** (by token gap, as the paper measures length bias, on the classic protocol's verdicts "
+        "with position bias removed: per question, the answer both orders named, a tie when they "
+        "disagreed; the paper exchanges its rubric scores instead)"
+    )
+    if not verdicts:
+        return f"{how}: all {ties} verdicts on answers of different lengths were ties, so no answer won."
+    return (
+        f"{how}: over {verdicts} verdicts with a winner ({ties} ties left out), the longer answer won "
+        f"{_pct(_value(findings, 'longer_win_rate'))} (about "
+        f"{_pct(_value(findings, 'no_bias_longer_win_rate'))} without length bias); per gap bin in the "
+        "table above."
+    )
+
+
 ORDER_NAMES = {"AB": "A shown first", "BA": "B shown first"}
 
 
@@ -103,6 +123,26 @@ def detectable_clause(r: Any) -> str:
         f"on {r.questions} questions it detects a relative win rate of ±{r.detectable_difference:.2f} "
         f"{power}, so a smaller bias could go unseen"
     )
+
+
+def rubric_sentence(findings: pd.DataFrame) -> str:
+    """Whose wording the unbiased protocol's rubrics are (`rubric_wording`): the paper prints the
+    criteria of Directness alone (seed 000, Table I); empty when the unbiased protocol did not run.
+    """
+    rubrics = statements(findings, "rubric_wording")
+    if rubrics.empty:
+        return ""
+    paper = [r.subject for r in rubrics.itertuples(index=False) if r.value == 1]
+    kit = [r.subject for r in rubrics.itertuples(index=False) if r.value == 0]
+    parts = []
+    if paper:
+        parts.append(f"{', '.join(paper)} {'is' if len(paper) == 1 else 'are'} the paper's wording")
+    if kit:
+        parts.append(
+            f"{', '.join(kit)} {'is' if len(kit) == 1 else 'are'} the kit's own wording, as the paper "
+            "prints the criteria of Directness alone (seed 000, Table I)"
+        )
+    return "**Rubrics** of the unbiased protocol: " + "; ".join(parts) + "."
 
 
 def alignment_sentence(findings: pd.DataFrame) -> str:
@@ -196,15 +236,11 @@ def audit_findings(sanity: pd.DataFrame, positions: pd.DataFrame, findings: pd.D
         )
     if not _states(findings, "length_verdicts"):
         lines.append(
-            "**Length**: no pair had answers of different lengths, so length bias could not be measured."
+            "**Length**: no pair had answers of different token lengths judged in both orders, so length "
+            "bias could not be measured."
         )
     else:
-        lines.append(
-            f"**Length**: over {int(_value(findings, 'length_verdicts'))} classic verdicts with a word gap, "
-            f"the longer answer won {_pct(_value(findings, 'longer_win_rate'))} (about "
-            f"{_pct(_value(findings, 'no_bias_longer_win_rate'))} without length bias); per gap bin in the "
-            "table above."
-        )
+        lines.append(length_sentence(findings))
     if _states(findings, "trials"):
         lines.append(
             f"**Trials**: over {int(_value(findings, 'trials'))} trials the relative win rate ranged from "
@@ -212,7 +248,7 @@ def audit_findings(sanity: pd.DataFrame, positions: pd.DataFrame, findings: pd.D
             f"{_value(findings, 'trial_rwr_median'):+.2f}, quartiles {_value(findings, 'trial_rwr_q1'):+.2f} "
             f"to {_value(findings, 'trial_rwr_q3'):+.2f}): one trial could have reported any of these."
         )
-    lines += [alignment_sentence(findings), judge_failure_sentence(findings)]
+    lines += [alignment_sentence(findings), rubric_sentence(findings), judge_failure_sentence(findings)]
     lines += [EMBEDDED_NOTE] if on_embedded_model(findings) else []
     return "\n\n".join(line for line in lines if line)
 
@@ -258,7 +294,7 @@ def comparison_findings(
             + ", ".join(f"{r.subject} {_pct(r.value)}" for r in ties.itertuples(index=False))
             + "."
         )
-    lines += [alignment_sentence(findings), judge_failure_sentence(findings)]
+    lines += [alignment_sentence(findings), rubric_sentence(findings), judge_failure_sentence(findings)]
     lines += [EMBEDDED_NOTE] if on_embedded_model(findings) else []
     return "\n\n".join(line for line in lines if line)
 

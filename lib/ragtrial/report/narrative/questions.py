@@ -13,10 +13,13 @@ from ragtrial.evaluation.question_findings import (
     COMMUNITY_LEVEL,
     CONTEXT_TOKENS,
     ENTITY_FAILURES,
+    EXACT_DUPLICATES,
     GENERATION_FAILURES,
     LENGTH_CAP,
+    NEAR_DUPLICATES,
     OVER_LENGTH_CAP,
     PAPER_QUESTIONS,
+    QUESTIONS_GENERATED,
     QUESTIONS_KEPT,
     RATING_FAILURES,
     RETRIEVED_ITEMS,
@@ -60,6 +63,27 @@ def length_cap_note(findings: pd.DataFrame) -> str:
     )
 
 
+def duplicates_note(findings: pd.DataFrame) -> str:
+    """What de-duplication dropped per generator before the shares, beside the paper's question count
+    (which states no de-duplication).
+    """
+    parts = []
+    for g in statements(findings, QUESTIONS_GENERATED)["subject"]:
+        generated, exact, near, kept = (
+            stated_count(findings, s, g)
+            for s in (QUESTIONS_GENERATED, EXACT_DUPLICATES, NEAR_DUPLICATES, QUESTIONS_KEPT)
+        )
+        parts.append(
+            f"{g} {generated} generated, {exact} exact and {near} near duplicates dropped, {kept} kept"
+        )
+    return (
+        "Before any share, de-duplication dropped repeats within each generator (table duplicates): "
+        + "; ".join(parts)
+        + f". The paper counts {stated_count(findings, PAPER_QUESTIONS)} questions per generator and states "
+        "no de-duplication."
+    )
+
+
 def questions_shown_note(findings: pd.DataFrame) -> str:
     """The line above notebook 02's sample of questions."""
     return (
@@ -79,7 +103,8 @@ def _entity_distribution_findings(tables: SavedTables) -> str:
         f"These counts come from {counted} questions on *{dataset_name}*; distinct-entity counts grow "
         f"with the number of questions, so compare them with the paper's "
         f"({stated_count(findings, PAPER_QUESTIONS)} questions per generator) only as shares and "
-        "entropy, not as raw counts."
+        "entropy, not as raw counts.",
+        duplicates_note(findings),
     ]
     if answered_by_embedded_model(findings):
         notes.append(
@@ -116,7 +141,8 @@ def _relevance_findings(tables: SavedTables) -> str:
     notes = [
         f"Retriever `{quoted_name(names, 'questions.relevance.retriever')}` (top "
         f"{stated_count(findings, RETRIEVED_ITEMS)}, {stated_count(findings, CONTEXT_TOKENS)} context "
-        f"tokens) on *{quoted_name(names, 'data set')}*."
+        f"tokens) on *{quoted_name(names, 'data set')}*.",
+        duplicates_note(findings),
     ]
     if answered_by_embedded_model(findings):
         notes.append(

@@ -14,6 +14,7 @@ import pandas as pd
 from ragtrial.evaluation.answer_metrics import reported_metrics
 from ragtrial.evaluation.findings import answered_by_embedded_model, stated, statements
 from ragtrial.evaluation.task_findings import on_all_questions
+from ragtrial.report.narrative.answer_entities import answer_entities_paragraph
 from ragtrial.report.narrative.common import embedded_disclaimer, failure_sentence
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 from ragtrial.stats import claim_supported, claim_text
@@ -31,7 +32,11 @@ def narrate_qa(tables: SavedTables) -> Narration:
     across = variation_lines(
         tables.get("paired_across_runs", pd.DataFrame()), tables.get("variations", pd.DataFrame()), stated
     )
-    return Narration(narration.headline, narration.findings + route_line(tables) + across)
+    entities = answer_entities_paragraph(tables)
+    return Narration(
+        narration.headline,
+        narration.findings + route_line(tables) + (f"\n\n{entities}" if entities else "") + across,
+    )
 
 
 def variation_lines(across: pd.DataFrame, variations: pd.DataFrame, metrics: Sequence[str]) -> str:

@@ -12,7 +12,12 @@ from ragtrial.evaluation.findings import FINDINGS_TABLE, stated
 from ragtrial.evaluation.upstream import ID_KINDS
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative.common import embedded_disclaimer
-from ragtrial.report.narrative.judge import alignment_sentence, on_embedded_model, unbiased_pair_sentences
+from ragtrial.report.narrative.judge import (
+    alignment_sentence,
+    on_embedded_model,
+    rubric_sentence,
+    unbiased_pair_sentences,
+)
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
 from ragtrial.stats import claim_supported
 
@@ -109,5 +114,10 @@ def narrate(tables: SavedTables) -> Narration:
     """Notebook 11's headline and findings, from its saved tables."""
     summary, judged = saved(tables, "side_by_side_summary"), saved(tables, "unbiased_summary")
     findings = saved(tables, FINDINGS_TABLE)
-    text = side_by_side_sentences(summary, judged, findings) + "\n\n" + alignment_sentence(findings)
+    parts = [
+        side_by_side_sentences(summary, judged, findings),
+        alignment_sentence(findings),
+        rubric_sentence(findings),
+    ]
+    text = "\n\n".join(part for part in parts if part)
     return Narration(upstream_headline(summary, judged), text)
