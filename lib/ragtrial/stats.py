@@ -118,10 +118,8 @@ def unpaired_bootstrap_diff(
     """
     x, y = _values(a, nonempty=True), _values(b, nonempty=True)
     rng = np.random.default_rng(seed)
-    diffs = (
-        x[rng.integers(0, x.size, size=(n_resamples, x.size))].mean(axis=1)
-        - y[rng.integers(0, y.size, size=(n_resamples, y.size))].mean(axis=1)
-    )
+    x_means = x[rng.integers(0, x.size, size=(n_resamples, x.size))].mean(axis=1)
+    diffs = x_means - y[rng.integers(0, y.size, size=(n_resamples, y.size))].mean(axis=1)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(diffs, [tail, 1.0 - tail])
     return Interval(float(x.mean() - y.mean()), float(low), float(high), int(min(x.size, y.size)))

@@ -197,6 +197,20 @@ def _own_batch(own_run_dir: Path | None) -> list[str]:
     return list((own.record.get("batch") or {}).get("run_ids", []))
 
 
+def batch_runs_of(outputs: Path, own_run_dir: Path | None, notebook: str) -> list[str]:
+    """The completed runs of `notebook` in the batch the own run belongs to (a grid's points), in batch
+    order ([] outside a batch).
+    """
+    found = []
+    for run_id in _own_batch(own_run_dir):
+        if not run_id.startswith(f"{notebook}-") or not (Path(outputs) / run_id / "run.json").is_file():
+            continue
+        record = read_run_record(run_folder(outputs, run_id)).record or {}
+        if record.get("status") == "completed":
+            found.append(run_id)
+    return found
+
+
 def combine_runs(
     outputs: Path, settings: Settings, notebooks: list[str], run_ids: list[str], own_run_dir: Path | None
 ) -> CombinedRuns:
