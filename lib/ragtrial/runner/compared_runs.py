@@ -21,12 +21,19 @@ from typing import Any
 import pandas as pd
 
 from ragtrial.config.base import ParamsError
-from ragtrial.evaluation.run_comparison import FLIP_COLUMNS, comparison_rows, flipped_questions, with_claims
+from ragtrial.config.compare import CompareSettings
+from ragtrial.evaluation.run_comparison import (
+    COMPARISON_COLUMNS,
+    FLIP_COLUMNS,
+    comparison_rows,
+    flipped_questions,
+    with_claims,
+)
 from ragtrial.evaluation.verdict_measures import MEASURES, MissingTable, observations
 from ragtrial.llm.ledger import read_ledger
 from ragtrial.report.files import read_saved_table
 from ragtrial.report.index_page import RunRecord, data_set_label, matching_run, read_run_record
-from ragtrial.runner.combined_runs import identity, settings_difference
+from ragtrial.runner.combined_runs import batch_runs_of, identity, settings_difference
 from ragtrial.runner.execute import LEDGER_FILE
 from ragtrial.stats import latency_summary
 
@@ -257,4 +264,22 @@ def compare_runs(
         comparisons=with_claims(pd.concat(compared, ignore_index=True), alpha),
         flips=pd.concat(flips, ignore_index=True) if flips else pd.DataFrame(columns=FLIP_COLUMNS),
         costs=pd.DataFrame(costs, columns=COST_COLUMNS),
+    )
+
+
+def runs_to_compare(outputs: Path, settings: CompareSettings, own_run_dir: Path | None) -> list[str]:
+    """The runs notebook 14 compares: those `compare.runs` names, else the completed runs of
+    `compare.notebook` in its own batch (a grid's points), in batch order.
+    """
+    return list(settings.runs) or batch_runs_of(outputs, own_run_dir, settings.notebook)
+
+
+def no_comparison() -> RunComparison:
+    """The tables of a comparison with fewer than two runs: empty, with their columns."""
+    return RunComparison(
+        runs=pd.DataFrame(columns=RUN_COLUMNS),
+        settings=pd.DataFrame(columns=DIFFERENCE_COLUMNS),
+        comparisons=pd.DataFrame(columns=COMPARISON_COLUMNS),
+        flips=pd.DataFrame(columns=FLIP_COLUMNS),
+        costs=pd.DataFrame(columns=COST_COLUMNS),
     )

@@ -59,9 +59,13 @@ def _pair_section(first: str, second: str, tables: SavedTables) -> list[str]:
     )
     lines.append(
         f"Of {compared:.0f} differences (measure x method), {supported:.0f} are findings under the claim "
-        "rule (the interval excludes zero and the Holm-adjusted test rejects):"
+        "rule (the interval excludes zero and the Holm-adjusted test rejects), the rows that are:"
     )
-    lines += [_difference_line(row) for _, row in rows.sort_values("supported", ascending=False).iterrows()]
+    lines += [_difference_line(row) for _, row in rows[rows["supported"].astype(bool)].iterrows()] or [
+        "- none"
+    ]
+    if supported < compared:
+        lines.append("The others say **no claim**: table `run_comparisons` holds every row.")
     flips = saved(tables, "flipped_questions")
     flips = flips[(flips["first_run"] == first) & (flips["second_run"] == second)]
     for way in (RIGHT_TO_WRONG, WRONG_TO_RIGHT):
