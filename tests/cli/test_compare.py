@@ -28,8 +28,12 @@ def test_compare_prints_the_settings_diff_and_paired_deltas_and_refuses_other_qu
     monkeypatch.chdir(PROJECT_ROOT)
     scripted.default_reply = cited_answer_reply
     base = endpoint_settings(scripted.base_url, tmp_path, index={"graph_source": "nlp"}, qa=QA)
-    (first,) = run_default_notebooks(deep_merge(base, {"retrieval": {"k": 2}}), tmp_path, "04_rag_vs_graphrag_qa")
-    (second,) = run_default_notebooks(deep_merge(base, {"retrieval": {"k": 5}}), tmp_path, "04_rag_vs_graphrag_qa")
+    (first,) = run_default_notebooks(
+        deep_merge(base, {"retrieval": {"k": 2}}), tmp_path, "04_rag_vs_graphrag_qa"
+    )
+    (second,) = run_default_notebooks(
+        deep_merge(base, {"retrieval": {"k": 5}}), tmp_path, "04_rag_vs_graphrag_qa"
+    )
     outputs = tmp_path / "out"
     capsys.readouterr()
 
@@ -46,18 +50,23 @@ def test_compare_prints_the_settings_diff_and_paired_deltas_and_refuses_other_qu
     assert differing[["key", "first_value", "second_value"]].values.tolist() == [["retrieval.k", "2", "5"]]
     comparisons = pd.read_parquet(tables / "run_comparisons.parquet")
     assert set(comparisons["method"]) == {"naive_rag", "bm25"}
-    assert (comparisons["first_run"] == first.run_id).all() and (comparisons["second_run"] == second.run_id).all()
+    assert (comparisons["first_run"] == first.run_id).all() and (
+        comparisons["second_run"] == second.run_id
+    ).all()
     assert (comparisons["pairing"] == "paired").all()
     # the deltas are those of the runs' own saved scores, paired question by question
     ours = pd.read_parquet(first.run_dir / "tables" / "scores.parquet").set_index(["question_id", "method"])
-    theirs = pd.read_parquet(second.run_dir / "tables" / "scores.parquet").set_index(["question_id", "method"])
+    theirs = pd.read_parquet(second.run_dir / "tables" / "scores.parquet").set_index(
+        ["question_id", "method"]
+    )
     f1 = comparisons[(comparisons["measure"] == "qa_f1") & (comparisons["method"] == "bm25")].iloc[0]
     both = (theirs["f1"] - ours["f1"]).xs("bm25", level="method").dropna()
     assert f1["n"] == len(both) and f1["mean_diff"] == pytest.approx(both.mean())
     costs = pd.read_parquet(tables / "cost_deltas.parquet").set_index("quantity")
-    assert costs.loc["prompt_tokens", "first"] == json.loads((first.run_dir / "run.json").read_text())["ledger"][
-        "prompt_tokens"
-    ]
+    assert (
+        costs.loc["prompt_tokens", "first"]
+        == json.loads((first.run_dir / "run.json").read_text())["ledger"]["prompt_tokens"]
+    )
     assert (compare_run / "report.html").is_file()
     assert_narrated_from_saved_tables(compare_run)
 

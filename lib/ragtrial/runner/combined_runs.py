@@ -24,8 +24,9 @@ import pandas as pd
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.notebooks import real_evidence_notebooks
-from ragtrial.config.settings import Settings
+from ragtrial.config.settings import Settings, validate_settings
 from ragtrial.evaluation.cross_run import paired_across_runs, question_set_difference
+from ragtrial.evaluation.verdict import VerdictInputs
 from ragtrial.report.files import read_saved_table, saved_table_path
 from ragtrial.report.index_page import RunRecord, read_run_record, run_records
 from ragtrial.runner.checks import run_folder
@@ -102,15 +103,18 @@ class CombinedRuns:
     points: dict[str, RunRecord] = field(default_factory=dict)
     grid_notebook: str = ""
 
-    def at_points(self) -> list[tuple[str, CombinedRuns]]:
-        """Per grid point (none without a grid), the combination with that point's run of the grid's
-        notebook and the others' runs as they are.
+    def inputs(self) -> VerdictInputs:
+        """What the verdict reads of this combination: its tables, notebooks and validated settings."""
+        return VerdictInputs(
+            self.table, set(self.chosen), lambda nb: validate_settings(self.settings(nb), f"run {nb}")
+        )
+
+    def point_inputs(self) -> list[tuple[str, str, VerdictInputs]]:
+        """Per grid point (none without a grid): its name, its run id and the combination with that
+        point's run of the grid's notebook and the others' runs as they are.
         """
         return [
-            (
-                name,
-                replace(self, chosen={**self.chosen, self.grid_notebook: run}, points={}, grid_notebook=""),
-            )
+            (name, run.run_dir.name, replace(self, chosen={**self.chosen, self.grid_notebook: run}).inputs())
             for name, run in self.points.items()
         ]
 
@@ -340,7 +344,11 @@ def combine_runs(
             grid = (notebook, grid_points(in_batch), BATCH_POINT)
             chosen[notebook] = (in_batch[0], BATCH_POINT)
             skipped += [
-                (run.run_dir.name, notebook, "not chosen: this batch's grid points are")
+                (
+                    run.run_dir.name,
+                    notebook,
+                    "not chosen: this batch's runs of it are a grid, read point by point",
+                )
                 for run in runs
                 if run not in in_batch
             ]

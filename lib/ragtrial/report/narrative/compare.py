@@ -57,15 +57,20 @@ def _pair_section(first: str, second: str, tables: SavedTables) -> list[str]:
         stated(findings, COMPARED, pair)["value"],
         stated(findings, SUPPORTED, pair)["value"],
     )
-    lines.append(
-        f"Of {compared:.0f} differences (measure x method), {supported:.0f} are findings under the claim "
-        "rule (the interval excludes zero and the Holm-adjusted test rejects), the rows that are:"
-    )
-    lines += [_difference_line(row) for _, row in rows[rows["supported"].astype(bool)].iterrows()] or [
-        "- none"
-    ]
-    if supported < compared:
-        lines.append("The others say **no claim**: table `run_comparisons` holds every row.")
+    rule = "the interval excludes zero and the Holm-adjusted test rejects"
+    if supported:
+        shown = "\n".join(_difference_line(row) for _, row in rows[rows["supported"].astype(bool)].iterrows())
+        lines.append(
+            f"Of {compared:.0f} differences (measure x method), {supported:.0f} are findings under the claim "
+            f"rule ({rule}):\n{shown}"
+        )
+        if supported < compared:
+            lines.append("The others say **no claim** (table `run_comparisons` holds every row).")
+    else:
+        lines.append(
+            f"None of the {compared:.0f} differences (measure x method) is a finding under the claim rule "
+            f"({rule}): every row says **no claim** (table `run_comparisons`)."
+        )
     flips = saved(tables, "flipped_questions")
     flips = flips[(flips["first_run"] == first) & (flips["second_run"] == second)]
     for way in (RIGHT_TO_WRONG, WRONG_TO_RIGHT):
@@ -104,10 +109,10 @@ def narrate(tables: SavedTables) -> Narration:
     first = str(runs.iloc[0]["run_id"])
     lines = [f"Each later run against the first, `{first}`, on the questions both asked."]
     for second in runs["run_id"].iloc[1:]:
-        lines += ["", *_pair_section(first, str(second), tables)]
+        lines += _pair_section(first, str(second), tables)
     supported, compared = stated(findings, SUPPORTED, "")["value"], stated(findings, COMPARED, "")["value"]
     headline = (
         f"{len(runs) - 1:.0f} run(s) against {first}: {supported:.0f} of {compared:.0f} differences are "
         "findings under the claim rule"
     )
-    return Narration(headline, "\n".join(lines))
+    return Narration(headline, "\n\n".join(lines))
