@@ -8,7 +8,7 @@ import pandas as pd
 from traceable import untraced_numbers
 
 from ragtrial.evaluation.findings import findings_table
-from ragtrial.evaluation.run_comparison import comparison_findings, compare_observations, flipped_questions
+from ragtrial.evaluation.run_comparison import compare_observations, comparison_findings, flipped_questions
 from ragtrial.report.narrative.compare import narrate
 from ragtrial.runner.compared_runs import COST_COLUMNS, DIFFERENCE_COLUMNS, RUN_COLUMNS, no_comparison
 
@@ -58,11 +58,15 @@ def test_a_supported_difference_and_the_flips_are_worded_from_the_saved_tables()
     assert "Questions right → wrong: 2: `q30`" in text and "Questions wrong → right: 30:" in text
     assert "and more (table `flipped_questions`)" in text
     assert "prompt_tokens 12,000 → 15,500" in text
-    assert narration.headline == "1 run(s) against run-a: 1 of 1 differences are findings under the claim rule"
+    assert (
+        narration.headline == "1 run(s) against run-a: 1 of 1 differences are findings under the claim rule"
+    )
     assert not untraced_numbers(text, tables) and not untraced_numbers(narration.headline, tables)
 
 
 def test_fewer_than_two_runs_are_said_so():
     empty = no_comparison()
-    tables = empty.tables() | {"findings": findings_table(comparison_findings(1, empty.comparisons, empty.flips))}
+    tables = empty.tables() | {
+        "findings": findings_table(comparison_findings(1, empty.comparisons, empty.flips))
+    }
     assert narrate(tables).headline.startswith("Fewer than two runs to compare (1 found)")

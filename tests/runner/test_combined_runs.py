@@ -243,7 +243,10 @@ def test_verdict_runs_naming_a_grids_label_reads_every_point_and_a_points_label_
 
     point = combine(tmp_path, notebooks=(QA,), run_ids=["retrieval.hub_degree_cap=20"])
     assert point.runs["run_id"].tolist() == ["04-hub"] and not point.points and point.point_inputs() == []
-    with pytest.raises(ParamsError, match="run no such label: no such run folder .*, and no run is labelled"):
+    with pytest.raises(
+        ParamsError,
+        match="run no such label: no such run folder .*, and no run the verdict reads is labelled",
+    ):
         combine(tmp_path, notebooks=(QA,), run_ids=["no such label"])
 
 

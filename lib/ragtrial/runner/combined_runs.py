@@ -165,11 +165,15 @@ def _ended(run: RunRecord) -> dt.datetime | None:
     return ended if ended.tzinfo else ended.replace(tzinfo=dt.UTC)
 
 
-def _labelled(outputs: Path, label: str, batch: list[str]) -> list[str]:
-    """The runs labelled `label` (a grid point's label, or a grid entry's own): this batch's, in batch
-    order, else every run folder's under `outputs`, in folder order.
+def _labelled(outputs: Path, label: str, batch: list[str], notebooks: list[str]) -> list[str]:
+    """The runs of `notebooks` labelled `label` (a grid point's label, or a grid entry's own): this
+    batch's, in batch order, else every run folder's under `outputs`, in folder order.
     """
-    runs = {r.run_dir.name: r for r in run_records(outputs) if r.record and r.record.get("label") == label}
+    runs = {
+        r.run_dir.name: r
+        for r in run_records(outputs)
+        if r.record and r.record.get("label") == label and r.record.get("notebook") in notebooks
+    }
     in_batch = [run_id for run_id in batch if run_id in runs]
     return in_batch or list(runs)
 
@@ -203,9 +207,11 @@ def _named(
         except ParamsError as err:
             faults.append(str(err))
             continue
-        found = [name] if run_dir.is_dir() else _labelled(outputs, name, batch)
+        found = [name] if run_dir.is_dir() else _labelled(outputs, name, batch, notebooks)
         if not found:
-            faults.append(f"run {name}: no such run folder {run_dir}, and no run is labelled {name!r}")
+            faults.append(
+                f"run {name}: no such run folder {run_dir}, and no run the verdict reads is labelled {name!r}"
+            )
             continue
         checked: dict[str, list[RunRecord]] = {}
         for run_id in found:
