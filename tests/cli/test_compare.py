@@ -82,3 +82,13 @@ def test_compare_prints_the_settings_diff_and_paired_deltas_and_refuses_other_qu
     assert error.count("\n") == 1 and "data.seed 0 vs 99" in error and "--unpaired" in error
     assert main(["compare", first.run_id, other.name, "--outputs", str(outputs), "--unpaired"]) == 0
     assert "fisher exact" in capsys.readouterr().out
+
+
+def test_notebook_14_in_a_batch_without_two_runs_to_compare_says_so(scripted, tmp_path):
+    (result,) = run_default_notebooks(
+        endpoint_settings(scripted.base_url, tmp_path), tmp_path, "14_compare_runs"
+    )
+    assert result.summary["llm_calls_live"] == 0
+    headline = (result.run_dir / "headline.txt").read_text()
+    assert headline.startswith("Fewer than two runs to compare (0 found)")
+    assert_narrated_from_saved_tables(result.run_dir)
