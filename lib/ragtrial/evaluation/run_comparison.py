@@ -70,6 +70,20 @@ def question_difference(first: pd.DataFrame, second: pd.DataFrame) -> dict[str, 
     return found
 
 
+def question_difference_text(first: pd.DataFrame, second: pd.DataFrame, names: tuple[str, str]) -> str:
+    """The first measure whose questions differ between the runs (`names`), with its question counts
+    ("" when none does).
+    """
+    differing = question_difference(first, second)
+    if not differing:
+        return ""
+    measure, (only_first, only_second, shared) = next(iter(differing.items()))
+    return (
+        f"{measure}: {only_first} questions only in {names[0]}, {only_second} only in {names[1]}, "
+        f"{shared} shared"
+    )
+
+
 def _ok(observations: pd.DataFrame) -> pd.DataFrame:
     return observations[observations["status"] == "ok"]
 
@@ -138,12 +152,8 @@ def comparison_rows(
     (`ROW_COLUMNS`, before Holm): paired on the questions both scored, or unpaired when `paired` is
     False. Raises ValueError when paired runs asked different questions (`question_difference`).
     """
-    if paired and (differing := question_difference(first, second)):
-        measure, (only_first, only_second, shared) = next(iter(differing.items()))
-        raise ValueError(
-            f"{measure}: {only_first} questions only in {names[0]}, {only_second} only in {names[1]}, "
-            f"{shared} shared"
-        )
+    if paired and (why := question_difference_text(first, second, names)):
+        raise ValueError(why)
     rows = (paired_rows if paired else unpaired_rows)(first, second, binary, n_resamples, seed)
     table = pd.DataFrame([{"first_run": names[0], "second_run": names[1]} | row for row in rows])
     return table.reindex(columns=ROW_COLUMNS)

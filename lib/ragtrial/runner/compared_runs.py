@@ -27,9 +27,10 @@ from ragtrial.evaluation.run_comparison import (
     FLIP_COLUMNS,
     comparison_rows,
     flipped_questions,
+    question_difference_text,
     with_claims,
 )
-from ragtrial.evaluation.verdict_measures import MEASURES, MissingTable, observations
+from ragtrial.evaluation.verdict_measures import MEASURES, OBSERVATION_COLUMNS, MissingTable, observations
 from ragtrial.llm.ledger import read_ledger
 from ragtrial.report.files import read_saved_table
 from ragtrial.report.index_page import RunRecord, data_set_label, matching_run, read_run_record
@@ -126,7 +127,11 @@ def run_observations(run: RunRecord) -> pd.DataFrame:
         except MissingTable:
             continue
     found = [f for f in frames if not f.empty]
-    return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=["measure", "question_id"])
+    return (
+        pd.concat(found, ignore_index=True)
+        if found
+        else pd.DataFrame(columns=["measure", *OBSERVATION_COLUMNS])
+    )
 
 
 def _shown(value: Any) -> str:
@@ -241,20 +246,20 @@ def compare_runs(
         names = (first.run_dir.name, run.run_dir.name)
         differing = settings_rows(first, run)
         differences += differing
-        if not unpaired and (keys := question_settings(differing)):
+        why = (
+            ""
+            if unpaired
+            else question_settings(differing) or question_difference_text(first_obs, obs, names)
+        )
+        if why:
             raise ParamsError(
-                f"runs {names[0]} and {names[1]} asked different questions ({keys}); {UNPAIRED_HINT}"
+                f"runs {names[0]} and {names[1]} asked different questions ({why}); {UNPAIRED_HINT}"
             )
-        try:
-            compared.append(
-                comparison_rows(
-                    first_obs, obs, binary, names, paired=not unpaired, n_resamples=n_resamples, seed=seed
-                )
+        compared.append(
+            comparison_rows(
+                first_obs, obs, binary, names, paired=not unpaired, n_resamples=n_resamples, seed=seed
             )
-        except ValueError as err:
-            raise ParamsError(
-                f"runs {names[0]} and {names[1]} asked different questions ({err}); {UNPAIRED_HINT}"
-            ) from None
+        )
         if not unpaired:  # a question id of one run need not be the same question in the other
             flips.append(flipped_questions(first_obs, obs, binary, names))
         costs += cost_rows(first, run)
