@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -139,7 +140,11 @@ def compare_command(args: argparse.Namespace) -> int:
     result = execute_run(spec, root, outputs, force=True)
     render_index(outputs)
     if result.status != "completed":
-        print(f"error: {NOTEBOOK} {result.status}: {result.error.splitlines()[0] if result.error else ''}")
+        reason = result.error.splitlines()[0] if result.error else ""
+        print(
+            f"error: {NOTEBOOK} {result.status}: {reason} ({Path(result.run_dir) / 'error.txt'})",
+            file=sys.stderr,
+        )
         return 1
     print_comparison(read_saved_tables(result.run_dir))
     print(
