@@ -85,3 +85,22 @@ def test_runs_without_a_shared_measure_have_no_rows_and_bad_targets_are_named(tm
         compare_runs(tmp_path, [f"{QA}-a", f"{QA}-aaaa"])
     with pytest.raises(ParamsError, match="give at least two runs, got 1"):
         compare_runs(tmp_path, [f"{QA}-a"])
+
+
+def test_with_three_runs_each_later_run_is_compared_with_the_first_and_holm_spans_both(tmp_path):
+    write_run(tmp_path, f"{QA}-aaaa", [0, 0, 1, 1])
+    write_run(tmp_path, f"{QA}-bbbb", [1, 1, 1, 0], settings={"retrieval.k": 8})
+    write_run(tmp_path, f"{QA}-cccc", [0, 0, 1, 1], settings={"retrieval.hops": 1})
+    compared = compare_runs(tmp_path, [f"{QA}-a", f"{QA}-b", f"{QA}-c"], n_resamples=200)
+    assert compared.runs["position"].tolist() == [1, 2, 3]
+    pairs = compared.comparisons[["first_run", "second_run"]].drop_duplicates().values.tolist()
+    assert pairs == [[f"{QA}-aaaa", f"{QA}-bbbb"], [f"{QA}-aaaa", f"{QA}-cccc"]]
+    assert dict(zip(compared.settings["second_run"], compared.settings["key"], strict=True)) == {
+        f"{QA}-bbbb": "retrieval.k",
+        f"{QA}-cccc": "retrieval.hops",
+    }
+    # one Holm family over both pairs: the smallest p is multiplied by every row of the table
+    rows = compared.comparisons
+    smallest = rows["p_value"].idxmin()
+    assert rows.loc[smallest, "p_holm"] == pytest.approx(min(1.0, rows.loc[smallest, "p_value"] * len(rows)))
+    assert set(compared.costs["second_run"]) == {f"{QA}-bbbb", f"{QA}-cccc"}
