@@ -687,3 +687,15 @@ def test_detectable_from_interval_is_the_normal_power_formula_on_the_implied_sta
     assert detectable_from_interval(0.3, 0.5, 0.05, 0.8, confidence=0.9) == pytest.approx(0.170324, abs=1e-6)
     assert math.isnan(detectable_from_interval(0.2, 0.2, 0.05, 0.8))
     assert math.isnan(detectable_from_interval(np.nan, 0.2, 0.05, 0.8))
+
+
+def test_unpaired_bootstrap_diff_resamples_each_sample_on_its_own():
+    from ragtrial.stats import unpaired_bootstrap_diff
+
+    a, b = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.0, 1.0, 1.0])
+    ci = unpaired_bootstrap_diff(a, b, n_resamples=1000, seed=5)
+    rng = np.random.default_rng(5)
+    resampled_a = a[rng.integers(0, 4, size=(1000, 4))].mean(axis=1)
+    diffs = resampled_a - b[rng.integers(0, 3, size=(1000, 3))].mean(axis=1)
+    assert (ci.mean, ci.n) == (pytest.approx(2.5 - 2 / 3), 3)
+    assert (ci.low, ci.high) == pytest.approx(tuple(np.quantile(diffs, [0.025, 0.975])))

@@ -110,6 +110,32 @@ def paired_bootstrap_diff(
     return bootstrap_mean_ci(x - y, n_resamples, confidence, seed)
 
 
+def unpaired_bootstrap_diff(
+    a: ArrayLike, b: ArrayLike, n_resamples: int = 2000, confidence: float = CONFIDENCE, seed: int = 0
+) -> Interval:
+    """Interval of mean(a) - mean(b) for two independent samples (each resampled on its own); `n` is
+    the smaller sample's size.
+    """
+    x, y = _values(a, nonempty=True), _values(b, nonempty=True)
+    rng = np.random.default_rng(seed)
+    x_means = x[rng.integers(0, x.size, size=(n_resamples, x.size))].mean(axis=1)
+    diffs = x_means - y[rng.integers(0, y.size, size=(n_resamples, y.size))].mean(axis=1)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(diffs, [tail, 1.0 - tail])
+    return Interval(float(x.mean() - y.mean()), float(low), float(high), int(min(x.size, y.size)))
+
+
+def unpaired_test(a: ArrayLike, b: ArrayLike, binary: bool) -> TestResult:
+    """Two independent samples: Fisher's exact test on 0/1 values, else the two-sided Mann-Whitney U."""
+    x, y = _values(a, nonempty=True), _values(b, nonempty=True)
+    if binary:
+        table = [[int(x.sum()), int(x.size - x.sum())], [int(y.sum()), int(y.size - y.sum())]]
+        res = stats.fisher_exact(table)
+        return TestResult(float(res.statistic), float(res.pvalue), int(x.size + y.size), "fisher exact")
+    res = stats.mannwhitneyu(x, y, alternative="two-sided")
+    return TestResult(float(res.statistic), float(res.pvalue), int(x.size + y.size), "mann-whitney u")
+
+
 def mcnemar_test(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemarResult:
     """McNemar test on paired correctness: exact binomial below 25 discordant pairs, else chi-square
     with continuity correction.

@@ -51,7 +51,7 @@ def test_a_text_folder_runs_every_notebook_that_needs_no_gold(tmp_path, capsys):
     assert list(specs) == [
         "00_backend_check", "01_build_index", "02_question_entity_distribution", "03_question_relevance",
         "06_judge_bias_audit", "07_pairwise_method_comparison", "08_claims_comprehensiveness_diversity",
-        "10_verdict", "11_upstream_systems", "12_judge_calibration",
+        "10_verdict", "11_upstream_systems", "12_judge_calibration", "14_compare_runs",
     ]  # fmt: skip
     assert specs["06_judge_bias_audit"].settings.judge.question_source == "graph"
     assert specs["07_pairwise_method_comparison"].settings.judge.question_source == "graph"

@@ -193,6 +193,7 @@ def test_linking_and_method_building_keys_live_in_one_section():
 # or another database (the response cache's and the index store's `url`, `password_env`; LightRAG's
 # graph and the Cypher store's `graph`).
 PER_SECTION_NAMES = {
+    "runs",  # the verdict's combined runs, the comparison's compared runs
     "url",
     "password_env",
     "graph",

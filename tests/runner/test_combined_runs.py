@@ -212,3 +212,56 @@ def test_an_upstream_systems_index_build_recorded_by_a_combined_run_becomes_its_
     # the methods of that system read that part and nothing of the kit's index
     assert index_parts("graphrag_local", OURS) == [("upstream:graphrag", "")]
     assert index_parts("lightrag_hku_mix", OURS) == [("upstream:lightrag", "")]
+
+
+def labelled(outputs, run_id, label, settings, batch=None):
+    run_dir = write_run(outputs, run_id, QA, settings=settings, batch=batch)
+    record = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps(record | {"label": label}))
+    return run_dir
+
+
+def test_verdict_runs_naming_a_grids_label_reads_every_point_and_a_points_label_that_point(tmp_path):
+    labelled(tmp_path, "04-k2", "k sweep", {"retrieval": {"k": 2}})
+    labelled(tmp_path, "04-k8", "k sweep", {"retrieval": {"k": 8}})
+    labelled(tmp_path, "04-hub", "retrieval.hub_degree_cap=20", {"retrieval": {"hub_degree_cap": 20}})
+    write_run(tmp_path, "01-a", INDEX)
+    grid = combine(tmp_path, notebooks=(INDEX, QA), run_ids=["01-a", "k sweep"])
+    assert grid.runs[["notebook", "run_id", "how", "point"]].values.tolist() == [
+        [INDEX, "01-a", "named in verdict.runs", ""],
+        [QA, "04-k2", "a grid point named in verdict.runs", "k sweep"],
+        [QA, "04-k8", "a grid point named in verdict.runs", "retrieval.k=8"],
+    ]
+    assert grid.run_dir(QA) == tmp_path / "04-k2"  # the sections before the per-point verdict read the first
+    points = grid.point_inputs()
+    assert [(name, run_id) for name, run_id, _ in points] == [
+        ("k sweep", "04-k2"),
+        ("retrieval.k=8", "04-k8"),
+    ]
+    assert all(inputs.notebooks == {INDEX, QA} for _, _, inputs in points)
+    assert points[1][2].settings_of(QA).retrieval.k == 8 and points[1][2].settings_of(INDEX).retrieval.k != 8
+
+    point = combine(tmp_path, notebooks=(QA,), run_ids=["retrieval.hub_degree_cap=20"])
+    assert point.runs["run_id"].tolist() == ["04-hub"] and not point.points and point.point_inputs() == []
+    with pytest.raises(
+        ParamsError,
+        match="run no such label: no such run folder .*, and no run the verdict reads is labelled",
+    ):
+        combine(tmp_path, notebooks=(QA,), run_ids=["no such label"])
+
+
+def test_a_batch_holding_a_grid_of_an_input_notebook_is_read_point_by_point(tmp_path):
+    batch = {"file": "params/x.yaml", "run_ids": ["04-k5", "04-k2", "10-ours"]}
+    labelled(tmp_path, "04-k2", "retrieval.k=2", {"retrieval": {"k": 2}}, batch=batch)
+    labelled(tmp_path, "04-k5", "retrieval.k=5", {"retrieval": {"k": 5}}, batch=batch)
+    write_run(tmp_path, "04-elsewhere", QA, ended_at="2025-09-01T10:00:00+00:00")
+    own = write_run(tmp_path, "10-ours", VERDICT_NOTEBOOK, status="running", batch=batch)
+    combined = combine(tmp_path, own_run_dir=own)
+    # in batch order, not by when each ended; the first point named by its label
+    assert combined.runs[["run_id", "how", "point"]].values.tolist() == [
+        ["04-k5", "a grid point of this batch", "retrieval.k=5"],
+        ["04-k2", "a grid point of this batch", "retrieval.k=2"],
+    ]
+    assert combined.skipped.values.tolist() == [
+        ["04-elsewhere", QA, "not chosen: this batch's runs of it are a grid, read point by point"]
+    ]

@@ -16,7 +16,6 @@ from ragtrial.config.base import ParamsError
 
 INDEX = "index"
 LOOPBACK = "127.0.0.1"
-CANDIDATES_SHOWN = 20
 
 
 def port_number(text: str) -> int:
@@ -56,22 +55,13 @@ def page_of(outputs: Path, target: str) -> Path:
         if not (outputs / "index.html").is_file():
             raise ParamsError(f"no index page in {outputs} yet: `ragtrial run` writes it")
         return Path("index.html")
-    runs = sorted(p.parent.name for p in outputs.glob("*/run.json"))
-    matches = [target] if target in runs else [run for run in runs if run.startswith(target)]
-    if len(matches) != 1:
-        shown = matches or runs
-        listing = ", ".join(shown[:CANDIDATES_SHOWN]) + (", ..." if len(shown) > CANDIDATES_SHOWN else "")
-        problem = f"{len(matches)} runs start with it" if matches else "no run id starts with it"
-        raise ParamsError(
-            f"{target}: {problem} in {outputs} ({'candidates' if matches else 'runs'}: {listing or 'none'}); "
-            f"give more of the run id, or {INDEX} for the index page"
-        )
-    page = Path(matches[0]) / "report.html"
-    if not (outputs / page).is_file():
-        from ragtrial.report.index_page import read_run_record, shown_status
+    from ragtrial.report.index_page import matching_run, read_run_record, shown_status
 
-        record = read_run_record(outputs / matches[0]).record or {}
-        raise ParamsError(f"run {matches[0]} has no report.html yet (status: {shown_status(record)})")
+    run = matching_run(outputs, target, f", or {INDEX} for the index page")
+    page = Path(run) / "report.html"
+    if not (outputs / page).is_file():
+        record = read_run_record(outputs / run).record or {}
+        raise ParamsError(f"run {run} has no report.html yet (status: {shown_status(record)})")
     return page
 
 

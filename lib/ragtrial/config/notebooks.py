@@ -288,6 +288,16 @@ add_notebook(
     )
 )
 
+add_notebook(
+    NotebookSpec(
+        "14_compare_runs",
+        "Two runs compared on the same questions: which settings differ, and which differences are real?",
+        sections=("compare",),
+        planner="ragtrial.runner.batch_estimate:plan_no_model_call",  # it reads saved tables
+        narrative="ragtrial.report.narrative.compare:narrate",
+    )
+)
+
 
 def real_evidence_notebooks() -> tuple[str, ...]:
     """The notebooks that measure real data without any model call."""

@@ -17,6 +17,7 @@ from ragtrial.config.benchmark import BenchmarkSettings
 from ragtrial.config.cache import CacheSettings
 from ragtrial.config.calibration import CalibrationSettings
 from ragtrial.config.claims import ClaimsSettings
+from ragtrial.config.compare import CompareSettings
 from ragtrial.config.data import DataSettings
 from ragtrial.config.diagnostics import DiagnosticsSettings
 from ragtrial.config.index import IndexSettings
@@ -74,6 +75,10 @@ class Settings(Section):
         VerdictSettings(),
         description="the verdict per question type: quality against the baseline, cost with indexing, "
         "break-even and power (notebook 10)",
+    )
+    compare: CompareSettings = Field(
+        CompareSettings(),
+        description="runs compared measure by measure on the same questions (notebook 14, ragtrial compare)",
     )
     systems: SystemsSettings = Field(
         SystemsSettings(),

@@ -40,8 +40,10 @@ class VerdictSettings(Resampling, FamilyWiseLevel):
 
     runs: list[str] = Field(
         [],
-        description="run ids to combine (one per notebook); empty: this batch's runs of the input notebooks, "
-        "else the latest completed run of each for the same data set, model and index",
+        description="run ids to combine (one per notebook), or run labels: a grid point's label picks "
+        "that run, a label several runs of one notebook share (a grid entry's) gives the verdict per point; "
+        "empty: this batch's runs of the input notebooks (a grid's read point by point), else the latest "
+        "completed run of each for the same data set, model and index",
     )
     notebooks: list[InputNotebook] = Field(
         list(INPUT_NOTEBOOKS), description="the notebooks whose result tables the verdict reads"

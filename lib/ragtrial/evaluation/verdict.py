@@ -536,6 +536,67 @@ def build_verdict(
     return Verdict(unit, baselines, pairs, left_out, comparisons, built, refresh, costs, paying, verdicts)
 
 
+@dataclass(frozen=True)
+class VerdictInputs:
+    """One combination of runs the verdict reads: their tables, the notebooks combined, and each one's
+    recorded settings (validated).
+    """
+
+    table: RunTable
+    notebooks: Collection[str]
+    settings_of: Callable[[str], Settings]
+
+
+@dataclass(frozen=True)
+class VerdictRead:
+    """A verdict with what it was built from: the measures read (and why each other one was not) and the
+    answers tables its per-query costs come from.
+    """
+
+    verdict: Verdict
+    observations: dict[str, pd.DataFrame]
+    unread: dict[str, str]
+    answers: dict[str, pd.DataFrame]
+
+
+def verdict_of(
+    inputs: VerdictInputs,
+    parts: pd.DataFrame,
+    settings: VerdictSettings,
+    pricing: Pricing,
+    reindex: pd.DataFrame,
+) -> VerdictRead:
+    """`build_verdict` on one combination of runs (`read_measures`, `read_answers`, `parts_read`)."""
+    observed, unread = read_measures(inputs.table, inputs.notebooks)
+    answers = read_answers(inputs.table, inputs.notebooks)
+    method_parts = parts_read(answers, inputs.settings_of)
+    verdict = build_verdict(observed, parts, method_parts, answers, settings, pricing, reindex)
+    return VerdictRead(verdict, observed, unread, answers)
+
+
+def point_verdicts(
+    points: Sequence[tuple[str, str, VerdictInputs]],
+    parts: pd.DataFrame,
+    settings: VerdictSettings,
+    pricing: Pricing,
+    reindex: pd.DataFrame,
+) -> pd.DataFrame:
+    """The verdict rows (`verdict_rows`) of each grid point (name, the point's run id, its combination),
+    with `point` and `run_id` columns first; empty without a grid.
+    """
+    frames = [
+        verdict_of(inputs, parts, settings, pricing, reindex).verdict.verdicts.assign(
+            point=name, run_id=run_id
+        )
+        for name, run_id, inputs in points
+    ]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=["point", "run_id"])
+    table = pd.concat(frames, ignore_index=True)
+    return table[["point", "run_id", *(c for c in table.columns if c not in ("point", "run_id"))]]
+
+
 # A verdict row leads with the first measure of its kind: how well the graph method answers (the
 # answers, a judge, claims), and how well it retrieves (against gold, no model in the measurement:
 # on the embedded model these are the findings, the answer rows prove the pipeline).

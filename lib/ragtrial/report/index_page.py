@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragtrial.config.base import ParamsError
 from ragtrial.config.notebooks import NOTEBOOKS, real_evidence_notebooks
 from ragtrial.locks import pid_alive
 from ragtrial.report.files import write_text
@@ -58,6 +59,27 @@ def read_run_record(run_dir: Path) -> RunRecord:
 def run_records(outputs: Path) -> list[RunRecord]:
     """Every run folder's record directly under `outputs`, in folder-name order."""
     return [read_run_record(path.parent) for path in sorted(Path(outputs).glob("*/run.json"))]
+
+
+CANDIDATES_SHOWN = 20
+
+
+def matching_run(outputs: Path, target: str, otherwise: str = "") -> str:
+    """The id of the one run folder under `outputs` whose id is `target` or starts with it; a
+    ParamsError naming the candidates (or the runs) else, ending with `otherwise` (what else the
+    command takes) when given.
+    """
+    runs = sorted(p.parent.name for p in Path(outputs).glob("*/run.json"))
+    matches = [target] if target in runs else [run for run in runs if run.startswith(target)]
+    if len(matches) == 1:
+        return matches[0]
+    shown = matches or runs
+    listing = ", ".join(shown[:CANDIDATES_SHOWN]) + (", ..." if len(shown) > CANDIDATES_SHOWN else "")
+    problem = f"{len(matches)} runs start with it" if matches else "no run id starts with it"
+    raise ParamsError(
+        f"{target}: {problem} in {outputs} ({'candidates' if matches else 'runs'}: {listing or 'none'}); "
+        f"give more of the run id{otherwise}"
+    )
 
 
 def batch_file(record: dict[str, Any]) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +24,20 @@ import pandas as pd
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.notebooks import real_evidence_notebooks
-from ragtrial.config.settings import Settings
+from ragtrial.config.settings import Settings, validate_settings
 from ragtrial.evaluation.cross_run import paired_across_runs, question_set_difference
+from ragtrial.evaluation.verdict import VerdictInputs
 from ragtrial.report.files import read_saved_table, saved_table_path
 from ragtrial.report.index_page import RunRecord, read_run_record, run_records
 from ragtrial.runner.checks import run_folder
 from ragtrial.runner.credentials import mask_credentials
 
-RUN_COLUMNS = ["notebook", "run_id", "how", "status", "ended_at", "git_commit", "label"]
+RUN_COLUMNS = ["notebook", "run_id", "how", "status", "ended_at", "git_commit", "label", "point"]
 MISSING_COLUMNS = ["notebook", "reason"]
 SKIPPED_COLUMNS = ["run_id", "notebook", "reason"]
 NAMED = "named in verdict.runs"
+NAMED_POINT = "a grid point named in verdict.runs"
+BATCH_POINT = "a grid point of this batch"
 THIS_BATCH = "this batch"
 LATEST = "latest matching"
 # Shown for a settings key one of the two runs does not record (a run.json of an older kit).
@@ -96,6 +99,24 @@ class CombinedRuns:
     missing: pd.DataFrame
     skipped: pd.DataFrame
     chosen: dict[str, RunRecord]
+    # a grid's points (point name -> run) of `grid_notebook`, in batch order; `chosen` holds the first
+    points: dict[str, RunRecord] = field(default_factory=dict)
+    grid_notebook: str = ""
+
+    def inputs(self) -> VerdictInputs:
+        """What the verdict reads of this combination: its tables, notebooks and validated settings."""
+        return VerdictInputs(
+            self.table, set(self.chosen), lambda nb: validate_settings(self.settings(nb), f"run {nb}")
+        )
+
+    def point_inputs(self) -> list[tuple[str, str, VerdictInputs]]:
+        """Per grid point (none without a grid): its name, its run id and the combination with that
+        point's run of the grid's notebook and the others' runs as they are.
+        """
+        return [
+            (name, run.run_dir.name, replace(self, chosen={**self.chosen, self.grid_notebook: run}).inputs())
+            for name, run in self.points.items()
+        ]
 
     def _run(self, notebook: str) -> RunRecord:
         if notebook not in self.chosen:
@@ -144,47 +165,109 @@ def _ended(run: RunRecord) -> dt.datetime | None:
     return ended if ended.tzinfo else ended.replace(tzinfo=dt.UTC)
 
 
-def _named(outputs: Path, run_ids: list[str], notebooks: list[str], ours: dict[str, Any]) -> list[RunRecord]:
-    """The runs `verdict.runs` names, each checked: there, completed, of a wanted notebook (once each) and
+def _labelled(outputs: Path, label: str, batch: list[str], notebooks: list[str]) -> list[str]:
+    """The runs of `notebooks` labelled `label` (a grid point's label, or a grid entry's own): this
+    batch's, in batch order, else every run folder's under `outputs`, in folder order.
+    """
+    runs = {
+        r.run_dir.name: r
+        for r in run_records(outputs)
+        if r.record and r.record.get("label") == label and r.record.get("notebook") in notebooks
+    }
+    in_batch = [run_id for run_id in batch if run_id in runs]
+    return in_batch or list(runs)
+
+
+@dataclass(frozen=True)
+class NamedRuns:
+    """What `verdict.runs` names: one run per notebook (`chosen`), and the points of a grid whose label it
+    names (point label -> run, of `grid_notebook`; the first point is also in `chosen`).
+    """
+
+    chosen: list[RunRecord]
+    points: dict[str, RunRecord]
+    grid_notebook: str
+
+
+def _named(
+    outputs: Path, run_ids: list[str], notebooks: list[str], ours: dict[str, Any], batch: list[str]
+) -> NamedRuns:
+    """The runs `verdict.runs` names, by run id or by label (a grid point's, or a grid's: then each point
+    in turn), each checked: there, completed, of a wanted notebook (once each, but a grid's points) and
     of this verdict's data set, model and index; every fault is named in one error.
     """
     faults: list[str] = []
     differing: list[str] = []
     chosen: list[RunRecord] = []
     by_notebook: dict[str, str] = {}
-    for run_id in run_ids:
+    grids: list[tuple[str, str, list[RunRecord]]] = []  # (label, notebook, its runs)
+    for name in run_ids:
         try:
-            run_dir = run_folder(outputs, run_id)
+            run_dir = run_folder(outputs, name)
         except ParamsError as err:
             faults.append(str(err))
             continue
-        if not run_dir.is_dir():
-            faults.append(f"run {run_id}: no such run folder {run_dir}")
-            continue
-        if not (run_dir / "run.json").is_file():
-            faults.append(f"run {run_id}: no run.json in its folder {run_dir}")
-            continue
-        run = read_run_record(run_dir)
-        if run.record is None:
-            faults.append(f"run {run_id}: {run.problem}")
-            continue
-        status, notebook = run.record.get("status", "unknown"), run.record.get("notebook", "")
-        if status != "completed":
-            faults.append(f"run {run_id}: status {status}, not completed")
-        elif notebook not in notebooks:
+        found = [name] if run_dir.is_dir() else _labelled(outputs, name, batch, notebooks)
+        if not found:
             faults.append(
-                f"run {run_id}: of notebook {notebook!r}, not one the verdict reads ({', '.join(notebooks)})"
+                f"run {name}: no such run folder {run_dir}, and no run the verdict reads is labelled {name!r}"
             )
-        elif notebook in by_notebook:
-            faults.append(f"runs {by_notebook[notebook]} and {run_id} are both of notebook {notebook}")
-        elif difference := identity_difference(run.record.get("settings", {}), ours):
-            differing.append(f"run {run_id} differs from this verdict's {difference}")
-        else:
-            by_notebook[notebook] = run_id
-            chosen.append(run)
+            continue
+        checked: dict[str, list[RunRecord]] = {}
+        for run_id in found:
+            run_dir = outputs / run_id
+            if not (run_dir / "run.json").is_file():
+                faults.append(f"run {run_id}: no run.json in its folder {run_dir}")
+                continue
+            run = read_run_record(run_dir)
+            if run.record is None:
+                faults.append(f"run {run_id}: {run.problem}")
+                continue
+            status, notebook = run.record.get("status", "unknown"), run.record.get("notebook", "")
+            if status != "completed":
+                faults.append(f"run {run_id}: status {status}, not completed")
+            elif notebook not in notebooks:
+                faults.append(
+                    f"run {run_id}: of notebook {notebook!r}, not one the verdict reads "
+                    f"({', '.join(notebooks)})"
+                )
+            elif difference := identity_difference(run.record.get("settings", {}), ours):
+                differing.append(f"run {run_id} differs from this verdict's {difference}")
+            else:
+                checked.setdefault(notebook, []).append(run)
+        for notebook, runs in checked.items():
+            if notebook in by_notebook:
+                faults.append(
+                    f"runs {by_notebook[notebook]} and {runs[0].run_dir.name} are both of notebook {notebook}"
+                )
+                continue
+            by_notebook[notebook] = runs[0].run_dir.name
+            chosen.append(runs[0])
+            if len(runs) > 1:
+                grids.append((name, notebook, runs))
+    if len(grids) > 1:
+        faults.append(
+            f"labels {grids[0][0]!r} and {grids[1][0]!r} name two grids: the verdict reads one at a time"
+        )
     if faults or differing:
         raise ParamsError("key 'verdict.runs': " + "; ".join(faults + differing))
-    return chosen
+    if not grids:
+        return NamedRuns(chosen, {}, "")
+    _, notebook, runs = grids[0]
+    return NamedRuns(chosen, grid_points(runs), notebook)
+
+
+def grid_points(runs: list[RunRecord]) -> dict[str, RunRecord]:
+    """A grid's runs by point name: the settings each differs in from the first ('key=value, ...'; the
+    first is named by its label, or its run id), in order.
+    """
+    first = runs[0].readable_record.get("settings", {})
+    named = {}
+    for run in runs:
+        differing = settings_difference(first, run.readable_record.get("settings", {}))
+        shown = ", ".join(f"{key}={json.dumps(value)}" for key, (_, value) in differing.items())
+        named[shown or run.readable_record.get("label") or run.run_dir.name] = run
+    return named
 
 
 def _own_batch(own_run_dir: Path | None) -> list[str]:
@@ -195,6 +278,20 @@ def _own_batch(own_run_dir: Path | None) -> list[str]:
     if own.record is None:
         raise ParamsError(f"the verdict's own run record: {own.problem}")
     return list((own.record.get("batch") or {}).get("run_ids", []))
+
+
+def batch_runs_of(outputs: Path, own_run_dir: Path | None, notebook: str) -> list[str]:
+    """The completed runs of `notebook` in the batch the own run belongs to (a grid's points), in batch
+    order ([] outside a batch).
+    """
+    found = []
+    for run_id in _own_batch(own_run_dir):
+        if not run_id.startswith(f"{notebook}-") or not (Path(outputs) / run_id / "run.json").is_file():
+            continue
+        record = read_run_record(run_folder(outputs, run_id)).record or {}
+        if record.get("status") == "completed":
+            found.append(run_id)
+    return found
 
 
 def combine_runs(
@@ -209,13 +306,14 @@ def combine_runs(
     ours = mask_credentials(settings.model_dump(mode="json"))[0]
     chosen: dict[str, tuple[RunRecord, str]] = {}
     skipped: list[tuple[str, str, str]] = []
-    if run_ids:
-        chosen = {
-            run.readable_record["notebook"]: (run, NAMED) for run in _named(outputs, run_ids, notebooks, ours)
-        }
-        missing = [(nb, "no run of it named in verdict.runs") for nb in notebooks if nb not in chosen]
-        return _combined(notebooks, chosen, missing, skipped)
     batch = _own_batch(own_run_dir)
+    if run_ids:
+        named = _named(outputs, run_ids, notebooks, ours, batch)
+        chosen = {run.readable_record["notebook"]: (run, NAMED) for run in named.chosen}
+        missing = [(nb, "no run of it named in verdict.runs") for nb in notebooks if nb not in chosen]
+        return _combined(
+            notebooks, chosen, missing, skipped, (named.grid_notebook, named.points, NAMED_POINT)
+        )
     own = Path(own_run_dir).resolve() if own_run_dir is not None else None
     candidates: dict[str, list[RunRecord]] = {nb: [] for nb in notebooks}
     others: dict[str, int] = dict.fromkeys(notebooks, 0)  # completed runs of another identity
@@ -243,8 +341,24 @@ def combine_runs(
         else:
             candidates[notebook].append(run)
     missing = []
+    grid: tuple[str, dict[str, RunRecord], str] = ("", {}, BATCH_POINT)
     for notebook, runs in candidates.items():
-        in_batch = [run for run in runs if run.run_dir.name in batch]
+        in_batch = sorted(
+            (run for run in runs if run.run_dir.name in batch), key=lambda run: batch.index(run.run_dir.name)
+        )
+        if len(in_batch) > 1 and not grid[0]:  # a grid of this batch: its verdict per point
+            grid = (notebook, grid_points(in_batch), BATCH_POINT)
+            chosen[notebook] = (in_batch[0], BATCH_POINT)
+            skipped += [
+                (
+                    run.run_dir.name,
+                    notebook,
+                    "not chosen: this batch's runs of it are a grid, read point by point",
+                )
+                for run in runs
+                if run not in in_batch
+            ]
+            continue
         pool, how = (in_batch, THIS_BATCH) if in_batch else (runs, LATEST)
         if not pool:
             reason = (
@@ -261,7 +375,13 @@ def combine_runs(
             for run in runs
             if run is not best
         ]
-    return _combined(notebooks, chosen, missing, skipped)
+    return _combined(notebooks, chosen, missing, skipped, grid)
+
+
+def _run_row(notebook: str, run: RunRecord, how: str, point: str = "") -> list[str]:
+    record = run.readable_record
+    cells = [record.get(key, "") for key in ("status", "ended_at", "git_commit", "label")]
+    return [notebook, run.run_dir.name, how, *cells, point]
 
 
 def _combined(
@@ -269,26 +389,25 @@ def _combined(
     chosen: dict[str, tuple[RunRecord, str]],
     missing: list[tuple[str, str]],
     skipped: list[tuple[str, str, str]],
+    grid: tuple[str, dict[str, RunRecord], str] = ("", {}, ""),
 ) -> CombinedRuns:
-    rows = [
-        [
-            notebook,
-            run.run_dir.name,
-            how,
-            run.readable_record.get("status", ""),
-            run.readable_record.get("ended_at", ""),
-            run.readable_record.get("git_commit", ""),
-            run.readable_record.get("label", ""),
-        ]
-        for notebook in notebooks
-        if notebook in chosen
-        for run, how in [chosen[notebook]]
-    ]
+    """The combination; `grid`: the notebook whose runs are a grid's points, its points by name (the
+    first also in `chosen`) and how they were found: one row per point in the runs table.
+    """
+    grid_notebook, points, point_how = grid
+    rows = []
+    for notebook in (nb for nb in notebooks if nb in chosen):
+        if notebook == grid_notebook:
+            rows += [_run_row(notebook, run, point_how, name) for name, run in points.items()]
+        else:
+            rows.append(_run_row(notebook, *chosen[notebook]))
     return CombinedRuns(
         runs=pd.DataFrame(rows, columns=RUN_COLUMNS),
         missing=pd.DataFrame(missing, columns=MISSING_COLUMNS),
         skipped=pd.DataFrame(skipped, columns=SKIPPED_COLUMNS),
         chosen={notebook: chosen[notebook][0] for notebook in notebooks if notebook in chosen},
+        points=points,
+        grid_notebook=grid_notebook,
     )
 
 

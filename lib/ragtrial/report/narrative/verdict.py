@@ -315,12 +315,31 @@ def real_evidence_headline(evidence: pd.DataFrame) -> str:
     )
 
 
+def point_verdict_text(points: pd.DataFrame, embedded: bool) -> str:
+    """The verdict of each grid point (table `point_verdicts`); "" without a grid."""
+    if points.empty:
+        return ""
+    blocks = [
+        f"### Grid point {escape_markdown(str(point))} (run `{rows['run_id'].iloc[0]}`)\n\n"
+        + verdict_by_type(rows.drop(columns=["point", "run_id"]), embedded)
+        for point, rows in points.groupby("point", sort=False)
+    ]
+    return "\n\n**The verdict per grid point** (the sections above read the first point):\n\n" + "\n\n".join(
+        blocks
+    )
+
+
 def narrate(tables: SavedTables) -> Narration:
-    """The headline and the verdict per question type (tables `verdicts` and `findings`); with real
-    evidence (table `real_evidence`), it comes first and is the headline.
+    """The headline and the verdict per question type (tables `verdicts` and `findings`), and with a grid
+    each point's (table `point_verdicts`); with real evidence (table `real_evidence`), it comes first and
+    is the headline.
     """
     verdicts, findings = saved(tables, "verdicts"), saved(tables, FINDINGS_TABLE)
-    by_type = verdict_by_type(verdicts, answered_by_embedded_model(findings))
+    embedded = answered_by_embedded_model(findings)
+    points = tables.get("point_verdicts")
+    by_type = verdict_by_type(verdicts, embedded) + point_verdict_text(
+        points if points is not None else pd.DataFrame(), embedded
+    )
     evidence = tables.get("real_evidence")
     if evidence is None or evidence.empty:
         return Narration(verdict_headline(verdicts, findings), by_type)
