@@ -62,6 +62,8 @@ COLUMNS = {
     ),
     "embeddings": ("key", "model", "vector", "n_tokens", "created_at"),
 }
+# The columns that hold what an endpoint sent (a NUL byte included), stored as `stored_text` says.
+_REPLY_COLUMNS = ("text", "served_model")
 STATUS_OK = "ok"
 STATUS_PARSE_FAILURE = "parse"
 _SCHEMA = """
@@ -79,6 +81,11 @@ _ADDED_COLUMNS = {
         "served_model": "TEXT NOT NULL DEFAULT ''",
     }
 }
+# The mark of a PostgreSQL text stored JSON-escaped (`PostgresStore.stored_text`): a noncharacter,
+# which no reply starts with in practice (and one that does is escaped too, so reading is exact).
+_ESCAPED = "\ufdd0json:"
+# The key of the row `ResponseCache.check_writable` writes and rolls back.
+_PROBE_KEY = "ragtrial-check: a write, rolled back"
 _KEYS_PER_QUERY = 500  # stay below SQLite's bound-parameter limit
 T = TypeVar("T")
 
@@ -193,10 +200,13 @@ class SQLiteStore:
         try:
             yield
         except sqlite3.DatabaseError as err:
-            raise CacheError(
-                f"response cache {self.path}: {err} (if the file is corrupt or truncated, delete it: it "
-                "only saves model calls; or set cache.url to another file)"
-            ) from None
+            hint = (
+                "make the file and its folder writable, or set cache.url to another file"
+                if "readonly" in str(err)
+                else "if the file is corrupt or truncated, delete it: it only saves model calls; or set "
+                "cache.url to another file"
+            )
+            raise CacheError(f"response cache {self.path}: {err} ({hint})") from None
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self.guard():
@@ -217,6 +227,14 @@ class SQLiteStore:
             # copy the committed WAL frames into the database file, as far as readers allow
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             return result
+
+    @staticmethod
+    def stored_text(text: str) -> str:
+        return text  # SQLite text holds any string
+
+    @staticmethod
+    def read_text(stored: str) -> str:
+        return stored
 
     def create_schema(self) -> None:
         with self.guard():
@@ -329,6 +347,21 @@ class PostgresStore:
         """`work(connection)` in one transaction."""
         return self._on_a_connection(work, transaction=True)
 
+    @staticmethod
+    def stored_text(text: str) -> str:
+        """`text` as PostgreSQL text can hold it: a NUL byte (a model may send one) cannot be stored
+        as such, so a text holding one, or starting with the escape mark, is stored JSON-escaped
+        after the mark; every other text as it is (the rows of older caches read unchanged).
+        """
+        if "\x00" in text or text.startswith(_ESCAPED):
+            return _ESCAPED + json.dumps(text)
+        return text
+
+    @staticmethod
+    def read_text(stored: str) -> str:
+        """The text `stored_text` stored."""
+        return json.loads(stored[len(_ESCAPED) :]) if stored.startswith(_ESCAPED) else stored
+
     def create_schema(self) -> None:
         self.write(_create_postgres_schema)
 
@@ -410,7 +443,8 @@ class ResponseCache:
         if not rows:
             return None
         text, prompt_tokens, completion_tokens, status, served_model = rows[0]
-        return CachedReply(text, int(prompt_tokens), int(completion_tokens), status, served_model)
+        read = self.store.read_text
+        return CachedReply(read(text), int(prompt_tokens), int(completion_tokens), status, read(served_model))
 
     def put_completion(
         self,
@@ -422,7 +456,17 @@ class ResponseCache:
         status: str = STATUS_OK,
         served_model: str = "",
     ) -> None:
-        row = (key, model, text, prompt_tokens, completion_tokens, time.time(), status, served_model)
+        stored = self.store.stored_text
+        row = (
+            key,
+            model,
+            stored(text),
+            prompt_tokens,
+            completion_tokens,
+            time.time(),
+            status,
+            stored(served_model),
+        )
         sql = _upsert("completions", self.store.mark)
         self.store.write(lambda conn: conn.execute(sql, row))
 
@@ -444,24 +488,54 @@ class ResponseCache:
         sql = _upsert("embeddings", self.store.mark)
         self.store.write(lambda conn: conn.cursor().executemany(sql, sorted(latest.values())))
 
+    def check_writable(self) -> None:
+        """Raise `CacheError` unless a row can be written (a read-only or immutable file, a user
+        without the right to insert); the row is rolled back, so the cache is left as it was.
+        """
+
+        class RolledBack(Exception):
+            pass
+
+        row = (_PROBE_KEY, "", "", 0, 0, time.time(), STATUS_OK, "")
+        sql = _upsert("completions", self.store.mark)
+
+        def write_then_undo(conn: Any) -> None:
+            conn.execute(sql, row)
+            raise RolledBack
+
+        try:
+            self.store.write(write_then_undo)
+        except RolledBack:
+            pass
+
     def counts(self) -> dict[str, int]:
         return {table: self.store.read(f"SELECT COUNT(*) FROM {table}")[0][0] for table in COLUMNS}
 
     def rows(self, table: str, after: str = "", limit: int = 1000) -> list[tuple]:
         """Up to `limit` whole rows of `table` (columns as `COLUMNS`), in key order, after key `after`."""
         mark = self.store.mark
-        return self.store.read(
+        rows = self.store.read(
             f"SELECT {', '.join(COLUMNS[table])} FROM {table} WHERE key > {mark} ORDER BY key LIMIT {mark}",
             (after, limit),
+        )
+        return [self._texts(table, row, self.store.read_text) for row in rows]
+
+    @staticmethod
+    def _texts(table: str, row: tuple, convert: Callable[[str], str]) -> tuple:
+        """`row` with `convert` applied to its columns that hold a reply's characters."""
+        return tuple(
+            convert(v) if c in _REPLY_COLUMNS and v is not None else v
+            for c, v in zip(COLUMNS[table], row, strict=True)
         )
 
     def add_rows(self, table: str, rows: list[tuple]) -> int:
         """Insert whole rows of `table` whose keys it does not hold yet; the number inserted."""
         sql = _insert(table, self.store.mark, "DO NOTHING")
+        stored = [self._texts(table, row, self.store.stored_text) for row in rows]
 
         def insert(conn: Any) -> int:
             cursor = conn.cursor()
-            cursor.executemany(sql, rows)
+            cursor.executemany(sql, stored)
             return cursor.rowcount
 
         return self.store.write(insert)

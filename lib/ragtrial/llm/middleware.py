@@ -41,7 +41,7 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from ragtrial.config.llm import LLMSettings
-from ragtrial.llm.cache import STATUS_OK, STATUS_PARSE_FAILURE, CachedReply, ResponseCache
+from ragtrial.llm.cache import STATUS_OK, STATUS_PARSE_FAILURE, CachedReply, CacheError, ResponseCache
 from ragtrial.llm.errors import BadReply, LLMError, StructuredOutputError
 from ragtrial.llm.ledger import CallRecord, Ledger
 from ragtrial.llm.rate_limit import RateLimiter
@@ -109,6 +109,17 @@ Handler = Callable[[Call], Reply]
 Middleware = Callable[[Handler], Handler]
 
 
+class UnstoredReply(CacheError):
+    """A live call's reply (or validation failure) that the cache could not store: the call was
+    paid, so the metrics layer records what it consumed (failure "cache_write") before the run
+    stops on the cache's error.
+    """
+
+    def __init__(self, err: CacheError, spent: Reply | LLMError):
+        super().__init__(str(err))
+        self.spent = spent
+
+
 def with_metrics(ledger: Ledger, model: str) -> Middleware:
     """One ledger row per call with the reply's (or the failure's) tokens, attempts and latency."""
 
@@ -156,6 +167,19 @@ def with_metrics(ledger: Ledger, model: str) -> Middleware:
                     err.throttled,
                     err.kind,
                     err.served_model,
+                )
+                raise
+            except UnstoredReply as err:
+                paid = err.spent
+                record(
+                    False,
+                    paid.prompt_tokens,
+                    paid.completion_tokens,
+                    paid.latency_s,
+                    paid.attempts,
+                    paid.throttled,
+                    "cache_write",
+                    paid.served_model,
                 )
                 raise
             record(
@@ -210,24 +234,30 @@ def with_cache(cache: ResponseCache, model: str) -> Middleware:
             try:
                 reply = inner(call)
             except StructuredOutputError as err:
+                try:
+                    cache.put_completion(
+                        call.key,
+                        model,
+                        err.raw_text,
+                        err.prompt_tokens,
+                        err.completion_tokens,
+                        STATUS_PARSE_FAILURE,
+                        err.served_model,
+                    )
+                except CacheError as unstored:
+                    raise UnstoredReply(unstored, err) from None
+                raise
+            try:
                 cache.put_completion(
                     call.key,
                     model,
-                    err.raw_text,
-                    err.prompt_tokens,
-                    err.completion_tokens,
-                    STATUS_PARSE_FAILURE,
-                    err.served_model,
+                    reply.text,
+                    reply.prompt_tokens,
+                    reply.completion_tokens,
+                    served_model=reply.served_model,
                 )
-                raise
-            cache.put_completion(
-                call.key,
-                model,
-                reply.text,
-                reply.prompt_tokens,
-                reply.completion_tokens,
-                served_model=reply.served_model,
-            )
+            except CacheError as unstored:
+                raise UnstoredReply(unstored, reply) from None
             return reply
 
         return handle
