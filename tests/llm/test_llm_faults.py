@@ -366,15 +366,30 @@ def test_a_key_echoed_in_an_error_body_is_redacted(scripted, tmp_path, monkeypat
 
 
 @pytest.mark.fault
-def test_a_paid_reply_the_cache_cannot_store_is_in_the_ledger_and_stops_the_run(
-    scripted, tmp_path, unwritable
-):
-    """A read-only cache took the request's money and left no ledger row ("live calls 0")."""
+def test_a_read_only_cache_stops_the_call_before_it_is_paid(scripted, tmp_path, unwritable):
+    """A read-only cache took the request's money and left no ledger row ("live calls 0"): the
+    call's claim is a write, refused before any request.
+    """
     location = tmp_path / "cache.sqlite"
     ResponseCache(location).close()
     unwritable(location)
     llm = make_llm(scripted.base_url, tmp_path, location)
-    with pytest.raises(CacheError, match="readonly database .*make the file and its folder writable"):
+    with pytest.raises(CacheError, match=f"{location}: attempt to write a readonly database .*writable"):
+        llm.complete("hello", stage="t")
+    assert scripted.chat_requests() == [] and llm.ledger.frame().empty
+
+
+@pytest.mark.fault
+def test_a_paid_reply_the_cache_cannot_store_is_in_the_ledger_and_stops_the_run(
+    scripted, tmp_path, monkeypatch
+):
+    llm = make_llm(scripted.base_url, tmp_path)
+
+    def full_disk(*args, **kwargs):
+        raise CacheError(f"response cache {tmp_path / 'cache.sqlite'}: database or disk is full")
+
+    monkeypatch.setattr(llm.cache, "put_completion", full_disk)
+    with pytest.raises(CacheError, match="disk is full"):
         llm.complete("hello", stage="t")
     assert len(scripted.chat_requests()) == 1
     row = llm.ledger.frame().iloc[0]

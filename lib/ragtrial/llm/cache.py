@@ -26,9 +26,11 @@ import functools
 import hashlib
 import json
 import os
+import socket
 import sqlite3
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -72,7 +74,11 @@ CREATE TABLE IF NOT EXISTS completions (
     created_at {real}, status TEXT NOT NULL DEFAULT 'ok', served_model TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS embeddings (
     key TEXT PRIMARY KEY, model TEXT, vector {blob}, n_tokens {integer}, created_at {real});
+CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at {real} NOT NULL);
 """
+# A claim's lease (`ResponseCache.claim`), renewed while its holder lives: a claimer that died (a kill
+# -9, a lost machine) holds its keys at most this long.
+CLAIM_LEASE_S = 60.0
 # Columns added to the SQLite schema after the first release, with their definitions: a cache file
 # written before them gains them in place (its rows and keys unchanged, so it keeps hitting).
 _ADDED_COLUMNS = {
@@ -425,10 +431,17 @@ class ResponseCache:
     `open_cache`.
     """
 
-    def __init__(self, location: str | Path, password_env: str = DEFAULT_PASSWORD_ENV):
+    def __init__(
+        self, location: str | Path, password_env: str = DEFAULT_PASSWORD_ENV, lease_s: float = CLAIM_LEASE_S
+    ):
         self.store = open_store(location, password_env)
         self.where = self.store.where  # the file, or the URL with its credentials masked
         self.store.create_schema()
+        # who holds this instance's claims: unique across processes and machines
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+        self.lease_s = lease_s
+        self.held = 0  # claims held now; the renewer runs while there are any
+        self.held_lock = threading.Lock()
 
     def close(self) -> None:
         """Close the connections (SQLite: checkpoint the WAL into the file first); reopened on use."""
@@ -488,6 +501,49 @@ class ResponseCache:
         sql = _upsert("embeddings", self.store.mark)
         self.store.write(lambda conn: conn.cursor().executemany(sql, sorted(latest.values())))
 
+    def claim(self, key: str) -> bool:
+        """Claim the live call of `key` for this instance, unless another live holder has it: the
+        cross-process half of request deduplication (several processes or machines on one cache
+        send one request; the others wait for its reply, `middleware.with_cache`). A claim is a
+        row with a lease, renewed every third of it while held (`release` ends it), so a claimer
+        that died stops holding its key when its lease runs out. Clocks of several machines are
+        assumed to agree to well within the lease.
+        """
+        mark = self.store.mark
+        take = (
+            f"INSERT INTO claims (key, holder, expires_at) VALUES ({mark}, {mark}, {mark}) ON CONFLICT (key) "
+            f"DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at "
+            f"WHERE claims.expires_at < {mark}"
+        )
+
+        def try_to_take(conn: Any) -> bool:
+            now = time.time()
+            conn.execute(take, (key, self.holder, now + self.lease_s, now))
+            rows = conn.execute(f"SELECT holder FROM claims WHERE key = {mark}", (key,)).fetchall()
+            return bool(rows) and rows[0][0] == self.holder
+
+        taken = self.store.write(try_to_take)
+        if taken:
+            with self.held_lock:
+                self.held += 1
+                if self.held == 1:
+                    threading.Thread(target=_renew_claims, args=(weakref.ref(self),), daemon=True).start()
+        return taken
+
+    def release(self, key: str) -> None:
+        """End this instance's claim of `key` (its reply is stored, or its call failed)."""
+        with self.held_lock:
+            self.held -= 1
+        mark = self.store.mark
+        sql = f"DELETE FROM claims WHERE key = {mark} AND holder = {mark}"
+        self.store.write(lambda conn: conn.execute(sql, (key, self.holder)))
+
+    def renew_claims(self) -> None:
+        """Extend the lease of every claim this instance holds."""
+        mark = self.store.mark
+        sql = f"UPDATE claims SET expires_at = {mark} WHERE holder = {mark}"
+        self.store.write(lambda conn: conn.execute(sql, (time.time() + self.lease_s, self.holder)))
+
     def check_writable(self) -> None:
         """Raise `CacheError` unless a row can be written (a read-only or immutable file, a user
         without the right to insert); the row is rolled back, so the cache is left as it was.
@@ -539,6 +595,18 @@ class ResponseCache:
             return cursor.rowcount
 
         return self.store.write(insert)
+
+
+def _renew_claims(cache_ref: weakref.ref[ResponseCache]) -> None:
+    """Renew the claims of a cache every third of its lease while it holds any (and exists)."""
+    while (cache := cache_ref()) is not None and cache.held > 0:
+        pause = cache.lease_s / 3
+        try:
+            cache.renew_claims()
+        except CacheError:
+            pass  # the claim's own write reports a cache that fails; a lapsed lease costs a duplicate
+        del cache  # hold no reference while sleeping
+        time.sleep(pause)
 
 
 def cache_location(
