@@ -7,7 +7,11 @@ work cost, and the model that served them. A row's `status` is `ok` (a usable re
 instead of paying for the same reply again; see `middleware.with_cache`).
 Transient failures (HTTP errors, timeouts, empty or malformed bodies) are never stored.
 
-Both backends hold the same two tables and run the same statements: a write is an upsert (the last
+A third table, `claims`, holds the requests in flight: a live call claims its key with a lease
+(`ResponseCache.claim`), so that processes and machines sharing the cache send a request once.
+On PostgreSQL, a reply holding a NUL byte is stored escaped (`PostgresStore.stored_text`).
+
+Both backends hold the same tables and run the same statements: a write is an upsert (the last
 writer of a key wins, whole rows only, so a `--retry-failures` success replaces a stored failure),
 and writers of the same keys at once, in threads or processes or on several machines, neither fail
 nor leave more than one row per key. A batch of embeddings is written in one transaction, in key
