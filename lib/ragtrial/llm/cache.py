@@ -510,8 +510,9 @@ class ResponseCache:
         cross-process half of request deduplication (several processes or machines on one cache
         send one request; the others wait for its reply, `middleware.with_cache`). A claim is a
         row with a lease, renewed every third of it while held (`release` ends it), so a claimer
-        that died stops holding its key when its lease runs out. Clocks of several machines are
-        assumed to agree to well within the lease.
+        that died stops holding its key when its lease runs out, or at once when it was a process of
+        this machine (`_died_here`). Clocks of several machines are assumed to agree to well within
+        the lease.
         """
         mark = self.store.mark
         take = (
@@ -520,11 +521,18 @@ class ResponseCache:
             f"WHERE claims.expires_at < {mark}"
         )
 
+        def holder(conn: Any) -> str:
+            rows = conn.execute(f"SELECT holder FROM claims WHERE key = {mark}", (key,)).fetchall()
+            return rows[0][0] if rows else ""
+
         def try_to_take(conn: Any) -> bool:
             now = time.time()
             conn.execute(take, (key, self.holder, now + self.lease_s, now))
-            rows = conn.execute(f"SELECT holder FROM claims WHERE key = {mark}", (key,)).fetchall()
-            return bool(rows) and rows[0][0] == self.holder
+            other = holder(conn)
+            if other != self.holder and _died_here(other):  # killed on this machine: no need to wait
+                conn.execute(f"DELETE FROM claims WHERE key = {mark} AND holder = {mark}", (key, other))
+                conn.execute(take, (key, self.holder, now + self.lease_s, now))
+            return holder(conn) == self.holder
 
         taken = self.store.write(try_to_take)
         if taken:
@@ -599,6 +607,24 @@ class ResponseCache:
             return cursor.rowcount
 
         return self.store.write(insert)
+
+
+def _died_here(holder: str) -> bool:
+    """Whether a claim's holder was a process of this machine (by host name) that no longer runs:
+    a killed run's claim then ends at once rather than with its lease (on a host name two machines
+    share, at worst a call is paid twice).
+    """
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # another user's process, alive
+    return False
 
 
 def _renew_claims(cache_ref: weakref.ref[ResponseCache]) -> None:
