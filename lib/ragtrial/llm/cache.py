@@ -52,6 +52,7 @@ from ragtrial.config.cache import (
     url_problem,
 )
 from ragtrial.config.paths import output_path
+from ragtrial.locks import pid_alive
 from ragtrial.redact import MASK, redact, redact_url
 
 # Every column of the two tables, in the order `rows` returns them and `add_rows` takes them.
@@ -616,15 +617,7 @@ def _died_here(holder: str) -> bool:
     """
     host, _, rest = holder.partition(":")
     pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False  # another user's process, alive
-    return False
+    return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
 
 
 def _renew_claims(cache_ref: weakref.ref[ResponseCache]) -> None:
