@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -239,6 +240,28 @@ def run_default_notebooks(overrides: dict, folder: Path, *notebooks: str) -> lis
     for result in results:
         assert result.status == "completed", (result.run_id, result.error)
     return results
+
+
+@pytest.fixture
+def unwritable():
+    """`unwritable(file)` makes a file no write reaches, root's included: immutable (chattr +i) as
+    root, read-only by its mode otherwise; undone after the test so that its folder can be removed.
+    """
+    made: list[Path] = []
+
+    def make(path: Path) -> None:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "+i", str(path)], check=True)
+        else:
+            path.chmod(0o444)
+        made.append(path)
+
+    yield make
+    for path in made:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        else:
+            path.chmod(0o644)
 
 
 def make_llm(base_url: str, tmp_path: Path, cache: str | Path | None = None, **settings) -> LLM:

@@ -1,5 +1,6 @@
 """Hostile model text for the fault suite: injection strings, a scripted-server reply that puts them
-in every string of every structured reply, and a finder of the live elements they would make.
+in every string of every structured reply, a finder of the live elements they would make, and a
+finder of the files under a folder that hold a secret.
 """
 
 from __future__ import annotations
@@ -7,6 +8,8 @@ from __future__ import annotations
 import html.parser
 import json
 from typing import Any
+
+from ragtrial.report.markdown import escape_markdown
 
 INJECTIONS = ["<img src=x onerror=alert(1)>", "<script>alert(2)</script>", "[link](javascript:alert(3))"]
 INJECTION = " ".join(INJECTIONS)
@@ -72,3 +75,21 @@ def live_elements(page: str) -> list[str]:
     parser = LiveElements()
     parser.feed(page)
     return parser.found
+
+
+def written_forms(secret: str) -> set[str]:
+    """The secret as a file may hold it: as is, escaped for Markdown, and inside a JSON string."""
+    plain = {secret, escape_markdown(secret)}
+    return plain | {json.dumps(form)[1:-1] for form in plain}
+
+
+def written_secrets(root, secrets_: list[str]) -> dict[str, list[str]]:
+    """Every file under `root` (but the batch file) that holds one of `secrets_`, with those it holds."""
+    found = {}
+    for path in root.rglob("*"):
+        if path.is_file() and path.name != "batch.yaml":
+            data = path.read_bytes()
+            held = [s for s in secrets_ if any(form.encode() in data for form in written_forms(s))]
+            if held:
+                found[str(path.relative_to(root))] = held
+    return found

@@ -13,6 +13,7 @@ Test-side code beside `latency_server.py`: `bench/ray_batch.py` starts clusters 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -43,9 +44,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return probe.getsockname()[1]
 
 
+TEST_KEY_ENV = "RAGTRIAL_RAY_TEST_KEY"
+
+
 class LocalRayCluster:
     def __init__(self, nodes: int = 2, cpus_per_node: int = 1):
         self.n_nodes, self.cpus_per_node = nodes, cpus_per_node
+        # an API key every node has in its environment (as `ray start` gives a real cluster's nodes
+        # theirs), under TEST_KEY_ENV: a run may name it in llm.api_key_env
+        self.test_key = "sk-ray-test-" + secrets.token_hex(12)
 
     def __enter__(self) -> LocalRayCluster:
         # Ray gives a starting node 30 s to register, which a loaded 2-core machine (make test's other
@@ -94,7 +101,7 @@ class LocalRayCluster:
             f"--runtime-env-agent-port={free_port()}",
             "--block",
         ]
-        environment = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+        environment = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", TEST_KEY_ENV: self.test_key}
         node = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -61,3 +62,22 @@ def test_waiting_for_a_lock_says_who_holds_it(tmp_path):
     with FolderLock(path, wait=True, on_wait=on_wait):
         assert waited_for == [holder.pid]
     holder.wait(timeout=30)
+
+
+@pytest.mark.fault
+def test_a_killed_process_not_reaped_yet_is_not_alive():
+    """A zombie (a killed kernel whose parent died, in a container whose init reaps nothing) looked
+    alive, so a resumed run waited out the dead kernel's cache claim.
+    """
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert pid_alive(child.pid)
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while pid_alive(child.pid):  # dead, and still not waited for: a zombie
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert os.waitpid(child.pid, os.WNOHANG)[0] == child.pid  # it was a zombie until now
+    finally:
+        child.kill()
+        child.wait()

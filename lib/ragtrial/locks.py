@@ -33,7 +33,9 @@ def holder_pid(path: Path) -> int | None:
 
 
 def pid_alive(pid: object) -> bool:
-    """Whether a process with this pid exists on this machine (False for no pid)."""
+    """Whether a process with this pid runs on this machine (False for no pid, and for a zombie: a
+    killed process its parent has not reaped, as a container's init may never do).
+    """
     if not isinstance(pid, int) or pid <= 0:
         return False
     try:
@@ -42,7 +44,12 @@ def pid_alive(pid: object) -> bool:
         return False
     except PermissionError:  # alive, owned by someone else
         return True
-    return True
+    try:
+        # the state follows the parenthesized command name, which may itself hold spaces or ")"
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): os.kill said it exists
+    return state != "Z"
 
 
 class FolderLock:

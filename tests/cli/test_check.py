@@ -13,6 +13,7 @@ from conftest import endpoint_settings
 
 from ragtrial.cli import main
 from ragtrial.config.base import ParamsError
+from ragtrial.llm.cache import ResponseCache
 from ragtrial.llm.server import free_port
 from ragtrial.runner.batch import run_batch
 
@@ -207,3 +208,54 @@ def test_run_makes_the_same_checks_before_its_first_notebook(tmp_path):
             write_batch(tmp_path, settings), root=Path.cwd(), outputs=tmp_path / "out", log=lambda _: None
         )
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.fault
+def test_a_data_set_with_no_documents_is_not_ready_for_the_index(scripted, tmp_path, capsys):
+    """`limit_documents: 0` on a set whose questions cite no gold document kept none: check said 01 was
+    ready on 0 documents. It names the data set's folder and why, before any request.
+    """
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "carol.txt").write_text("Scrooge kept the counting house.")
+    data = {"dataset": "text_folder", "path": str(tmp_path / "corpus"), "limit_documents": 0}
+    settings = cheap(scripted.base_url, tmp_path, data=data)
+    code, out, err = check(
+        write_batch(tmp_path, settings, [{"notebook": "01_build_index"}]), tmp_path, capsys
+    )
+    assert code == 2 and "ready" not in out
+    assert f"file {tmp_path / 'corpus'}: no documents after limit_documents=0" in err
+    assert len(err.strip().splitlines()) == 1
+    assert scripted.requests == []
+
+
+@pytest.mark.fault
+def test_a_cache_file_that_takes_no_write_is_not_ready(scripted, tmp_path, capsys, keyless, unwritable):
+    """An immutable SQLite cache: check said "ready", then the run paid calls it could not store."""
+    ResponseCache(tmp_path / "cache.sqlite").close()
+    unwritable(tmp_path / "cache.sqlite")
+    code, out, err = check(write_batch(tmp_path, cheap(scripted.base_url, tmp_path)), tmp_path, capsys)
+    assert code == 1 and "ready to run" not in out
+    assert f"key 'cache.url': response cache {tmp_path / 'cache.sqlite'}: attempt to write a readonly" in err
+    assert scripted.requests == []  # the cache is checked before the endpoints
+
+
+def test_a_writable_cache_is_checked_and_left_as_it_was(scripted, tmp_path, capsys, keyless):
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    cache.put_completion("k", "m", "kept", 1, 1)
+    code, out, err = check(write_batch(tmp_path, cheap(scripted.base_url, tmp_path)), tmp_path, capsys)
+    assert code == 0, err
+    assert f"ok  response cache {tmp_path / 'cache.sqlite'}: takes a write" in out
+    assert cache.counts() == {"completions": 1, "embeddings": 0}
+
+
+@pytest.mark.fault
+def test_a_refused_cache_password_is_not_ready_naming_the_setting(
+    scripted, tmp_path, capsys, keyless, postgres_server
+):
+    settings = cheap(scripted.base_url, tmp_path)
+    settings["cache"] = {"url": postgres_server.url(password="not-the-password")}
+    code, out, err = check(write_batch(tmp_path, settings), tmp_path, capsys)
+    assert code == 1 and "ready to run" not in out
+    assert "key 'cache.url': response cache postgresql://***@127.0.0.1:" in err
+    assert "password authentication failed" in err and "check the user and the password" in err
+    assert "not-the-password" not in err and len(err.strip().splitlines()) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import Counter
 from contextlib import nullcontext
@@ -413,3 +414,16 @@ def test_a_data_file_with_no_records_is_an_error_naming_it(tmp_path, emptied):
     with pytest.raises(DataError, match="no records") as err:
         load_dataset("multihop_rag", folder)
     assert str(folder / emptied) in str(err.value)
+
+
+@pytest.mark.fault
+def test_a_data_set_whose_records_hold_no_question_is_an_error_naming_its_folder(tmp_path):
+    """Meetings whose query lists are empty loaded as 0 questions: a run with nothing to evaluate."""
+    folder = tmp_path / "qmsum"
+    folder.mkdir()
+    meeting = json.loads((FIXTURES / "qmsum_bad_span" / "test.jsonl").read_text())
+    meeting["general_query_list"] = meeting["specific_query_list"] = []
+    (folder / "test.jsonl").write_text(json.dumps(meeting) + "\n")
+    with pytest.raises(DataError, match="no questions: the data set leaves nothing to evaluate") as err:
+        load_dataset("qmsum", folder)
+    assert str(err.value).startswith(f"file {folder}:")

@@ -19,7 +19,13 @@ from ragtrial.config.data import DataSettings
 from ragtrial.data import load_dataset
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.index import build
-from ragtrial.index.build import build_index, index_path, load_or_build_document_indexes, load_or_build_index
+from ragtrial.index.build import (
+    build_index,
+    failed_model_calls,
+    index_path,
+    load_or_build_document_indexes,
+    load_or_build_index,
+)
 from ragtrial.index.inspect import (
     chunk_outcomes,
     communities_per_level,
@@ -32,6 +38,7 @@ from ragtrial.index.inspect import (
     with_origin,
 )
 from ragtrial.index.tables import SCHEMAS, GraphIndex, config_hash, produced_columns, select_origin
+from ragtrial.llm.middleware import RETRY_FAILURES_ENV
 from ragtrial.records import Dataset, Document, Question
 from ragtrial.runner.context import open_run
 
@@ -426,3 +433,42 @@ def test_seed001s_index_is_one_extraction_call_per_passage_and_no_report_or_summ
     ]
     assert len(asked) == 3 and all("Entity types:" in a for a in asked)  # llm_max_chunks 3: three passages
     assert index.community_reports.empty and len(index.entities) > 0
+
+
+@pytest.mark.fault
+def test_retry_failures_rebuilds_a_saved_index_whose_extractions_failed_once_per_invocation(
+    scripted, tmp_path, monkeypatch
+) -> None:
+    """`run --force --retry-failures` reused a saved index whose extractions had all failed to parse
+    (still 3 of 3 failed), and the later notebooks read it.
+    """
+
+    def unparseable_extractions(body: dict) -> str:
+        asked = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        return "no JSON here" if "Entity types:" in asked else scripted_model(body)
+
+    monkeypatch.delenv(RETRY_FAILURES_ENV, raising=False)
+    first = context(scripted, tmp_path, "01_build_index", graph_source="llm")
+    scripted.default_reply = unparseable_extractions
+    dataset = load_experiment_dataset(first.settings.data)
+    failed = load_or_build_index(first, dataset)
+    assert failed_model_calls(failed) >= 3 and failed.entities.empty
+
+    scripted.default_reply = scripted_model  # the model now answers in JSON
+    again = context(scripted, tmp_path, "01_build_index", graph_source="llm")
+    assert failed_model_calls(load_or_build_index(again, dataset)) == failed_model_calls(failed)
+    assert again.ledger.frame().empty  # without --retry-failures the saved index is read as it is
+
+    monkeypatch.setenv(RETRY_FAILURES_ENV, "invocation-1")
+    before = len(scripted.chat_requests())
+    retried = context(scripted, tmp_path, "01_build_index", graph_source="llm")
+    rebuilt = load_or_build_index(retried, dataset)
+    assert failed_model_calls(rebuilt) == 0 and not rebuilt.entities.empty
+    extraction = [r for r in scripted.chat_requests()[before:] if "Entity types:" in str(r["body"])]
+    assert len(extraction) == 3  # the failed extractions asked again
+    assert rebuilt.manifest["retry_round"] == "invocation-1"
+
+    later = context(scripted, tmp_path, "04_rag_vs_graphrag_qa", graph_source="llm")
+    read = load_or_build_index(later, dataset)  # a later notebook of the same invocation
+    assert later.ledger.frame().empty and read.manifest["built_by_run"] == rebuilt.manifest["built_by_run"]
+    assert_same_tables(rebuilt, read)

@@ -11,7 +11,7 @@ from postgres_server import free_port
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.settings import validate_settings
-from ragtrial.llm.cache import CacheError, ResponseCache
+from ragtrial.llm.cache import CacheError, ResponseCache, copy_rows
 
 
 @pytest.mark.fault
@@ -103,3 +103,19 @@ def test_an_unknown_scheme_or_a_bare_path_is_refused_naming_the_key_and_the_fix(
         validate_settings({"cache": {"url": "outputs/cache/x.sqlite"}}, "batch.yaml")
     with pytest.raises(ParamsError, match=r"key 'cache_path' moved to 'cache\.url'"):
         validate_settings({"cache_path": "outputs/cache/x.sqlite"}, "batch.yaml")
+
+
+@pytest.mark.fault
+def test_reply_text_holding_nul_or_the_escape_mark_round_trips_and_copies_whole(cache_location, tmp_path):
+    texts = ["before\x00after", '\ufdd0json:"looks escaped"', "plain", "\x00"]
+    cache = ResponseCache(cache_location)
+    for i, text in enumerate(texts):
+        cache.put_completion(f"k{i}", "m", text, 1, 1, served_model=f"m\x00{i}")
+    assert [cache.get_completion(f"k{i}").text for i in range(len(texts))] == texts
+    assert cache.get_completion("k0").served_model == "m\x000"
+    copy = ResponseCache(tmp_path / "copy.sqlite")
+    copy_rows(cache, copy)
+    assert [copy.get_completion(f"k{i}").text for i in range(len(texts))] == texts
+    back = ResponseCache(tmp_path / "back.sqlite")
+    copy_rows(copy, back)
+    assert back.rows("completions") == copy.rows("completions") == cache.rows("completions")

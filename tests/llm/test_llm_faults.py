@@ -6,6 +6,7 @@ import pytest
 from conftest import make_llm
 from pydantic import BaseModel
 
+from ragtrial.llm.cache import CacheError, ResponseCache
 from ragtrial.llm.client import fold_system_messages
 from ragtrial.llm.errors import LLMError, StructuredOutputError
 from ragtrial.llm.ledger import answered_by, summarize
@@ -362,3 +363,46 @@ def test_a_key_echoed_in_an_error_body_is_redacted(scripted, tmp_path, monkeypat
     assert key not in str(err.value) and "Incorrect API key provided: ***" in str(err.value)
     assert "user:pw" not in str(err.value) and err.value.__cause__ is None and err.value.__suppress_context__
     assert key not in (tmp_path / "ledger.csv").read_text()
+
+
+@pytest.mark.fault
+def test_a_read_only_cache_stops_the_call_before_it_is_paid(scripted, tmp_path, unwritable):
+    """A read-only cache took the request's money and left no ledger row ("live calls 0"): the
+    call's claim is a write, refused before any request.
+    """
+    location = tmp_path / "cache.sqlite"
+    ResponseCache(location).close()
+    unwritable(location)
+    llm = make_llm(scripted.base_url, tmp_path, location)
+    with pytest.raises(CacheError, match=f"{location}: attempt to write a readonly database .*writable"):
+        llm.complete("hello", stage="t")
+    assert scripted.chat_requests() == [] and llm.ledger.frame().empty
+
+
+@pytest.mark.fault
+def test_a_paid_reply_the_cache_cannot_store_is_in_the_ledger_and_stops_the_run(
+    scripted, tmp_path, monkeypatch
+):
+    llm = make_llm(scripted.base_url, tmp_path)
+
+    def full_disk(*args, **kwargs):
+        raise CacheError(f"response cache {tmp_path / 'cache.sqlite'}: database or disk is full")
+
+    monkeypatch.setattr(llm.cache, "put_completion", full_disk)
+    with pytest.raises(CacheError, match="disk is full"):
+        llm.complete("hello", stage="t")
+    assert len(scripted.chat_requests()) == 1
+    row = llm.ledger.frame().iloc[0]
+    assert (row["failure"], bool(row["cached"]), row["attempts"]) == ("cache_write", False, 1)
+    assert row["completion_tokens"] > 0 and row["served_model"]
+
+
+@pytest.mark.fault
+def test_a_reply_holding_a_nul_byte_is_stored_and_replayed_whole(scripted, tmp_path, cache_location):
+    """PostgreSQL text cannot hold NUL: the reply failed the run, paid and unrecorded."""
+    scripted.script.append(("text", "before\x00after"))
+    llm = make_llm(scripted.base_url, tmp_path, cache_location)
+    done = llm.complete("nul", stage="t")
+    again = llm.complete("nul", stage="t")
+    assert done.text == again.text == "before\x00after" and again.cached and not done.cached
+    assert llm.ledger.frame()["failure"].tolist() == ["", ""]

@@ -23,7 +23,9 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import PROJECT_ROOT, endpoint_settings
+from hostile import written_secrets
 from latency_server import schema_reply
+from ray_cluster import TEST_KEY_ENV
 from run_outputs import TIMING_COLUMNS, run_tables
 from scripted_server import ScriptedServer
 
@@ -141,6 +143,30 @@ def test_an_api_key_never_travels_a_node_without_it_fails_the_run_naming_the_var
     assert [
         p for p in written if key.encode() in p.read_bytes()
     ] == []  # not in Ray's logs or spilled objects
+
+
+@pytest.mark.fault
+def test_a_key_echoed_in_a_200_reply_on_ray_reaches_no_file(cluster, scripted, tmp_path):
+    """An endpoint echoing the Authorization header in its replies wrote the key into the cache and
+    the run's files on `--engine ray` too.
+    """
+    scripted.echo_authorization = True
+    llm = {"api_key_env": TEST_KEY_ENV}
+    batch = write_batch(tmp_path, [{"notebook": "00_backend_check"}], scripted.base_url, llm=llm)
+    done = ragtrial_run(
+        batch,
+        tmp_path / "out",
+        "--engine",
+        "ray",
+        "--address",
+        cluster.address,
+        env={**os.environ, TEST_KEY_ENV: cluster.test_key},
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"Bearer {cluster.test_key}" in {r["authorization"] for r in scripted.requests}  # sent, echoed
+    assert (tmp_path / "out" / "cache" / "ragtrial.sqlite").is_file()
+    assert written_secrets(tmp_path, [cluster.test_key]) == {}
+    assert cluster.test_key not in done.stdout + done.stderr
 
 
 def test_runs_on_two_nodes_that_need_one_index_build_it_once_under_its_lock(cluster, scripted, tmp_path):

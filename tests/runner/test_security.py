@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 import yaml
 from conftest import PROJECT_ROOT
-from hostile import INJECTION, injecting_reply, live_elements
+from hostile import INJECTION, injecting_reply, live_elements, written_secrets
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec
 from ragtrial.config.settings import Settings
 from ragtrial.redact import redact_url
-from ragtrial.report.markdown import escape_markdown
 from ragtrial.runner.batch import run_batch
 from ragtrial.runner.credentials import credential_variable, mask_credentials, restore_credentials
 
@@ -56,24 +55,6 @@ def test_model_and_endpoint_text_never_becomes_live_html_in_a_report(scripted, t
     pages = {r.notebook: (r.run_dir / "report.html").read_text() for r in results}
     assert all("onerror=alert(1)" in page for page in pages.values())  # the text is shown, as text
     assert {name: live_elements(page) for name, page in pages.items()} == {name: [] for name in pages}
-
-
-def written_forms(secret: str) -> set[str]:
-    """The secret as a file may hold it: as is, escaped for Markdown, and inside a JSON string."""
-    plain = {secret, escape_markdown(secret)}
-    return plain | {json.dumps(form)[1:-1] for form in plain}
-
-
-def written_secrets(root, secrets_: list[str]) -> dict[str, list[str]]:
-    """Every file under `root` (but the batch file) that holds one of `secrets_`, with those it holds."""
-    found = {}
-    for path in root.rglob("*"):
-        if path.is_file() and path.name != "batch.yaml":
-            data = path.read_bytes()
-            held = [s for s in secrets_ if any(form.encode() in data for form in written_forms(s))]
-            if held:
-                found[str(path.relative_to(root))] = held
-    return found
 
 
 @pytest.mark.usefixtures("notebook_kernels")

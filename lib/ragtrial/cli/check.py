@@ -1,6 +1,7 @@
 """`ragtrial check params/<batch>.yaml [--set k=v] [--only NB] [--outputs DIR]` (also `validate`):
-the batch resolved and checked as `ragtrial run` checks it, plus its data sets' gold, a real request
-to each endpoint and the upstream systems' environments (`runner.checks`); nothing is run.
+the batch resolved and checked as `ragtrial run` checks it, plus its data sets' gold, a write to each
+response cache (rolled back), a real request to each endpoint and the upstream systems' environments
+(`runner.checks`); nothing is run.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ def add_parser(sub) -> None:
     check = sub.add_parser(
         "check",
         aliases=["validate"],
-        help="check a batch without running it: settings, names, paths, the data sets' gold, a real request "
-        "to each endpoint, the upstream systems; exit 2 at a problem of the batch, 1 at an endpoint or "
+        help="check a batch without running it: settings, names, paths, the data sets' gold, the response "
+        "cache (a write, rolled back), a real request to each endpoint, the upstream systems; exit 2 at a "
+        "problem of the batch, 1 at a cache, endpoint or "
         "system that is not ready, naming it",
     )
     add_batch_arguments(check, "check only these notebooks")

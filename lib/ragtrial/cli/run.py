@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 from ragtrial.cli.arguments import add_batch_arguments, project_and_batch
 from ragtrial.config.base import ParamsError
@@ -113,8 +114,9 @@ def run_command(args: argparse.Namespace) -> int:
         from ragtrial.llm.middleware import RETRY_FAILURES_ENV
 
         # read by every model call, papermill's kernels included (inherited environment); the
-        # settings, and so the run ids, do not change
-        os.environ[RETRY_FAILURES_ENV] = "1"
+        # settings, and so the run ids, do not change. The value names this invocation: a saved
+        # index with failures is rebuilt once in it (`index.build.load_or_build_index`).
+        os.environ[RETRY_FAILURES_ENV] = f"{os.getpid()}-{time.time_ns()}"
     _, not_done = run_notebooks(args, args.only)
     print(outputs_dir(project_and_batch(args.batch)[0], args.outputs) / "index.html")
     return 1 if not_done else 0

@@ -22,14 +22,17 @@ from ragtrial.config.notebooks import Gold
 @dataclass(frozen=True)
 class Publication:
     """A loader's data set: the gold its questions carry (`provides`, kinds of `config.notebooks.Gold`,
-    for the loader's default options), where it was published, its licence, and the data-root
-    folders of the published copies it reads (keys of `FOLDERS`; the first is its default folder).
+    for the loader's default options), where it was published, its licence, the data-root
+    folders of the published copies it reads (keys of `FOLDERS`; the first is its default folder),
+    and whether it may hold no document (`documents_optional`: answers files, query logs, UltraDomain
+    without its books).
     """
 
     provides: tuple[Gold, ...]
     published_at: str
     licence: str
     folders: tuple[str, ...] = ()
+    documents_optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -901,6 +904,7 @@ PUBLICATIONS: dict[str, Publication] = {
         "carry no gold. Sampled into a test set as seed 004 describes (FalkorDB, 'GraphRAG Evaluation: "
         "How to Test Retrieval Quality Before You Ship').",
         "your own data",
+        documents_optional=True,
     ),
     "ultradomain": Publication(
         ("questions", "answers"),
@@ -910,12 +914,14 @@ PUBLICATIONS: dict[str, Publication] = {
         "(arXiv:2410.05779).",
         "Apache 2.0 (KAG); the cs books are third-party copyrighted works, not fetched",
         ("ultradomain_cs_questions_kag",),
+        documents_optional=True,
     ),
     "answers_file": Publication(
         ("questions",),
         "Any local answers file (bring your own answers, ragtrial.data.answer_files): the questions it "
         "answers; no publication.",
         "your own data",
+        documents_optional=True,
     ),
     "text_folder": Publication(
         (),

@@ -55,6 +55,7 @@ def register_loader(name: str) -> Callable[[Callable[..., DocsAndQuestions]], Ca
             _check_consistent(root, documents, questions)
             questions = _sample(questions, limit_questions, random.Random(f"{seed}:questions"))
             documents = _limit_documents(documents, questions, limit_documents, seed)
+            _check_something_to_evaluate(name, root, documents, questions, limit_documents)
             return Dataset(
                 name=name, documents=documents, questions=questions, source_path=str(root), warnings=flaws
             )
@@ -118,6 +119,22 @@ def _check_consistent(root: Path, documents: list[Document], questions: list[Que
         missing = [g for g in q.gold_doc_ids if g not in doc_ids]
         if missing:
             raise DataError(str(root), q.question_id, "gold_doc_ids", f"no document with id {missing[0]!r}")
+
+
+def _check_something_to_evaluate(
+    name: str, root: Path, documents: list[Document], questions: list[Question], limit: int | None
+) -> None:
+    """A data set without a document (or, when its publication provides questions, without a
+    question) leaves a run nothing to evaluate: it would load as 0 documents and measure nothing.
+    """
+    publication = PUBLICATIONS[name]
+    limited = " after limit_documents=0" if limit == 0 and not documents else ""
+    if not documents and not publication.documents_optional:
+        raise DataError(
+            str(root), None, None, f"no documents{limited}: the data set leaves nothing to evaluate"
+        )
+    if not questions and "questions" in publication.provides:
+        raise DataError(str(root), None, None, "no questions: the data set leaves nothing to evaluate")
 
 
 def check_unique(keyed: Iterable[tuple[str, FieldReader]], field: str, what: str) -> None:

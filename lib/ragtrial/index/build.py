@@ -52,6 +52,7 @@ from ragtrial.index.import_graphs import IMPORTER_VERSION, import_graphrag_outpu
 from ragtrial.index.tables import GraphIndex, config_hash, empty_tables, fingerprint_documents
 from ragtrial.llm.context import ModelContext
 from ragtrial.llm.ledger import Ledger, Tally, by_stage
+from ragtrial.llm.middleware import retry_round
 from ragtrial.llm.plan import StagePlan
 from ragtrial.locks import FolderLock
 from ragtrial.prompts import load_prompt
@@ -374,6 +375,7 @@ def _build(
         "ledger": stage.cost_by_stage(),
         **build.notes,
         **({"distributed": build.cluster.record()} if build.cluster else {}),
+        **({"retry_round": retry_round()} if retry_round() else {}),
     }
     assert build.index is not None  # every stage plan makes an index
     saved = dataclasses.replace(build.index, manifest=manifest).save(path)
@@ -413,12 +415,34 @@ def load_or_build_index(
     settings = settings or ctx.settings.index
     identity = index_identity(ctx, dataset, settings)
     path = _index_folder(settings, identity)
-    if (path / "manifest.json").is_file():
-        return GraphIndex.load(path)
+    if (path / "manifest.json").is_file() and not _to_retry(saved := GraphIndex.load(path)):
+        return saved
     with _build_lock(path):
-        if (path / "manifest.json").is_file():  # built by the process this one waited for
-            return GraphIndex.load(path)
+        # built by the process this one waited for (or, retrying, rebuilt by it)
+        if (path / "manifest.json").is_file() and not _to_retry(saved := GraphIndex.load(path)):
+            return saved
         return _build(ctx, dataset, settings, identity, path)
+
+
+def failed_model_calls(index: GraphIndex) -> int:
+    """The model calls of an index's build that failed: its extraction failures (those of a
+    file's import aside, which no model call made) and the community reports that failed.
+    """
+    failures = index.extraction_failures
+    reports = index.manifest.get("community_reports", {})
+    return int((failures["stage"] != "import").sum()) + len(reports.get("failed", []))
+
+
+def _to_retry(saved: GraphIndex) -> bool:
+    """Whether `ragtrial run --retry-failures` rebuilds the saved index: it has failed model calls
+    and was not rebuilt in this invocation yet. The rebuild replays every successful call from the
+    cache and asks the failed ones again, so only the failed parts change (and cost).
+    """
+    return (
+        bool(retry_round())
+        and saved.manifest.get("retry_round") != retry_round()
+        and (failed_model_calls(saved) > 0)
+    )
 
 
 def saved_index(ctx: ModelContext, dataset: Dataset, settings: IndexSettings | None = None) -> GraphIndex:

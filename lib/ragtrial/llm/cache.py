@@ -7,7 +7,11 @@ work cost, and the model that served them. A row's `status` is `ok` (a usable re
 instead of paying for the same reply again; see `middleware.with_cache`).
 Transient failures (HTTP errors, timeouts, empty or malformed bodies) are never stored.
 
-Both backends hold the same two tables and run the same statements: a write is an upsert (the last
+A third table, `claims`, holds the requests in flight: a live call claims its key with a lease
+(`ResponseCache.claim`), so that processes and machines sharing the cache send a request once.
+On PostgreSQL, a reply holding a NUL byte is stored escaped (`PostgresStore.stored_text`).
+
+Both backends hold the same tables and run the same statements: a write is an upsert (the last
 writer of a key wins, whole rows only, so a `--retry-failures` success replaces a stored failure),
 and writers of the same keys at once, in threads or processes or on several machines, neither fail
 nor leave more than one row per key. A batch of embeddings is written in one transaction, in key
@@ -26,9 +30,11 @@ import functools
 import hashlib
 import json
 import os
+import socket
 import sqlite3
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -46,6 +52,7 @@ from ragtrial.config.cache import (
     url_problem,
 )
 from ragtrial.config.paths import output_path
+from ragtrial.locks import pid_alive
 from ragtrial.redact import MASK, redact, redact_url
 
 # Every column of the two tables, in the order `rows` returns them and `add_rows` takes them.
@@ -62,6 +69,8 @@ COLUMNS = {
     ),
     "embeddings": ("key", "model", "vector", "n_tokens", "created_at"),
 }
+# The columns that hold what an endpoint sent (a NUL byte included), stored as `stored_text` says.
+_REPLY_COLUMNS = ("text", "served_model")
 STATUS_OK = "ok"
 STATUS_PARSE_FAILURE = "parse"
 _SCHEMA = """
@@ -70,7 +79,11 @@ CREATE TABLE IF NOT EXISTS completions (
     created_at {real}, status TEXT NOT NULL DEFAULT 'ok', served_model TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS embeddings (
     key TEXT PRIMARY KEY, model TEXT, vector {blob}, n_tokens {integer}, created_at {real});
+CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at {real} NOT NULL);
 """
+# A claim's lease (`ResponseCache.claim`), renewed while its holder lives: a claimer that died (a kill
+# -9, a lost machine) holds its keys at most this long.
+CLAIM_LEASE_S = 60.0
 # Columns added to the SQLite schema after the first release, with their definitions: a cache file
 # written before them gains them in place (its rows and keys unchanged, so it keeps hitting).
 _ADDED_COLUMNS = {
@@ -79,6 +92,11 @@ _ADDED_COLUMNS = {
         "served_model": "TEXT NOT NULL DEFAULT ''",
     }
 }
+# The mark of a PostgreSQL text stored JSON-escaped (`PostgresStore.stored_text`): a noncharacter,
+# which no reply starts with in practice (and one that does is escaped too, so reading is exact).
+_ESCAPED = "\ufdd0json:"
+# The key of the row `ResponseCache.check_writable` writes and rolls back.
+_PROBE_KEY = "ragtrial-check: a write, rolled back"
 _KEYS_PER_QUERY = 500  # stay below SQLite's bound-parameter limit
 T = TypeVar("T")
 
@@ -193,10 +211,13 @@ class SQLiteStore:
         try:
             yield
         except sqlite3.DatabaseError as err:
-            raise CacheError(
-                f"response cache {self.path}: {err} (if the file is corrupt or truncated, delete it: it "
-                "only saves model calls; or set cache.url to another file)"
-            ) from None
+            hint = (
+                "make the file and its folder writable, or set cache.url to another file"
+                if "readonly" in str(err)
+                else "if the file is corrupt or truncated, delete it: it only saves model calls; or set "
+                "cache.url to another file"
+            )
+            raise CacheError(f"response cache {self.path}: {err} ({hint})") from None
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with self.guard():
@@ -217,6 +238,14 @@ class SQLiteStore:
             # copy the committed WAL frames into the database file, as far as readers allow
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             return result
+
+    @staticmethod
+    def stored_text(text: str) -> str:
+        return text  # SQLite text holds any string
+
+    @staticmethod
+    def read_text(stored: str) -> str:
+        return stored
 
     def create_schema(self) -> None:
         with self.guard():
@@ -329,6 +358,21 @@ class PostgresStore:
         """`work(connection)` in one transaction."""
         return self._on_a_connection(work, transaction=True)
 
+    @staticmethod
+    def stored_text(text: str) -> str:
+        """`text` as PostgreSQL text can hold it: a NUL byte (a model may send one) cannot be stored
+        as such, so a text holding one, or starting with the escape mark, is stored JSON-escaped
+        after the mark; every other text as it is (the rows of older caches read unchanged).
+        """
+        if "\x00" in text or text.startswith(_ESCAPED):
+            return _ESCAPED + json.dumps(text)
+        return text
+
+    @staticmethod
+    def read_text(stored: str) -> str:
+        """The text `stored_text` stored."""
+        return json.loads(stored[len(_ESCAPED) :]) if stored.startswith(_ESCAPED) else stored
+
     def create_schema(self) -> None:
         self.write(_create_postgres_schema)
 
@@ -392,10 +436,17 @@ class ResponseCache:
     `open_cache`.
     """
 
-    def __init__(self, location: str | Path, password_env: str = DEFAULT_PASSWORD_ENV):
+    def __init__(
+        self, location: str | Path, password_env: str = DEFAULT_PASSWORD_ENV, lease_s: float = CLAIM_LEASE_S
+    ):
         self.store = open_store(location, password_env)
         self.where = self.store.where  # the file, or the URL with its credentials masked
         self.store.create_schema()
+        # who holds this instance's claims: unique across processes and machines
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+        self.lease_s = lease_s
+        self.held = 0  # claims held now; the renewer runs while there are any
+        self.held_lock = threading.Lock()
 
     def close(self) -> None:
         """Close the connections (SQLite: checkpoint the WAL into the file first); reopened on use."""
@@ -410,7 +461,8 @@ class ResponseCache:
         if not rows:
             return None
         text, prompt_tokens, completion_tokens, status, served_model = rows[0]
-        return CachedReply(text, int(prompt_tokens), int(completion_tokens), status, served_model)
+        read = self.store.read_text
+        return CachedReply(read(text), int(prompt_tokens), int(completion_tokens), status, read(served_model))
 
     def put_completion(
         self,
@@ -422,7 +474,17 @@ class ResponseCache:
         status: str = STATUS_OK,
         served_model: str = "",
     ) -> None:
-        row = (key, model, text, prompt_tokens, completion_tokens, time.time(), status, served_model)
+        stored = self.store.stored_text
+        row = (
+            key,
+            model,
+            stored(text),
+            prompt_tokens,
+            completion_tokens,
+            time.time(),
+            status,
+            stored(served_model),
+        )
         sql = _upsert("completions", self.store.mark)
         self.store.write(lambda conn: conn.execute(sql, row))
 
@@ -444,27 +506,130 @@ class ResponseCache:
         sql = _upsert("embeddings", self.store.mark)
         self.store.write(lambda conn: conn.cursor().executemany(sql, sorted(latest.values())))
 
+    def claim(self, key: str) -> bool:
+        """Claim the live call of `key` for this instance, unless another live holder has it: the
+        cross-process half of request deduplication (several processes or machines on one cache
+        send one request; the others wait for its reply, `middleware.with_cache`). A claim is a
+        row with a lease, renewed every third of it while held (`release` ends it), so a claimer
+        that died stops holding its key when its lease runs out, or at once when it was a process of
+        this machine (`_died_here`). Clocks of several machines are assumed to agree to well within
+        the lease.
+        """
+        mark = self.store.mark
+        take = (
+            f"INSERT INTO claims (key, holder, expires_at) VALUES ({mark}, {mark}, {mark}) ON CONFLICT (key) "
+            f"DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at "
+            f"WHERE claims.expires_at < {mark}"
+        )
+
+        def holder(conn: Any) -> str:
+            rows = conn.execute(f"SELECT holder FROM claims WHERE key = {mark}", (key,)).fetchall()
+            return rows[0][0] if rows else ""
+
+        def try_to_take(conn: Any) -> bool:
+            now = time.time()
+            conn.execute(take, (key, self.holder, now + self.lease_s, now))
+            other = holder(conn)
+            if other != self.holder and _died_here(other):  # killed on this machine: no need to wait
+                conn.execute(f"DELETE FROM claims WHERE key = {mark} AND holder = {mark}", (key, other))
+                conn.execute(take, (key, self.holder, now + self.lease_s, now))
+            return holder(conn) == self.holder
+
+        taken = self.store.write(try_to_take)
+        if taken:
+            with self.held_lock:
+                self.held += 1
+                if self.held == 1:
+                    threading.Thread(target=_renew_claims, args=(weakref.ref(self),), daemon=True).start()
+        return taken
+
+    def release(self, key: str) -> None:
+        """End this instance's claim of `key` (its reply is stored, or its call failed)."""
+        with self.held_lock:
+            self.held -= 1
+        mark = self.store.mark
+        sql = f"DELETE FROM claims WHERE key = {mark} AND holder = {mark}"
+        self.store.write(lambda conn: conn.execute(sql, (key, self.holder)))
+
+    def renew_claims(self) -> None:
+        """Extend the lease of every claim this instance holds."""
+        mark = self.store.mark
+        sql = f"UPDATE claims SET expires_at = {mark} WHERE holder = {mark}"
+        self.store.write(lambda conn: conn.execute(sql, (time.time() + self.lease_s, self.holder)))
+
+    def check_writable(self) -> None:
+        """Raise `CacheError` unless a row can be written (a read-only or immutable file, a user
+        without the right to insert); the row is rolled back, so the cache is left as it was.
+        """
+
+        class RolledBack(Exception):
+            pass
+
+        row = (_PROBE_KEY, "", "", 0, 0, time.time(), STATUS_OK, "")
+        sql = _upsert("completions", self.store.mark)
+
+        def write_then_undo(conn: Any) -> None:
+            conn.execute(sql, row)
+            raise RolledBack
+
+        try:
+            self.store.write(write_then_undo)
+        except RolledBack:
+            pass
+
     def counts(self) -> dict[str, int]:
         return {table: self.store.read(f"SELECT COUNT(*) FROM {table}")[0][0] for table in COLUMNS}
 
     def rows(self, table: str, after: str = "", limit: int = 1000) -> list[tuple]:
         """Up to `limit` whole rows of `table` (columns as `COLUMNS`), in key order, after key `after`."""
         mark = self.store.mark
-        return self.store.read(
+        rows = self.store.read(
             f"SELECT {', '.join(COLUMNS[table])} FROM {table} WHERE key > {mark} ORDER BY key LIMIT {mark}",
             (after, limit),
+        )
+        return [self._texts(table, row, self.store.read_text) for row in rows]
+
+    @staticmethod
+    def _texts(table: str, row: tuple, convert: Callable[[str], str]) -> tuple:
+        """`row` with `convert` applied to its columns that hold a reply's characters."""
+        return tuple(
+            convert(v) if c in _REPLY_COLUMNS and v is not None else v
+            for c, v in zip(COLUMNS[table], row, strict=True)
         )
 
     def add_rows(self, table: str, rows: list[tuple]) -> int:
         """Insert whole rows of `table` whose keys it does not hold yet; the number inserted."""
         sql = _insert(table, self.store.mark, "DO NOTHING")
+        stored = [self._texts(table, row, self.store.stored_text) for row in rows]
 
         def insert(conn: Any) -> int:
             cursor = conn.cursor()
-            cursor.executemany(sql, rows)
+            cursor.executemany(sql, stored)
             return cursor.rowcount
 
         return self.store.write(insert)
+
+
+def _died_here(holder: str) -> bool:
+    """Whether a claim's holder was a process of this machine (by host name) that no longer runs:
+    a killed run's claim then ends at once rather than with its lease (on a host name two machines
+    share, at worst a call is paid twice).
+    """
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
+
+
+def _renew_claims(cache_ref: weakref.ref[ResponseCache]) -> None:
+    """Renew the claims of a cache every third of its lease while it holds any (and exists)."""
+    while (cache := cache_ref()) is not None and cache.held > 0:
+        pause = cache.lease_s / 3
+        try:
+            cache.renew_claims()
+        except CacheError:
+            pass  # the claim's own write reports a cache that fails; a lapsed lease costs a duplicate
+        del cache  # hold no reference while sleeping
+        time.sleep(pause)
 
 
 def cache_location(

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ragtrial.config.llm import EmbeddingSettings, LLMSettings
-from ragtrial.llm.cache import ResponseCache, cache_key
+from ragtrial.llm.cache import CacheError, ResponseCache, cache_key
 from ragtrial.llm.client import SharedClients, is_token_count, post_json
 from ragtrial.llm.errors import BadReply, LLMError
 from ragtrial.llm.ledger import CallRecord, Ledger
@@ -143,7 +143,11 @@ class Embedder:
                 live_tokens += sum(computed.n_tokens)
                 served.add(computed.served_model)
                 rows = list(zip(part, computed.vectors, computed.n_tokens, strict=True))
-                self.cache.put_embeddings(self.settings.model, rows)
+                try:
+                    self.cache.put_embeddings(self.settings.model, rows)
+                except CacheError:  # paid for, not stored: recorded, then the run stops on it
+                    self._record(stage, method, False, live_tokens, started, attempts, "cache_write", served)
+                    raise
                 found.update({k: (v, n) for k, v, n in rows})
         tokens = sum(found[k][1] for k in keys)
         self._record(stage, method, not missing, tokens, started, attempts, "", served)

@@ -41,7 +41,7 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from ragtrial.config.llm import LLMSettings
-from ragtrial.llm.cache import STATUS_OK, STATUS_PARSE_FAILURE, CachedReply, ResponseCache
+from ragtrial.llm.cache import STATUS_OK, STATUS_PARSE_FAILURE, CachedReply, CacheError, ResponseCache
 from ragtrial.llm.errors import BadReply, LLMError, StructuredOutputError
 from ragtrial.llm.ledger import CallRecord, Ledger
 from ragtrial.llm.rate_limit import RateLimiter
@@ -83,13 +83,21 @@ class Reply:
 
 # Set (to anything but "0") by `ragtrial run --retry-failures`: recorded failures are asked again.
 # An environment variable, read at call time, so that it reaches papermill's kernels and changes
-# neither the settings nor the run id.
+# neither the settings nor the run id. Its value names the invocation (`retry_round`).
 RETRY_FAILURES_ENV = "RAGTRIAL_RETRY_FAILURES"
 
 
 def retry_recorded_failures() -> bool:
     """Whether cached validation failures are asked again instead of replayed."""
-    return os.environ.get(RETRY_FAILURES_ENV, "") not in ("", "0")
+    return retry_round() != ""
+
+
+def retry_round() -> str:
+    """The `ragtrial run --retry-failures` invocation under way ("" when none): what a saved index
+    rebuilt for its failures records, so that the batch's later notebooks load it, not rebuild it.
+    """
+    value = os.environ.get(RETRY_FAILURES_ENV, "")
+    return "" if value == "0" else value
 
 
 def is_empty_reply(
@@ -107,6 +115,21 @@ def is_empty_reply(
 
 Handler = Callable[[Call], Reply]
 Middleware = Callable[[Handler], Handler]
+
+
+# How often a call waiting for another holder's claimed reply looks at the cache.
+CLAIM_POLL_S = 0.2
+
+
+class UnstoredReply(CacheError):
+    """A live call's reply (or validation failure) that the cache could not store: the call was
+    paid, so the metrics layer records what it consumed (failure "cache_write") before the run
+    stops on the cache's error.
+    """
+
+    def __init__(self, err: CacheError, spent: Reply | LLMError):
+        super().__init__(str(err))
+        self.spent = spent
 
 
 def with_metrics(ledger: Ledger, model: str) -> Middleware:
@@ -158,6 +181,19 @@ def with_metrics(ledger: Ledger, model: str) -> Middleware:
                     err.served_model,
                 )
                 raise
+            except UnstoredReply as err:
+                paid = err.spent
+                record(
+                    False,
+                    paid.prompt_tokens,
+                    paid.completion_tokens,
+                    paid.latency_s,
+                    paid.attempts,
+                    paid.throttled,
+                    "cache_write",
+                    paid.served_model,
+                )
+                raise
             record(
                 reply.cached,
                 reply.prompt_tokens,
@@ -190,7 +226,11 @@ def with_cache(cache: ResponseCache, model: str) -> Middleware:
 
     Identical requests running at once (two pairs regenerating one answer to one length, AB and BA
     of two equal answers) are sent once: the later ones wait and replay what the first stored, as
-    they would one after the other. Paid once, one reply, whatever the concurrency.
+    they would one after the other. Paid once, one reply, whatever the concurrency. Across
+    processes and machines sharing the cache the same holds through a claim in the cache
+    (`ResponseCache.claim`, a lease its holder renews): a call whose key another holder claimed
+    polls until that reply is stored or the claim ends (released after a failure, or its holder
+    died and the lease ran out), then replays the reply or claims the call itself.
     """
     one_at_a_time = KeyLocks()
 
@@ -201,33 +241,57 @@ def with_cache(cache: ResponseCache, model: str) -> Middleware:
 
         def cached_or_live(call: Call) -> Reply:
             started = time.perf_counter()
-            hit = cache.get_completion(call.key)
-            if hit is not None and hit.status == STATUS_OK:
-                if not is_empty_reply(call.request, hit.text, hit.completion_tokens):
-                    return _replayed(hit, started)
-            elif hit is not None and call.schema is not None and not retry_recorded_failures():
-                return _replay_failure(call, hit, started)
+            waited = False
+            while True:
+                hit = cache.get_completion(call.key)
+                if hit is not None and hit.status == STATUS_OK:
+                    if not is_empty_reply(call.request, hit.text, hit.completion_tokens):
+                        return _replayed(hit, started)
+                # what the claimer this call waited for stored is this call's reply, a failure too
+                elif (
+                    hit is not None and call.schema is not None and (waited or not retry_recorded_failures())
+                ):
+                    return _replay_failure(call, hit, started)
+                if cache.claim(call.key):
+                    break
+                waited = True  # another process (or machine) is asking: wait for its reply
+                time.sleep(CLAIM_POLL_S)
+            try:
+                return live(call)
+            finally:
+                try:
+                    cache.release(call.key)
+                except CacheError:
+                    pass  # the call's own error says what failed; the claim's lease runs out
+
+        def live(call: Call) -> Reply:
             try:
                 reply = inner(call)
             except StructuredOutputError as err:
+                try:
+                    cache.put_completion(
+                        call.key,
+                        model,
+                        err.raw_text,
+                        err.prompt_tokens,
+                        err.completion_tokens,
+                        STATUS_PARSE_FAILURE,
+                        err.served_model,
+                    )
+                except CacheError as unstored:
+                    raise UnstoredReply(unstored, err) from None
+                raise
+            try:
                 cache.put_completion(
                     call.key,
                     model,
-                    err.raw_text,
-                    err.prompt_tokens,
-                    err.completion_tokens,
-                    STATUS_PARSE_FAILURE,
-                    err.served_model,
+                    reply.text,
+                    reply.prompt_tokens,
+                    reply.completion_tokens,
+                    served_model=reply.served_model,
                 )
-                raise
-            cache.put_completion(
-                call.key,
-                model,
-                reply.text,
-                reply.prompt_tokens,
-                reply.completion_tokens,
-                served_model=reply.served_model,
-            )
+            except CacheError as unstored:
+                raise UnstoredReply(unstored, reply) from None
             return reply
 
         return handle

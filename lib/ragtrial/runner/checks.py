@@ -6,7 +6,8 @@ types, bounds, notebooks), `--only` names notebooks of the batch, each run folde
 outputs folder, and every name and path resolves (`runner.preflight`, answer files included).
 `ragtrial check` adds the checks that read data or send a request (`reach=True`): the outputs
 folder is writable; each run's data set loads and carries the gold its notebook needs
-(`data.gold.require_gold`, the rule the notebook applies); each endpoint answers a real request
+(`data.gold.require_gold`, the rule the notebook applies); each response cache takes a write;
+each endpoint answers a real request
 (`llm.endpoint_probe`); and the upstream systems a run's methods need have their environments.
 The first problem raises, naming the batch file, the run and the dotted key: `ParamsError` for a
 batch that is wrong, `NotReady` for a valid batch whose endpoint or system is not there.
@@ -102,7 +103,8 @@ def check_batch(
         ],
     )
     if reach:
-        checked.checked += [writable(outputs), *data_checks(selected), *endpoint_checks(selected)]
+        checked.checked += [writable(outputs), *data_checks(selected), *cache_checks(selected, root, outputs)]
+        checked.checked += endpoint_checks(selected)
         checked.checked += system_checks(selected)
     return checked
 
@@ -114,10 +116,51 @@ def _where(spec: RunSpec) -> str:
 
 def writable(outputs: Path) -> str:
     """That the outputs folder (or the nearest folder above it that exists) may be written."""
-    existing = next(folder for folder in (outputs, *outputs.parents) if folder.exists())
+    problem = _unwritable(outputs)
+    if problem:
+        raise ParamsError(f"outputs folder {outputs}: {problem}")
+    return f"outputs folder {outputs}: writable" + ("" if outputs.exists() else " (created by the run)")
+
+
+def _unwritable(folder: Path) -> str:
+    """Why `folder`, or the nearest folder above it that exists, may not be written; "" if it may."""
+    existing = next(f for f in (folder, *folder.parents) if f.exists())
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise ParamsError(f"outputs folder {outputs}: {existing} is not a folder this user may write")
-    return f"outputs folder {outputs}: writable" + ("" if existing == outputs else " (created by the run)")
+        return f"{existing} is not a folder this user may write"
+    return ""
+
+
+def cache_checks(specs: Iterable[RunSpec], root: Path, outputs: Path) -> list[str]:
+    """That each distinct response cache of the runs takes a write (rolled back,
+    `llm.cache.ResponseCache.check_writable`): a read-only or immutable SQLite file and refused
+    PostgreSQL credentials fail here, not after a run's first paid call. A SQLite file the run will
+    create is not created: its folder is checked instead.
+    """
+    from ragtrial.llm.cache import CacheError, ResponseCache, cache_location
+
+    said: dict[str, str] = {}
+    for spec in specs:
+        settings = spec.settings.cache
+        location = cache_location(settings, root, outputs)
+        key = f"{location} {settings.password_env}"
+        if key in said:
+            continue
+        try:
+            if isinstance(location, Path) and not location.exists():
+                problem = _unwritable(location.parent)
+                if problem:
+                    raise CacheError(f"response cache {location}: {problem}")
+                said[key] = f"response cache {location}: its folder is writable (created by the run)"
+                continue
+            cache = ResponseCache(location, settings.password_env)
+            try:
+                cache.check_writable()
+            finally:
+                cache.close()
+            said[key] = f"response cache {cache.where}: takes a write"
+        except CacheError as err:
+            raise NotReady(f"{_where(spec)}: key 'cache.url': {err}") from None
+    return list(said.values())
 
 
 def data_checks(specs: Iterable[RunSpec]) -> list[str]:
