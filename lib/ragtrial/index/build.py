@@ -18,7 +18,6 @@ imported only then), with the same tables, ids and index folder; the manifest's 
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import datetime as dt
 import functools
@@ -27,7 +26,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,7 +136,7 @@ class _Stages:
     def __init__(self, ledger: Ledger):
         self.ledger = ledger
         self.calls = Tally()  # every call of the build, stage by stage
-        self.times: list[dict[str, Any]] = []  # in `STAGES` order (a JSON list keeps it)
+        self.times: list[dict[str, Any]] = []  # in build order (a JSON list keeps it)
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
@@ -239,8 +237,7 @@ def _import_openie(b: _Build) -> None:
 
 def _create_communities(b: _Build) -> None:
     """The extracted graphs side by side (ids namespaced by origin when there are two), then Leiden."""
-    # in stage order, whichever extraction finished first (`RUNS_BESIDE`)
-    graphs = {origin: b.graphs[origin] for origin in GRAPH_ORIGINS if origin in b.graphs}
+    graphs = b.graphs
     if len(graphs) > 1:
         graphs = {origin: _namespaced(origin, tables) for origin, tables in graphs.items()}
     tables = {
@@ -309,44 +306,6 @@ STAGES: list[tuple[str, Callable[[IndexSettings], bool], Callable[[_Build], None
 ]
 
 
-# The graphs' origins, in the order their tables are put together.
-GRAPH_ORIGINS = ("nlp", "llm", "import")
-# A stage that runs beside another one when the settings ask for both (in a thread, so the model
-# calls of the other are waited for while this one computes): the NLP graph reads the chunks and
-# writes its own graph, as the LLM extraction does, so neither waits for the other. Their wall
-# times in the manifest overlap.
-RUNS_BESIDE = {"extract_nlp": "extract_llm"}
-
-
-def _run_stages(build: _Build, stage: _Stages) -> None:
-    """The stages the settings ask for, in order, each in `stage`'s clock; a stage of `RUNS_BESIDE`
-    runs in a thread beside its partner when that runs too, and is joined before the next stage.
-    """
-    chosen = [(name, step) for name, applies, step in STAGES if applies(build.settings)]
-    names = {name for name, _ in chosen}
-    beside: list[Future[None]] = []
-
-    def run(name: str, step: Callable[[_Build], None]) -> None:
-        with stage(name):
-            step(build)
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragtrial-build") as pool:
-        for name, step in chosen:
-            if RUNS_BESIDE.get(name) in names:
-                # in a copy of this context: the stage's tally sees its own calls only
-                beside.append(pool.submit(contextvars.copy_context().run, run, name, step))
-                continue
-            try:
-                run(name, step)
-            finally:
-                wait(beside)  # a stage beside is never left running
-            for future in beside:
-                future.result()
-            beside = []
-    order = [name for name, _, _ in STAGES]
-    stage.times.sort(key=lambda row: order.index(row["stage"]))
-
-
 def _build_lock(path: Path) -> FolderLock:
     """The lock of one index folder, beside it (the folder itself is replaced by a rename on save).
 
@@ -398,7 +357,10 @@ def _build(
     started = time.perf_counter()
     build = _Build(ctx, s, dataset, cluster=_cluster(ctx))
     try:
-        _run_stages(build, stage)
+        for name, applies, step in STAGES:
+            if applies(s):
+                with stage(name):
+                    step(build)
     finally:
         if build.cluster:
             build.cluster.close()

@@ -13,6 +13,7 @@ cluster that was not split) reuses that report.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -260,11 +261,11 @@ def full_text(reply: Any) -> str:  # a report_schema model
     )
 
 
-def critical_first(after: list[set[int]]) -> list[int]:
-    """Units (unit i waits for the units `after[i]`, with no cycle) in the order to start them: the
-    longest chain of units waiting on a unit, itself included, first (list scheduling on the
-    critical path), ties by index. A unit's chain is longer than any of its waiters', so every unit
-    comes after the units it waits for.
+def start_order(after: list[set[int]], critical: bool) -> list[int]:
+    """Units (unit i waits for the units `after[i]`, with no cycle) in the order to start them, each
+    after the units it waits for: the longest chain of units waiting on a unit (itself included)
+    first when `critical` (list scheduling on the critical path), else by index wherever the waits
+    allow (the order concurrency 1 sends its calls in).
     """
     waiting_on: list[list[int]] = [[] for _ in after]
     for i, before in enumerate(after):
@@ -275,7 +276,21 @@ def critical_first(after: list[set[int]]) -> list[int]:
     def chain(i: int) -> int:
         return 1 + max((chain(k) for k in waiting_on[i]), default=0)
 
-    return sorted(range(len(after)), key=lambda i: (-chain(i), i))
+    def rank(i: int) -> tuple[int, int]:
+        return (-chain(i) if critical else 0, i)
+
+    left = [len(before) for before in after]
+    ready = [rank(i) for i, n in enumerate(left) if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(i)
+        for k in waiting_on[i]:
+            left[k] -= 1
+            if left[k] == 0:
+                heapq.heappush(ready, rank(k))
+    return order
 
 
 def _members(community: pd.Series) -> tuple[str, ...]:
@@ -315,7 +330,8 @@ def create_community_reports(
     # form one unit, deepest first: the first report that succeeds is reused by the rest. A unit
     # comes after the units holding its communities' children (fewer members: no cycle), so it
     # starts as soon as those are done, not when their whole level is (`after` in
-    # `ragtrial.llm.fanout`), the longest chain of reports waiting on it first.
+    # `ragtrial.llm.fanout`), the longest chain of reports waiting on it first. At concurrency 1 the
+    # units go deepest level first, in community order, as the reports' calls always went.
     groups: dict[tuple[str, ...], list[pd.Series]] = {}
     for _, community in chosen.iterrows():
         groups.setdefault(_members(community), []).append(community)
@@ -330,7 +346,7 @@ def create_community_reports(
         - {i}
         for i, group in enumerate(groups.values())
     ]
-    order = critical_first(children_units)
+    order = start_order(children_units, critical=llm.settings.in_flight > 1)
     position = {unit: at for at, unit in enumerate(order)}
     units = [list(groups.values())[i] for i in order]
     after = [{position[j] for j in children_units[i]} for i in order]
