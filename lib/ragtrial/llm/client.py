@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import re
+import ssl
 import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -332,6 +333,7 @@ class JsonEndpoint:
         self.base_url = base_url.rstrip("/")
         self.pools = [
             httpx2.Client(
+                verify=tls_context(),
                 timeout=timeout_s,
                 limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),  # the SDK's
                 follow_redirects=True,
@@ -365,6 +367,15 @@ class JsonEndpoint:
         if not response.is_success:
             raise status_error(response)
         return response.text
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS context every pool verifies servers with: the one `httpx2` makes by default (the
+    environment's certificate settings included), made once per process, not once per pool (tens
+    of milliseconds of CPU each).
+    """
+    return httpx2.create_ssl_context()
 
 
 def status_error(response: httpx2.Response) -> openai.APIStatusError:
