@@ -202,6 +202,10 @@ def test_reports_are_built_bottom_up_with_failures_reuse_and_skips_listed(script
     assert (result.stats["generated"], result.stats["reused"]) == (4, 1)
     contexts = {c["community_id"]: c for c in result.stats["contexts"]}
     assert contexts["P"]["context"] == "sub-reports" and contexts["P"]["tokens"] <= 60
+    # at concurrency 1 the calls go deepest level first, in community order (Q's repair round too)
+    sent = [report_reply(r["body"]) for r in scripted.chat_requests()]
+    titles = [json.loads(reply)["title"] if reply != "not json" else "About E" for reply in sent]
+    assert titles == ["About A", "About C", "Above About A", "About E", "About E", "About G"]
 
     bounded = IndexSettings(report_levels=[0], max_reports=1)
     llm = make_llm(scripted.base_url, tmp_path / "b")

@@ -9,16 +9,20 @@ import hashlib
 import json
 import re
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pandas as pd
 from conftest import endpoint_settings, make_llm
 from scripted_server import InFlight
 from test_build import assert_same_tables
+from test_community_reports import community, frame, report_reply, tables
 
 from ragtrial.config.index import IndexSettings
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.index.build import build_index, index_path
+from ragtrial.index.create_community_reports import create_community_reports
 from ragtrial.index.extract_llm_graph import extract_llm_graph
 from ragtrial.runner.context import open_run
 
@@ -189,3 +193,76 @@ def test_a_recurring_chunk_text_replays_the_cache_as_at_concurrency_one(scripted
     for table in ("entities", "relations", "claims", "failures"):
         pd.testing.assert_frame_equal(getattr(one, table), getattr(eight, table))
     assert one.stats == eight.stats
+
+
+class Timeline:
+    """A reply function that holds each request (longer for the `slow` ones) and keeps, per request,
+    what `label_of(body)` names it and when it came and went.
+    """
+
+    def __init__(self, reply, label_of, slow, hold_s: float = 0.05, slow_s: float = 1.0):
+        self.reply, self.label_of, self.slow, self.hold_s, self.slow_s = reply, label_of, slow, hold_s, slow_s
+        self.seen: list[tuple[str, float, float]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict) -> str:
+        label, came = self.label_of(body), time.monotonic()
+        time.sleep(self.slow_s if self.slow(label) else self.hold_s)
+        with self.lock:
+            self.seen.append((label, came, time.monotonic()))
+        return self.reply(body)
+
+    def span(self, label: str) -> tuple[float, float]:
+        return next((came, went) for seen, came, went in self.seen if seen == label)
+
+
+def test_a_parent_report_is_asked_for_once_its_own_children_are_reported(scripted, tmp_path) -> None:
+    # P's children X and Y are quick, R's child S is slow: P's request is sent while S's is still
+    # waited for, so P does not wait for the whole level below it.
+    ents, rels, cls = tables(
+        {e: "a long description " * 12 for e in "ABCDGHIJ"},
+        [("A", "B"), ("B", "C"), ("C", "D"), ("G", "H"), ("H", "I"), ("I", "J")],
+    )
+    comms = frame(
+        community("P", 0, None, list("ABCD"), rels),
+        community("X", 1, "P", list("AB"), rels),
+        community("Y", 1, "P", list("CD"), rels),
+        community("R", 0, None, list("GHIJ"), rels),
+        community("S", 1, "R", list("GH"), rels),
+        community("T", 1, "R", list("IJ"), rels),
+    )
+    settings = IndexSettings(report_levels=None, max_reports=None, report_context_tokens=60)
+
+    def label(body: dict) -> str:  # the title its reply gives: the first entity or sub-report of its context
+        return json.loads(report_reply(body))["title"]
+
+    results = []
+    for concurrency in (1, 4):
+        timeline = Timeline(report_reply, label, slow=lambda title: title == "About G")
+        scripted.default_reply = timeline
+        llm = make_llm(scripted.base_url, tmp_path / str(concurrency), concurrency=concurrency)
+        results.append(create_community_reports(llm, ents, rels, cls, comms, settings))
+    # P's context holds its children's reports ("Above About A"), S's is the slow "About G"
+    parent_sent, _ = timeline.span("Above About A")
+    _, slow_child_done = timeline.span("About G")
+    assert parent_sent < slow_child_done
+    one, four = results
+    pd.testing.assert_frame_equal(one.reports, four.reports)
+    assert one.stats == four.stats
+
+
+def test_a_chunks_gleaning_is_sent_before_the_other_chunks_extractions_are_back(scripted, tmp_path) -> None:
+    # chunk c2's extraction is slow: c0's gleaning round goes out while it is still waited for
+    texts = ["Ada Lind met Bo Carr.", "Cy Dunn met Di Eyre.", "Ed Fox met Flo Gray."]
+    chunks = pd.DataFrame({"chunk_id": ["c0", "c1", "c2"], "text": texts})
+    settings = IndexSettings(max_gleanings=1)
+
+    def label(body: dict) -> str:
+        return f"{stage_of(body)} {next(t for t in texts if t in user_turns(body)[0])}"
+
+    timeline = Timeline(model, label, slow=lambda seen: seen == f"extract_graph {texts[2]}")
+    scripted.default_reply = timeline
+    extract_llm_graph(make_llm(scripted.base_url, tmp_path, concurrency=4), chunks, settings)
+    glean_sent, _ = timeline.span(f"glean_graph {texts[0]}")
+    _, slow_extraction_done = timeline.span(f"extract_graph {texts[2]}")
+    assert glean_sent < slow_extraction_done

@@ -48,6 +48,62 @@ def test_at_concurrency_one_units_run_inline_in_order():
     assert seen == [(i, threading.current_thread().name) for i in range(3)]
 
 
+def test_a_unit_with_prerequisites_starts_once_they_are_done_not_when_every_earlier_unit_is():
+    # units 0 and 1 come first; 2 waits for 0 only, 3 for 1 only. Unit 1 stays running until unit 2
+    # has started: unit 2 must not wait for it (nor for a "level" of 0 and 1).
+    started: list[int] = []
+    two_started = threading.Event()
+
+    def unit(i: int) -> int:
+        started.append(i)
+        if i == 1:
+            assert two_started.wait(5), "unit 2 waited for unit 1, which it does not come after"
+        if i == 2:
+            two_started.set()
+        if i == 3:
+            assert 1 in finished
+        finished.add(i)
+        return i * 10
+
+    finished: set[int] = set()
+    assert fan_out(unit, range(4), concurrency=4, after=[[], [], [0], [1]]) == [0, 10, 20, 30]
+    assert started.index(2) < started.index(3)
+    # inline at concurrency 1, in input order, which runs every unit after its prerequisites
+    started.clear()
+    finished.clear()
+    two_started.set()
+    assert fan_out(unit, range(4), concurrency=1, after=[[], [], [0], [1]]) == [0, 10, 20, 30]
+    assert started == [0, 1, 2, 3]
+
+
+def test_of_the_ready_units_the_earliest_in_input_order_starts_first():
+    # two slots: unit 0 runs alone, then 1, 2 and 3 are ready at once: 1 and 2 take the slots
+    order: list[int] = []
+    fan_out(order.append, range(4), concurrency=2, after=[[], [0], [0], [0]])
+    assert order[0] == 0 and order[3] == 3
+
+
+def test_a_unit_can_only_come_after_earlier_units():
+    with pytest.raises(ValueError, match="only earlier units"):
+        fan_out(lambda i: i, range(3), concurrency=2, after=[[], [2], []])
+    with pytest.raises(ValueError, match="prerequisites of 2 units"):
+        fan_out(lambda i: i, range(3), concurrency=2, after=[[], []])
+
+
+def test_a_failed_unit_stops_the_units_waiting_for_it_and_is_raised():
+    ran: list[int] = []
+
+    def unit(i: int) -> int:
+        ran.append(i)
+        if i == 0:
+            raise ValueError("unit 0")
+        return i
+
+    with pytest.raises(ValueError, match="unit 0"):
+        fan_out(unit, range(3), concurrency=2, after=[[], [0], [1]])
+    assert 2 not in ran
+
+
 def test_the_earliest_failure_in_input_order_is_raised_after_running_units_finish():
     finished: list[int] = []
     third_running, second_failed = threading.Event(), threading.Event()

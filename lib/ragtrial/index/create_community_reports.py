@@ -5,13 +5,15 @@ the endpoint degrees): source description, target description, edge description,
 claims; then entities without an internal edge, by degree; until the token budget is reached.
 Higher-level communities: if all their element summaries fit, the same; otherwise the elements
 of each sub-community are replaced by its (shorter) report, largest sub-community (in tokens)
-first, until the context fits. Reports are generated deepest level first, so a parent finds its
-children's reports. A community whose members equal an already reported one (the copies a
-hierarchy level makes of a cluster that was not split) reuses that report.
+first, until the context fits. A report is generated once its children's reports are done (each
+community waits for its own children, not for their whole level), so a parent finds them. A
+community whose members equal an already reported one (the copies a hierarchy level makes of a
+cluster that was not split) reuses that report.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -259,6 +261,38 @@ def full_text(reply: Any) -> str:  # a report_schema model
     )
 
 
+def start_order(after: list[set[int]], critical: bool) -> list[int]:
+    """Units (unit i waits for the units `after[i]`, with no cycle) in the order to start them, each
+    after the units it waits for: the longest chain of units waiting on a unit (itself included)
+    first when `critical` (list scheduling on the critical path), else by index wherever the waits
+    allow (the order concurrency 1 sends its calls in).
+    """
+    waiting_on: list[list[int]] = [[] for _ in after]
+    for i, before in enumerate(after):
+        for j in before:
+            waiting_on[j].append(i)
+
+    @cache
+    def chain(i: int) -> int:
+        return 1 + max((chain(k) for k in waiting_on[i]), default=0)
+
+    def rank(i: int) -> tuple[int, int]:
+        return (-chain(i) if critical else 0, i)
+
+    left = [len(before) for before in after]
+    ready = [rank(i) for i, n in enumerate(left) if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(i)
+        for k in waiting_on[i]:
+            left[k] -= 1
+            if left[k] == 0:
+                heapq.heappush(ready, rank(k))
+    return order
+
+
 def _members(community: pd.Series) -> tuple[str, ...]:
     return tuple(sorted(community["entity_ids"]))
 
@@ -272,7 +306,6 @@ class _Outcome:
     context: tuple[str, int, int]
     report: dict[str, Any] | None = None
     failure: dict[str, str] | None = None
-    generated: bool = False  # False: the report of an earlier community with the same members
 
 
 def create_community_reports(
@@ -293,24 +326,48 @@ def create_community_reports(
     for _, row in communities.iterrows():
         if pd.notna(row["parent_id"]):
             children_of.setdefault(str(row["parent_id"]), []).append(row)
-    rows: dict[str, dict[str, Any]] = {}
-    by_members: dict[tuple[str, ...], dict[str, Any]] = {}
-    failed, contexts = [], []
+    # The communities with the same members (copies a level makes of a cluster it did not split)
+    # form one unit, deepest first: the first report that succeeds is reused by the rest. A unit
+    # comes after the units holding its communities' children (fewer members: no cycle), so it
+    # starts as soon as those are done, not when their whole level is (`after` in
+    # `ragtrial.llm.fanout`), the longest chain of reports waiting on it first. At concurrency 1 the
+    # units go deepest level first, in community order, as the reports' calls always went.
+    groups: dict[tuple[str, ...], list[pd.Series]] = {}
+    for _, community in chosen.iterrows():
+        groups.setdefault(_members(community), []).append(community)
+    unit_of = {str(c["community_id"]): i for i, group in enumerate(groups.values()) for c in group}
+    children_units = [
+        {
+            unit_of[str(child["community_id"])]
+            for community in group
+            for child in children_of.get(str(community["community_id"]), [])
+            if str(child["community_id"]) in unit_of
+        }
+        - {i}
+        for i, group in enumerate(groups.values())
+    ]
+    order = start_order(children_units, critical=llm.settings.in_flight > 1)
+    position = {unit: at for at, unit in enumerate(order)}
+    units = [list(groups.values())[i] for i in order]
+    after = [{position[j] for j in children_units[i]} for i in order]
+    # community id -> report fields: written by a unit, read by the units that come after it
+    reports_of: dict[str, dict[str, Any]] = {}
 
     def report_group(group: list[pd.Series]) -> list[_Outcome]:
-        """The communities of one level with the same members, in order: the first whose report
-        succeeds is reused by the rest (as is a report of the same members from a level below).
+        """The communities with the same members, deepest first: the first whose report succeeds
+        is reused by the rest.
         """
-        outcomes, done = [], by_members.get(_members(group[0]))
+        outcomes: list[_Outcome] = []
+        done: dict[str, Any] | None = None
         for community in group:
             if done is not None:
                 outcomes.append(_Outcome(("reused", 0, 0), done))
                 continue
             cid = str(community["community_id"])
             children = [
-                (child, rows[str(child["community_id"])]["full_text"])
+                (child, reports_of[str(child["community_id"])]["full_text"])
                 for child in children_of.get(cid, [])
-                if str(child["community_id"]) in rows
+                if str(child["community_id"]) in reports_of
             ]
             items, substituted = community_context(
                 elements, community, children, settings.report_context_tokens
@@ -336,43 +393,38 @@ def create_community_reports(
                 "findings": [{"summary": f.summary, "explanation": f.explanation} for f in reply.findings],
                 "full_text": full_text(reply),
             }
-            outcomes.append(_Outcome(context, done, generated=True))
+            outcomes.append(_Outcome(context, done))
+        for community, outcome in zip(group, outcomes, strict=True):
+            if outcome.report is not None:
+                reports_of[str(community["community_id"])] = outcome.report
         return outcomes
 
-    # deepest level first, a level's communities concurrently: a parent's context needs its
-    # children's reports, which the level below has finished
-    for level, communities_of_level in chosen.groupby("level", sort=False):
-        groups: dict[tuple[str, ...], list[pd.Series]] = {}
-        for _, community in communities_of_level.iterrows():
-            groups.setdefault(_members(community), []).append(community)
-        level_outcomes = llm.fan_out(
-            report_group, list(groups.values()), label=f"community_report level {level}"
-        )
-        # the outcomes come group by group; rows, contexts and failures go in community order
-        by_community = {
-            str(community["community_id"]): outcome
-            for group, outcomes in zip(groups.values(), level_outcomes, strict=True)
-            for community, outcome in zip(group, outcomes, strict=True)
+    unit_outcomes = llm.fan_out(report_group, units, label="community_report", after=after)
+    # the outcomes come unit by unit; rows, contexts and failures go in community order
+    outcome_of = {
+        str(community["community_id"]): outcome
+        for group, outcomes in zip(units, unit_outcomes, strict=True)
+        for community, outcome in zip(group, outcomes, strict=True)
+    }
+    rows: list[dict[str, Any]] = []
+    failed, contexts = [], []
+    for _, community in chosen.iterrows():
+        cid = str(community["community_id"])
+        outcome = outcome_of[cid]
+        contexts.append((cid, *outcome.context))
+        if outcome.failure is not None:
+            failed.append({"community_id": cid, **outcome.failure})
+            continue
+        assert outcome.report is not None  # an outcome without a failure has its report
+        base = {
+            "community_id": cid,
+            "level": int(community["level"]),
+            "entity_ids": list(community["entity_ids"]),
+            "chunk_ids": list(community["chunk_ids"]),
         }
-        for _, community in communities_of_level.iterrows():
-            cid = str(community["community_id"])
-            outcome = by_community[cid]
-            contexts.append((cid, *outcome.context))
-            if outcome.failure is not None:
-                failed.append({"community_id": cid, **outcome.failure})
-                continue
-            assert outcome.report is not None  # an outcome without a failure has its report
-            base = {
-                "community_id": cid,
-                "level": int(community["level"]),
-                "entity_ids": list(community["entity_ids"]),
-                "chunk_ids": list(community["chunk_ids"]),
-            }
-            rows[cid] = {**base, **outcome.report}
-            if outcome.generated:
-                by_members[_members(community)] = outcome.report
+        rows.append({**base, **outcome.report})
     reports = conform_table(
-        "community_reports", pd.DataFrame(list(rows.values()), columns=list(SCHEMAS["community_reports"]))
+        "community_reports", pd.DataFrame(rows, columns=list(SCHEMAS["community_reports"]))
     )
     stats = {
         "selected": len(chosen),

@@ -8,14 +8,17 @@ API keys are read from the environment at call time and never stored.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
+import ssl
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard, TypeVar
 
+import httpx2
 import openai
 from pydantic import BaseModel
 
@@ -126,13 +129,21 @@ class LLM:
         *,
         label: str,
         key: Callable[[U], Hashable] | None = None,
+        after: Sequence[Iterable[int]] | None = None,
     ) -> list[R]:
         """`[work(item) for item in items]`, the units running concurrently up to the requests this
         endpoint takes in flight (`llm.concurrency`), results in input order (`ragtrial.llm.fanout`;
-        `key`: units repeating an earlier one's request run after the first ones, from the cache).
+        `key`: units repeating an earlier one's request run after the first ones, from the cache;
+        `after`: unit i starts once the units after[i] have finished).
         """
         return fan_out(
-            work, items, concurrency=self.settings.in_flight, label=label, ledger=self.ledger, key=key
+            work,
+            items,
+            concurrency=self.settings.in_flight,
+            label=label,
+            ledger=self.ledger,
+            key=key,
+            after=after,
         )
 
     def _response_format(self, schema: dict[str, Any] | None, name: str) -> dict[str, Any]:
@@ -305,8 +316,97 @@ def _kind(schema: type[BaseModel] | None) -> str:
     return "completion" if schema is None else "structured"
 
 
+class JsonEndpoint:
+    """JSON over HTTP to one OpenAI-compatible base URL, through `httpx2` connection pools shared by
+    every thread of the run (the HTTP library of the `openai` SDK, with its connection limits and
+    the proxies of the environment). A failure raises the SDK's own errors (a status error by
+    status, a timeout, a connection error), which the retry policy classifies. The SDK's request
+    machinery (typed options copied twice per request, header merging, an idempotency key, the
+    response cast) cost about as much CPU per call as the rest of the kit: it is not used. A pool
+    looks at each of its connections for every request, so with a hundred requests in flight one
+    pool cost more CPU than the request itself: the threads share `POOLS` pools, taken in turn.
+    """
+
+    POOLS = 16
+
+    def __init__(self, base_url: str, timeout_s: float):
+        self.base_url = base_url.rstrip("/")
+        self.pools = [
+            httpx2.Client(
+                verify=tls_context(),
+                timeout=timeout_s,
+                limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100),  # the SDK's
+                follow_redirects=True,
+            )
+            for _ in range(self.POOLS)
+        ]
+        self._turn = itertools.count()
+        self._pool_of_thread = threading.local()
+
+    def pool(self) -> httpx2.Client:
+        """This thread's pool (the next one in turn on its first request)."""
+        local = self._pool_of_thread
+        if not hasattr(local, "pool"):
+            local.pool = self.pools[next(self._turn) % self.POOLS]
+        return local.pool
+
+    def request(self, method: str, path: str, api_key_env: str, body: dict[str, Any] | None = None) -> str:
+        """The text of the 2xx response to `method` `path` (with `body` as JSON)."""
+        headers = {"Accept": "application/json", **auth_header(api_key_env)}
+        content = None
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            content = json.dumps(body, ensure_ascii=False).encode()
+        url = self.base_url + path
+        try:
+            response = self.pool().request(method, url, content=content, headers=headers)
+        except httpx2.TimeoutException as err:
+            raise openai.APITimeoutError(request=err.request) from err
+        except httpx2.HTTPError as err:
+            raise openai.APIConnectionError(request=httpx2.Request(method, url)) from err
+        if not response.is_success:
+            raise status_error(response)
+        return response.text
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS context every pool verifies servers with: the one `httpx2` makes by default (the
+    environment's certificate settings included), made once per process, not once per pool (tens
+    of milliseconds of CPU each).
+    """
+    return httpx2.create_ssl_context()
+
+
+def status_error(response: httpx2.Response) -> openai.APIStatusError:
+    """The SDK's error for an error status, with the message and body the SDK gives it."""
+    text = response.text.strip()
+    message, body = f"Error code: {response.status_code}", None if not text else text
+    try:
+        body = json.loads(text)
+    except ValueError:
+        pass
+    else:
+        error = body.get("error", body) if isinstance(body, dict) else None
+        detail = error.get("message") if isinstance(error, dict) else None
+        if isinstance(detail, str) and detail:
+            message += f" - {detail}"
+    data = body.get("error", body) if isinstance(body, dict) else body
+    by_status: dict[int, type[openai.APIStatusError]] = {
+        400: openai.BadRequestError,
+        401: openai.AuthenticationError,
+        403: openai.PermissionDeniedError,
+        404: openai.NotFoundError,
+        409: openai.ConflictError,
+        422: openai.UnprocessableEntityError,
+        429: openai.RateLimitError,
+    }
+    kind = openai.InternalServerError if response.status_code >= 500 else by_status.get(response.status_code)
+    return (kind or openai.APIStatusError)(message, response=response, body=data)
+
+
 class SharedClients:
-    """One `openai.OpenAI` client per base URL, shared by every thread of the run: its HTTP pool keeps
+    """One `JsonEndpoint` per base URL, shared by every thread of the run: its HTTP pool keeps
     connections alive between calls (a client per call paid a new connection and ~30 ms each, and
     capped what was in flight). Retries are the middleware's, so the client makes none. The client
     holds no API key: each request carries the key read from the environment at call time.
@@ -314,15 +414,13 @@ class SharedClients:
 
     def __init__(self, timeout_s: float):
         self.timeout_s = timeout_s
-        self._clients: dict[str, openai.OpenAI] = {}
+        self._clients: dict[str, JsonEndpoint] = {}
         self._lock = threading.Lock()
 
-    def get(self, base_url: str) -> openai.OpenAI:
+    def get(self, base_url: str) -> JsonEndpoint:
         with self._lock:
             if base_url not in self._clients:
-                self._clients[base_url] = openai.OpenAI(
-                    base_url=base_url, max_retries=0, timeout=self.timeout_s, api_key="set-per-request"
-                )
+                self._clients[base_url] = JsonEndpoint(base_url, self.timeout_s)
             return self._clients[base_url]
 
 
@@ -366,14 +464,14 @@ def send(call: Call, settings: LLMSettings, clients: SharedClients) -> Reply:
     )
 
 
-def post_json(client: openai.OpenAI, path: str, body: dict[str, Any], api_key_env: str) -> dict[str, Any]:
+def post_json(client: JsonEndpoint, path: str, body: dict[str, Any], api_key_env: str) -> dict[str, Any]:
     """POST `body` to `path` of the client's endpoint and return the JSON object of the 200 response
     (BadReply when it is not one; an error status raises the SDK's status errors, which the retry
     policy classifies). The body goes as built: the SDK's typed `create` walks every request's
     messages and schema again, about as much CPU as the rest of a call, which caps what a run keeps
     in flight. The key is read from the environment for this request only.
     """
-    content = client.post(path, cast_to=str, body=body, options={"headers": auth_header(api_key_env)})
+    content = client.request("POST", path, api_key_env, body)
     try:
         body = json.loads(content)
     except ValueError:

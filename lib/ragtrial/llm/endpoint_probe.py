@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import openai
 
 from ragtrial.config.llm import EmbeddingSettings, LLMSettings
-from ragtrial.llm.client import SharedClients, auth_header, choice_text, post_json
+from ragtrial.llm.client import JsonEndpoint, SharedClients, choice_text, post_json
 from ragtrial.llm.embedder import endpoint_vectors, resolve_local_embedding_model
 from ragtrial.llm.errors import BadReply
 from ragtrial.redact import redact, redact_url
@@ -126,10 +126,10 @@ def embedded_parts() -> str:
     )
 
 
-def _listed_models(client: openai.OpenAI, env: str) -> list[str] | None:
+def _listed_models(client: JsonEndpoint, env: str) -> list[str] | None:
     """The model ids GET /models lists; None when the endpoint does not serve /models (404)."""
     try:
-        content = client.get("/models", cast_to=str, options={"headers": auth_header(env)})
+        content = client.request("GET", "/models", env)
     except openai.NotFoundError:
         return None
     try:

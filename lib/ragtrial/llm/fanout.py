@@ -17,16 +17,23 @@ what that one cached, as at concurrency 1.
 A unit that raises does not cancel the units already running (what they pay for lands in the
 cache, so a rerun does not pay twice); the units not yet started are dropped, and the failure of
 the earliest unit in input order is raised.
+
+With `after`, a unit waits for the units it comes after (earlier ones in input order) and starts as
+soon as they have finished and a slot is free, whatever else is still running: a community report
+waits for its own children's reports, not for their whole level. Of the units ready to start, the
+earliest in input order goes first, so the caller's order is its priority (e.g. the longest chain of
+work waiting on a unit first). Such a unit may read what the units it came after wrote.
 """
 
 from __future__ import annotations
 
 import contextvars
+import heapq
 import sys
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 from ragtrial.llm.ledger import Ledger, Tally
@@ -118,21 +125,40 @@ def fan_out(
     label: str = "",
     ledger: Ledger | None = None,
     key: Callable[[T], Hashable] | None = None,
+    after: Sequence[Iterable[int]] | None = None,
 ) -> list[R]:
     """`[work(item) for item in items]`, with up to `concurrency` units running at once.
 
     With `ledger`, the stage's calls are tallied for its progress (`label` names the stage), which the
     progress file of the ledger's run folder shows (`ragtrial.llm.progress`).
     With `key`, the units whose key repeats an earlier one's run once all first ones are done.
+    With `after`, unit i starts once the units `after[i]` (indices below i) have finished.
     At concurrency 1 the units run inline, one after the other, in order.
     """
     items = list(items)
+    prerequisites = _prerequisites(after, len(items))
+    if prerequisites and key is not None:
+        raise ValueError("fan_out takes `key` or `after`, not both")
     if ledger is None:
-        return _run(work, items, concurrency, Progress(label, len(items), None), key)
+        return _run(work, items, concurrency, Progress(label, len(items), None), key, prerequisites)
     with ledger.tally() as tally:
-        return _run(
-            work, items, concurrency, Progress(label, len(items), tally, board=board_for(ledger)), key
-        )
+        progress = Progress(label, len(items), tally, board=board_for(ledger))
+        return _run(work, items, concurrency, progress, key, prerequisites)
+
+
+def _prerequisites(after: Sequence[Iterable[int]] | None, n: int) -> list[set[int]] | None:
+    """`after` as sets, checked: one per unit, each naming earlier units only (so input order runs
+    every unit after its prerequisites, as concurrency 1 does). None when no unit waits.
+    """
+    if after is None:
+        return None
+    if len(after) != n:
+        raise ValueError(f"`after` names the prerequisites of {len(after)} units, there are {n}")
+    sets = [set(before) for before in after]
+    for i, before in enumerate(sets):
+        if any(not 0 <= j < i for j in before):
+            raise ValueError(f"unit {i} comes after {sorted(before)}: only earlier units can come first")
+    return sets if any(sets) else None
 
 
 def _run(
@@ -141,6 +167,7 @@ def _run(
     concurrency: int,
     progress: Progress,
     key: Callable[[T], Hashable] | None,
+    prerequisites: list[set[int]] | None = None,
 ) -> list[R]:
     try:
         if concurrency <= 1 or len(items) <= 1:
@@ -149,6 +176,8 @@ def _run(
                 results.append(work(item))
                 progress.advance()
             return results
+        if prerequisites is not None:
+            return _run_scheduled(work, items, concurrency, progress, prerequisites)
         if key is None:
             return _run_pooled(work, items, concurrency, progress)
         first_of: dict[Hashable, int] = {}
@@ -166,12 +195,25 @@ def _run(
         progress.close()
 
 
-def _run_pooled(work: Callable[[T], R], items: list[T], concurrency: int, progress: Progress) -> list[R]:
+def _counted(work: Callable[[T], R], progress: Progress) -> Callable[[T], R]:
     def unit(item: T) -> R:
         result = work(item)
         progress.advance()
         return result
 
+    return unit
+
+
+def _results(futures: list[Future[R]]) -> list[R]:
+    """The results in input order, or the failure of the earliest failed unit in input order."""
+    for future in futures:
+        if not future.cancelled() and future.exception() is not None:
+            raise future.exception()  # type: ignore[misc]
+    return [future.result() for future in futures]
+
+
+def _run_pooled(work: Callable[[T], R], items: list[T], concurrency: int, progress: Progress) -> list[R]:
+    unit = _counted(work, progress)
     pool = ThreadPoolExecutor(max_workers=min(concurrency, len(items)), thread_name_prefix="ragtrial-fan-out")
     futures: list[Future[R]] = []
     try:
@@ -185,7 +227,51 @@ def _run_pooled(work: Callable[[T], R], items: list[T], concurrency: int, progre
         for future in futures:
             future.cancel()
         pool.shutdown(wait=True)
-    for future in futures:
-        if not future.cancelled() and future.exception() is not None:
-            raise future.exception()  # type: ignore[misc]
-    return [future.result() for future in futures]
+    return _results(futures)
+
+
+def _run_scheduled(
+    work: Callable[[T], R],
+    items: list[T],
+    concurrency: int,
+    progress: Progress,
+    prerequisites: list[set[int]],
+) -> list[R]:
+    """`_run_pooled` where a unit starts once its prerequisites have finished: at most `concurrency`
+    units are handed to the pool at a time, the ready unit earliest in input order first (so the
+    caller's order is the priority). A failure stops the starting; the units running finish, then it
+    is raised.
+    """
+    unit = _counted(work, progress)
+    waiting = [set(before) for before in prerequisites]
+    dependents: dict[int, list[int]] = {}
+    for i, before in enumerate(waiting):
+        for j in before:
+            dependents.setdefault(j, []).append(i)
+    ready = [i for i, before in enumerate(waiting) if not before]  # a heap of indices
+    pool = ThreadPoolExecutor(max_workers=min(concurrency, len(items)), thread_name_prefix="ragtrial-fan-out")
+    futures: dict[int, Future[R]] = {}
+    index_of: dict[Future[R], int] = {}
+    running: set[Future[R]] = set()
+    try:
+        while ready or running:
+            while ready and len(running) < concurrency:
+                i = heapq.heappop(ready)
+                futures[i] = pool.submit(contextvars.copy_context().run, unit, items[i])
+                index_of[futures[i]] = i
+                running.add(futures[i])
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            if any(future.exception() is not None for future in done):
+                break
+            for future in done:
+                for k in dependents.get(index_of[future], []):
+                    waiting[k].discard(index_of[future])
+                    if not waiting[k]:
+                        heapq.heappush(ready, k)
+    finally:
+        for future in futures.values():
+            future.cancel()
+        pool.shutdown(wait=True)
+    if len(futures) < len(items):  # a failure stopped the starting
+        _results([futures[i] for i in sorted(futures)])
+    return _results([futures[i] for i in range(len(items))])

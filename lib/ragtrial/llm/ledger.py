@@ -88,10 +88,12 @@ class Ledger:
             if self.path is not None:
                 new = not self.path.exists()
                 with self.path.open("a", newline="") as fh:
-                    writer = csv.DictWriter(fh, fieldnames=LEDGER_COLUMNS)
+                    writer = csv.writer(fh)
                     if new:
-                        writer.writeheader()
-                    writer.writerow(asdict(row))
+                        writer.writerow(LEDGER_COLUMNS)
+                    # the fields in column order, as `DictWriter` would write `asdict(row)`: every
+                    # field is a scalar, so no deep copy of the record (a tenth of a call's CPU)
+                    writer.writerow([getattr(row, column) for column in LEDGER_COLUMNS])
 
     def start_file(self) -> None:
         """Write the file's header now if it has none, so other processes may append rows to it."""
