@@ -69,6 +69,10 @@ FREE = {
     "diagnosis_questions names the types the data set has when none is left",
     "benchmark.question_types": "question types are data: a type no question has selects nothing",
     "diagnostics.categories": "keys are data-set question types (data); values: one of the four categories",
+    "compare.runs": "run ids or prefixes: report.index_page.matching_run refuses an unknown or ambiguous one "
+    "by name (tests/runner/test_compared_runs.py)",
+    "compare.notebook": "a notebook name: one the batch did not run leaves no runs to compare, and the "
+    "report says so (tests/cli/test_compare.py)",
     "verdict.runs": "run ids: combine_runs refuses a missing, unfinished or mismatched one by name "
     "(tests/runner/test_combined_runs.py)",
     "verdict.quality_value": "keys are measures, checked by the verdict against MEASURES (tests/evaluation)",
