@@ -231,6 +231,31 @@ def _score_matrix(scores: pd.DataFrame, value_col: str = "score") -> pd.DataFram
     return wide[list(pd.unique(scores["method"]))]
 
 
+def paired_difference(
+    a: ArrayLike,
+    b: ArrayLike,
+    binary: bool,
+    n_resamples: int = 2000,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """`a` against `b` on the same questions (position i of each): n, mean_diff = mean(a - b) with its
+    paired bootstrap interval, wins/losses/ties of a, and the paired test of the values' kind (McNemar
+    when binary, Wilcoxon otherwise) before any multiplicity adjustment.
+    """
+    ci = paired_bootstrap_diff(a, b, n_resamples, confidence, seed)
+    test = mcnemar_test(a, b) if binary else wilcoxon_signed_rank(a, b)
+    win, tie, loss = win_tie_loss(a, b)
+    return {"n": ci.n, "mean_diff": ci.mean, "ci_low": ci.low, "ci_high": ci.high} | {
+        "wins": win,
+        "losses": loss,
+        "ties": tie,
+        "test": test.method,
+        "statistic": test.statistic,
+        "p_value": test.p_value,
+    }
+
+
 def paired_comparison_table(
     scores: pd.DataFrame,
     baseline: str,
@@ -250,15 +275,12 @@ def paired_comparison_table(
     if baseline not in wide.columns:
         raise ValueError(f"baseline {baseline!r} not among methods {list(wide.columns)}")
     base = wide[baseline].to_numpy(float)
-    rows = []
-    for method in (m for m in wide.columns if m != baseline):
-        other = wide[method].to_numpy(float)
-        ci = paired_bootstrap_diff(other, base, n_resamples, confidence, seed)
-        test = mcnemar_test(other, base) if binary else wilcoxon_signed_rank(other, base)
-        win, tie, loss = win_tie_loss(other, base)
-        row = {"method": method, "baseline": baseline, "n": ci.n, "mean_diff": ci.mean}
-        row |= {"ci_low": ci.low, "ci_high": ci.high, "wins": win, "losses": loss, "ties": tie}
-        rows.append(row | {"test": test.method, "statistic": test.statistic, "p_value": test.p_value})
+    rows = [
+        {"method": method, "baseline": baseline}
+        | paired_difference(wide[method].to_numpy(float), base, binary, n_resamples, confidence, seed)
+        for method in wide.columns
+        if method != baseline
+    ]
     table = pd.DataFrame(rows)
     if table.empty:
         return table

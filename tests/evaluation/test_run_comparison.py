@@ -14,7 +14,6 @@ from ragtrial.evaluation.run_comparison import (
     COMPARISON_COLUMNS,
     RIGHT_TO_WRONG,
     WRONG_TO_RIGHT,
-    compare_observations,
     comparison_rows,
     flipped_questions,
     with_claims,
@@ -55,7 +54,7 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_paired_differences_tests_and_holm_match_hand_computed_values():
     first, second = runs()
-    table = compare_observations(first, second, BINARY, NAMES, n_resamples=4000, seed=3)
+    table = with_claims(comparison_rows(first, second, BINARY, NAMES, n_resamples=4000, seed=3))
     assert list(table.columns) == COMPARISON_COLUMNS
     accuracy = table.set_index("measure").loc["qa_accuracy"]
     assert (accuracy["first_run"], accuracy["second_run"], accuracy["pairing"]) == (
@@ -113,7 +112,7 @@ def test_only_questions_both_runs_scored_are_paired_and_a_failed_answer_is_not_a
     first = observed("qa_accuracy", ACC_A)
     status = ["ok"] * 9 + ["answer failed: timeout"]
     second = observed("qa_accuracy", [*ACC_B[:9], np.nan], status=status)
-    row = compare_observations(first, second, BINARY, NAMES, n_resamples=200).iloc[0]
+    row = with_claims(comparison_rows(first, second, BINARY, NAMES, n_resamples=200)).iloc[0]
     assert row["n"] == 9
     assert row["mean_diff"] == pytest.approx((sum(ACC_B[:9]) - sum(ACC_A[:9])) / 9)
 
@@ -122,15 +121,15 @@ def test_runs_that_asked_other_questions_are_refused_naming_the_measure_and_coun
     first = observed("qa_accuracy", ACC_A)
     second = observed("qa_accuracy", ACC_B[:8])
     with pytest.raises(ValueError, match="qa_accuracy: 2 questions only in run-a, 0 only in run-b, 8 shared"):
-        compare_observations(first, second, BINARY, NAMES)
+        with_claims(comparison_rows(first, second, BINARY, NAMES))
 
 
 def test_unpaired_runs_use_fisher_and_mann_whitney_on_each_runs_own_answers():
     first = pd.concat([observed("qa_accuracy", ACC_A), observed("qa_f1", F1_A)], ignore_index=True)
     second = pd.concat([observed("qa_accuracy", ACC_B[:8]), observed("qa_f1", F1_B[:8])], ignore_index=True)
-    table = compare_observations(first, second, BINARY, NAMES, paired=False, n_resamples=500).set_index(
-        "measure"
-    )
+    table = with_claims(
+        comparison_rows(first, second, BINARY, NAMES, paired=False, n_resamples=500)
+    ).set_index("measure")
     accuracy, f1 = table.loc["qa_accuracy"], table.loc["qa_f1"]
     assert accuracy["pairing"] == "unpaired (10 vs 8 answers)" and accuracy["n"] == 8
     assert accuracy["mean_diff"] == pytest.approx(np.mean(ACC_B[:8]) - np.mean(ACC_A))

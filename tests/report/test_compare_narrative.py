@@ -8,7 +8,12 @@ import pandas as pd
 from traceable import untraced_numbers
 
 from ragtrial.evaluation.findings import findings_table
-from ragtrial.evaluation.run_comparison import compare_observations, comparison_findings, flipped_questions
+from ragtrial.evaluation.run_comparison import (
+    comparison_findings,
+    comparison_rows,
+    flipped_questions,
+    with_claims,
+)
 from ragtrial.report.narrative.compare import narrate
 from ragtrial.runner.compared_runs import COST_COLUMNS, DIFFERENCE_COLUMNS, RUN_COLUMNS, no_comparison
 
@@ -33,7 +38,7 @@ def observed(values: list[int]) -> pd.DataFrame:
 def test_a_supported_difference_and_the_flips_are_worded_from_the_saved_tables():
     first, second = observed([0] * 30 + [1] * 10), observed([1] * 30 + [0] * 2 + [1] * 8)
     names = ("run-a", "run-b")
-    comparisons = compare_observations(first, second, BINARY, names, n_resamples=500)
+    comparisons = with_claims(comparison_rows(first, second, BINARY, names, n_resamples=500))
     flips = flipped_questions(first, second, BINARY, names)
     runs = pd.DataFrame(
         [dict.fromkeys(RUN_COLUMNS, "") | {"position": i + 1, "run_id": r} for i, r in enumerate(names)]

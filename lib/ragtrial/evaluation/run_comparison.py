@@ -22,12 +22,9 @@ import pandas as pd
 from ragtrial.evaluation.findings import Finding
 from ragtrial.stats import (
     claim_text,
-    mcnemar_test,
-    paired_bootstrap_diff,
+    paired_difference,
     unpaired_bootstrap_diff,
     unpaired_test,
-    wilcoxon_signed_rank,
-    win_tie_loss,
     with_holm_claims,
 )
 
@@ -102,14 +99,10 @@ def paired_rows(
     rows = []
     for (measure, method, partner), pair in both.groupby(KEY, sort=False):
         theirs, ours = pair[f"value_{SECOND}"].to_numpy(float), pair[f"value_{FIRST}"].to_numpy(float)
-        ci = paired_bootstrap_diff(theirs, ours, n_resamples, seed=seed)
-        test = mcnemar_test(theirs, ours) if binary[measure] else wilcoxon_signed_rank(theirs, ours)
-        win, tie, loss = win_tie_loss(theirs, ours)
         rows.append(
-            {"measure": measure, "method": method, "partner": partner, "pairing": PAIRED, "n": ci.n}
-            | {"first_mean": float(ours.mean()), "second_mean": float(theirs.mean()), "mean_diff": ci.mean}
-            | {"ci_low": ci.low, "ci_high": ci.high, "wins": win, "losses": loss, "ties": tie}
-            | {"test": test.method, "statistic": test.statistic, "p_value": test.p_value}
+            {"measure": measure, "method": method, "partner": partner, "pairing": PAIRED}
+            | {"first_mean": float(ours.mean()), "second_mean": float(theirs.mean())}
+            | paired_difference(theirs, ours, binary[measure], n_resamples, seed=seed)
         )
     return rows
 
@@ -170,22 +163,6 @@ def with_claims(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         claim_text(r.ci_low, r.ci_high, r.p_holm, _claim(r), alpha) for r in table.itertuples(index=False)
     ]
     return table[COMPARISON_COLUMNS]
-
-
-def compare_observations(
-    first: pd.DataFrame,
-    second: pd.DataFrame,
-    binary: Mapping[str, bool],
-    names: tuple[str, str] = (FIRST, SECOND),
-    *,
-    paired: bool = True,
-    n_resamples: int = 2000,
-    seed: int = 0,
-    alpha: float = 0.05,
-) -> pd.DataFrame:
-    """One pair's `comparison_rows` `with_claims` (Holm over this pair's rows)."""
-    rows = comparison_rows(first, second, binary, names, paired=paired, n_resamples=n_resamples, seed=seed)
-    return with_claims(rows, alpha)
 
 
 def _claim(row: Any) -> str:
