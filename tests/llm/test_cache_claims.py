@@ -12,7 +12,10 @@ import time
 import cache_claimers
 import pytest
 
+from ragtrial.config.llm import LLMSettings
 from ragtrial.llm.cache import ResponseCache
+from ragtrial.llm.client import LLM
+from ragtrial.llm.ledger import Ledger
 
 SPAWN = multiprocessing.get_context("spawn")  # separate interpreters, as two runs are
 
@@ -90,3 +93,30 @@ def test_a_claim_of_another_machine_is_waited_for_until_its_lease_runs_out(scrip
     waited = time.monotonic() - asked
     assert reply.text == f"echo: {cache_claimers.QUESTIONS[0]}" and len(scripted.chat_requests()) == 1
     assert lease_s - 0.3 <= waited < lease_s + 3  # it waited for the lease to run out, not longer
+
+
+class StoredJustBeforeTheClaim(ResponseCache):
+    """A cache on which another holder stores its reply and releases its claim after this process
+    read the cache and before it claims the key: the race between the read and the claim.
+    """
+
+    def claim(self, key: str) -> bool:
+        self.put_completion(key, "scripted", "the other holder's reply", 5, 3)
+        return super().claim(key)
+
+
+@pytest.mark.fault
+def test_a_reply_stored_between_the_read_and_the_claim_is_replayed_not_paid_again(scripted, cache_location):
+    settings = LLMSettings(
+        backend="openai_compatible",
+        base_url=scripted.base_url,
+        model="scripted",
+        fold_system=False,
+        timeout_s=30,
+    )
+    model = LLM(
+        settings, StoredJustBeforeTheClaim(str(cache_location)), Ledger("t"), lambda: scripted.base_url
+    )
+    reply = model.complete(cache_claimers.QUESTIONS[0], stage="t")
+    assert (reply.text, reply.cached) == ("the other holder's reply", True)
+    assert scripted.chat_requests() == []

@@ -239,25 +239,33 @@ def with_cache(cache: ResponseCache, model: str) -> Middleware:
             with one_at_a_time.held(call.key):
                 return cached_or_live(call)
 
+        def stored(call: Call, started: float, waited: bool) -> tuple[CachedReply | None, Reply | None]:
+            """What the cache holds for `call` and, when it is this call's reply, its replay."""
+            hit = cache.get_completion(call.key)
+            if hit is not None and hit.status == STATUS_OK:
+                if not is_empty_reply(call.request, hit.text, hit.completion_tokens):
+                    return hit, _replayed(hit, started)
+            # what the claimer this call waited for stored is this call's reply, a failure too
+            elif hit is not None and call.schema is not None and (waited or not retry_recorded_failures()):
+                return hit, _replay_failure(call, hit, started)
+            return hit, None
+
         def cached_or_live(call: Call) -> Reply:
             started = time.perf_counter()
             waited = False
             while True:
-                hit = cache.get_completion(call.key)
-                if hit is not None and hit.status == STATUS_OK:
-                    if not is_empty_reply(call.request, hit.text, hit.completion_tokens):
-                        return _replayed(hit, started)
-                # what the claimer this call waited for stored is this call's reply, a failure too
-                elif (
-                    hit is not None and call.schema is not None and (waited or not retry_recorded_failures())
-                ):
-                    return _replay_failure(call, hit, started)
+                seen, replay = stored(call, started, waited)
+                if replay is not None:
+                    return replay
                 if cache.claim(call.key):
                     break
                 waited = True  # another process (or machine) is asking: wait for its reply
                 time.sleep(CLAIM_POLL_S)
             try:
-                return live(call)
+                # A holder that stored and released between the read above and the claim would
+                # otherwise be paid again: read once more; a reply new since then is its reply.
+                _, replay = stored(call, started, waited or seen is None)
+                return replay if replay is not None else live(call)
             finally:
                 try:
                     cache.release(call.key)
