@@ -379,7 +379,10 @@ def tls_context() -> ssl.SSLContext:
 
 
 def status_error(response: httpx2.Response) -> openai.APIStatusError:
-    """The SDK's error for an error status, with the message and body the SDK gives it."""
+    """The SDK's error for an error status, with the message and body the SDK gives it (the SDK maps
+    statuses to its public error classes in a private client method, so the mapping is stated here:
+    the middleware's retry and failure kinds read these classes).
+    """
     text = response.text.strip()
     message, body = f"Error code: {response.status_code}", None if not text else text
     try:
