@@ -13,6 +13,7 @@ Test-side code beside `latency_server.py`: `bench/ray_batch.py` starts clusters 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -27,6 +28,7 @@ from pathlib import Path
 import psutil
 
 STARTED = "Ray runtime started."
+CLUSTER_CPUS = re.compile(r"[\d.]+/([\d.]+) CPU")  # `ray status`: "0.0/2.0 CPU" in use / total
 START_TIMEOUT_S = 120.0
 
 
@@ -79,10 +81,29 @@ class LocalRayCluster:
             )
             for _ in range(self.n_nodes - 1):
                 self._start(f"--address={self.address}")
+            self._wait_for_every_node()
         except BaseException:
             self.__exit__()
             raise
         return self
+
+    def _wait_for_every_node(self) -> None:
+        """Until the GCS counts every node's CPUs: a node says it started before its raylet has
+        registered, and a test that then asks for work on both nodes saw one (under load).
+        """
+        deadline, said = time.monotonic() + START_TIMEOUT_S, ""
+        while time.monotonic() < deadline:
+            status = subprocess.run(
+                [str(Path(sys.executable).with_name("ray")), "status", f"--address={self.address}"],
+                capture_output=True,
+                text=True,
+            )
+            said = status.stdout + status.stderr
+            total = CLUSTER_CPUS.search(said)
+            if total and float(total.group(1)) >= self.n_nodes * self.cpus_per_node:
+                return
+            time.sleep(1)
+        raise RuntimeError(f"not every ray node registered: {said[-500:]}")
 
     def _start(self, *arguments: str) -> None:
         command = [
