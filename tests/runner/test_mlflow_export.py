@@ -132,7 +132,18 @@ def test_summary_metrics_name_each_mean_and_interval_end_per_method():
         }
     )
     no_method = pd.DataFrame({"measure": ["x"], "mean": [1.0], "ci_low": [0.0], "ci_high": [2.0]})
-    metrics = summary_metrics({"summary": wide, "paired": long, "findings": no_method})
+    by_subset = pd.DataFrame(
+        {
+            "method": ["hybrid", "hybrid"],
+            "baseline": ["naive_rag", "naive_rag"],
+            "metric": ["recall@5", "recall@5"],
+            "subset": ["all", "no fallback"],
+            "mean_diff": [0.25, 0.5],
+            "ci_low": [0.0, 0.1],
+            "ci_high": [0.5, 0.9],
+        }
+    )
+    metrics = summary_metrics({"summary": wide, "paired": long, "findings": no_method, "by": by_subset})
     assert metrics == {
         "summary/hybrid/f1": 0.5,
         "summary/hybrid/f1_low": 0.4,
@@ -143,6 +154,13 @@ def test_summary_metrics_name_each_mean_and_interval_end_per_method():
         "paired/hybrid/single_hop/mean_diff": 0.1,
         "paired/hybrid/single_hop/mean_diff_low": 0.0,
         "paired/hybrid/single_hop/mean_diff_high": 0.2,
+        # named by method, baseline, subset, then the metric column's value
+        "by/hybrid/naive_rag/all/recall_at_5": 0.25,
+        "by/hybrid/naive_rag/all/recall_at_5_low": 0.0,
+        "by/hybrid/naive_rag/all/recall_at_5_high": 0.5,
+        "by/hybrid/naive_rag/no fallback/recall_at_5": 0.5,
+        "by/hybrid/naive_rag/no fallback/recall_at_5_low": 0.1,
+        "by/hybrid/naive_rag/no fallback/recall_at_5_high": 0.9,
     }
 
 

@@ -52,7 +52,20 @@ TRUNCATED_TAG = "ragtrial.truncated_params"
 TRUNCATION_MARK = "...[truncated]"
 # The columns that name a row of a long summary table (`mean`, `ci_low`, `ci_high`), in this order:
 # the metric is `<table>/<method>/<the others present>/<measure>`.
-NAME_COLUMNS = ("method", "partner", "baseline", "question_type", "level", "measure", "metric", "threshold")
+NAME_COLUMNS = (
+    "method",
+    "group",  # notebook 13's retriever groups
+    "partner",
+    "baseline",
+    "subset",  # a paired table's "all" questions or those with "no fallback"
+    "question_type",
+    "category",
+    "level",
+    "aspect",
+    "measure",
+    "metric",
+    "threshold",
+)
 VALUE_COLUMNS = ("mean", "mean_diff")  # a long table's point estimate, the first one present
 ARTIFACTS = ("report.html", "run.json", LEDGER_FILE)
 HEALTH_TIMEOUT_S = 10
@@ -115,7 +128,7 @@ def completed_run(outputs: Path, target: str) -> RunRecord:
 # ---------------------------------------------------------------- what a run folder gives
 
 
-def secret_variables(settings: dict[str, Any]) -> list[str]:
+def recorded_secret_variables(settings: dict[str, Any]) -> list[str]:
     """The environment variables a run's recorded settings name for its secrets (every `*_env` key)."""
     return [value for key, value in setting_strings(settings) if key.endswith("_env")]
 
@@ -321,7 +334,7 @@ class MlflowExport:
     def export(self, run: RunRecord) -> Exported:
         """Log the completed run `run` (created, updated in place, or replaced when a param changed)."""
         record = run.readable_record
-        secrets = secret_variables(record.get("settings", {}))
+        secrets = recorded_secret_variables(record.get("settings", {}))
         truncated = []
         params = {}
         for key, value in run_params(run).items():
