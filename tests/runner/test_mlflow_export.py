@@ -321,6 +321,19 @@ def test_runs_are_named_by_prefix_or_batch_and_a_dead_uri_or_missing_extra_is_on
     assert "pip install 'ragtrial[mlflow]'" in err and err.count("\n") == 1
 
 
+def test_run_with_mlflow_checks_the_tracking_uri_before_any_run(tmp_path, capsys):
+    from ragtrial.cli import parser
+
+    assert parser().parse_args(["run", "params/default.yaml", "--mlflow"]).mlflow == ""  # the default URI
+    assert parser().parse_args(["run", "params/default.yaml"]).mlflow is None
+    dead = f"http://127.0.0.1:{free_port()}"
+    outputs = tmp_path / "outputs"
+    assert main(["run", "params/default.yaml", "--outputs", str(outputs), "--mlflow", dead]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: MLflow tracking URI {dead} does not answer") and err.count("\n") == 1
+    assert not list(outputs.glob("*/run.json"))  # no run started
+
+
 def test_export_to_a_real_mlflow_server_reads_back_and_is_not_duplicated(tmp_path, mlflow_server):
     outputs = tmp_path / "outputs"
     write_run(outputs, f"{QA}-srv1")

@@ -66,7 +66,7 @@ def export_mlflow_command(args: argparse.Namespace) -> int:
         done = tracking.export(run)
         cut = f"; cut to MLflow's limit: {', '.join(done.truncated)}" if done.truncated else ""
         print(
-            f"{done.run_id}: {done.action} MLflow run {done.mlflow_run_id} ({done.params} params, "
+            f"{done.run_id}: {done.action} MLflow run {done.mlflow_run_id} ({done.params} params logged, "
             f"{done.metrics} metrics, {done.artifacts} artifacts{cut})"
         )
     print(f"experiment {args.experiment!r} in {tracking.shown_uri}")

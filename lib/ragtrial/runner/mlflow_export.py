@@ -87,7 +87,7 @@ class Exported:
     run_id: str
     mlflow_run_id: str
     action: str
-    params: int
+    params: int  # logged now: an update logs only the params the MLflow run lacks
     metrics: int
     artifacts: int
     truncated: tuple[str, ...]
