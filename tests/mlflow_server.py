@@ -21,7 +21,7 @@ from pathlib import Path
 
 from postgres_server import free_port
 
-START_TIMEOUT_S = 90
+START_TIMEOUT_S = 180  # its start (imports, SQLite migrations) took 40-73 s on a busy 2-core machine
 STOP_TIMEOUT_S = 15
 
 
