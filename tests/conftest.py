@@ -37,6 +37,7 @@ BATCH_SETS = {
 SLOW_FIXTURES = {
     "cluster": "a two-node Ray cluster",
     "postgres_server": "a PostgreSQL server",
+    "mlflow_server": "an MLflow tracking server",
     "falkordb_url": "a FalkorDB server",
     "embedded_model": "the embedded llama.cpp server",
     "notebook_kernels": "Jupyter kernels (notebooks executed by papermill, batches walked)",
@@ -155,6 +156,15 @@ def postgres_server():
 def postgres_url(postgres_server) -> str:
     """The URL of a fresh, empty database on the session's PostgreSQL server."""
     return postgres_server.create_database()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server():
+    """The URL of a real MLflow tracking server for the whole session (`mlflow_server.running_mlflow`)."""
+    from mlflow_server import running_mlflow
+
+    with running_mlflow() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

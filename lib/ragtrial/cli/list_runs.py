@@ -8,9 +8,12 @@ import argparse
 import datetime as dt
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragtrial.config.base import ParamsError
+
+if TYPE_CHECKING:
+    from ragtrial.report.index_page import RunRecord
 
 LIST_COLUMNS = [
     "run",
@@ -65,21 +68,31 @@ def _wall_time(record: dict[str, Any], status: str) -> str:
     return ""
 
 
+def batch_runs(outputs: Path, batch: str | None) -> list[RunRecord]:
+    """The run records of `outputs` (every one without `batch`; else those of the batch file it names,
+    readable ones only); a ParamsError naming the folder's batches when none is of that batch.
+    """
+    from ragtrial.report.index_page import batch_file, run_records
+
+    records = run_records(outputs)
+    if not batch:
+        return records
+    known = sorted({b for r in records if r.record and (b := batch_file(r.record))})
+    records = [r for r in records if r.record and _of_batch(batch_file(r.record), batch)]
+    if not records:
+        raise ParamsError(
+            f"--batch {batch}: no run of that batch in {outputs} (its batches: {', '.join(known) or 'none'})"
+        )
+    return records
+
+
 def run_rows(outputs: Path, batch: str | None = None) -> list[list[str]]:
     """One row of `LIST_COLUMNS` cells per run folder (an unreadable record says so), oldest first;
     the headline uncut.
     """
-    from ragtrial.report.index_page import batch_file, data_set_label, run_records, shown_status
+    from ragtrial.report.index_page import data_set_label, shown_status
 
-    records = run_records(outputs)
-    if batch:
-        known = sorted({b for r in records if r.record and (b := batch_file(r.record))})
-        records = [r for r in records if r.record and _of_batch(batch_file(r.record), batch)]
-        if not records:
-            raise ParamsError(
-                f"--batch {batch}: no run of that batch in {outputs} "
-                f"(its batches: {', '.join(known) or 'none'})"
-            )
+    records = batch_runs(outputs, batch)
     rows = []
     for run in sorted(records, key=lambda r: (str((r.record or {}).get("started_at", "")), r.run_dir.name)):
         record = run.record

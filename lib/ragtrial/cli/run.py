@@ -1,6 +1,6 @@
 """`ragtrial run params/<batch>.yaml [--set k=v] [--only NB] [--force] [--workers N] [--outputs DIR]
-[--engine ray [--address A]]` and `ragtrial diagnose params/<batch>.yaml [--baseline F] [--tolerance T]
-[--save-baseline F]` (regression mode).
+[--engine ray [--address A]] [--mlflow [URI]]` and `ragtrial diagnose params/<batch>.yaml [--baseline F]
+[--tolerance T] [--save-baseline F]` (regression mode).
 """
 
 from __future__ import annotations
@@ -49,6 +49,14 @@ def add_parser(sub) -> None:
         "--outputs", help="outputs folder, cache and indexes included (default: <project root>/outputs)"
     )
     run.add_argument("--show-code", action="store_true", help="keep code cells in report.html")
+    run.add_argument(
+        "--mlflow",
+        nargs="?",
+        const="",
+        metavar="URI",
+        help="export each completed run to MLflow as it ends (`ragtrial export mlflow`): the tracking URI "
+        "(default: $MLFLOW_TRACKING_URI, else sqlite:///<outputs>/mlflow.db); needs ragtrial[mlflow]",
+    )
     add_engine_arguments(run)
     run.set_defaults(handler=run_command)
     check = sub.add_parser(
@@ -79,7 +87,7 @@ def add_parser(sub) -> None:
         "--outputs", help="outputs folder, cache and indexes included (default: <project root>/outputs)"
     )
     add_engine_arguments(check)
-    check.set_defaults(show_code=False, handler=diagnose_command)
+    check.set_defaults(show_code=False, mlflow=None, handler=diagnose_command)
 
 
 def run_notebooks(args: argparse.Namespace, only: list[str] | None) -> tuple[list, list]:
@@ -100,6 +108,7 @@ def run_notebooks(args: argparse.Namespace, only: list[str] | None) -> tuple[lis
         show_code=args.show_code,
         engine=args.engine,
         address=args.address,
+        mlflow=args.mlflow,
     )
     not_done = [r for r in results if r.status in ("failed", "locked")]
     for r in not_done:
@@ -117,7 +126,13 @@ def run_command(args: argparse.Namespace) -> int:
         # settings, and so the run ids, do not change. The value names this invocation: a saved
         # index with failures is rebuilt once in it (`index.build.load_or_build_index`).
         os.environ[RETRY_FAILURES_ENV] = f"{os.getpid()}-{time.time_ns()}"
-    _, not_done = run_notebooks(args, args.only)
+    from ragtrial.runner.checks import NotReady
+
+    try:
+        _, not_done = run_notebooks(args, args.only)
+    except NotReady as err:  # --mlflow's tracking store, checked before the first run
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     print(outputs_dir(project_and_batch(args.batch)[0], args.outputs) / "index.html")
     return 1 if not_done else 0
 

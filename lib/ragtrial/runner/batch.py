@@ -47,12 +47,15 @@ def run_batch(
     progress_every_s: float = POLL_EVERY_S,
     engine: str = "threads",
     address: str | None = None,
+    mlflow: str | None = None,
 ) -> list[RunResult]:
     """Check the batch first (`runner.checks.check_batch`, the checks `ragtrial check` makes without
     its reads of data and requests: no model call before them), then execute its runs, logging each
     running run's progress every `progress_every_s` (`runner.progress`) and, at the end, a table of
     the runs. `engine` "threads" runs `workers` at a time in this process; "ray" runs each as a task
-    on the Ray cluster at `address` (`runner.ray_engine`, imported only then).
+    on the Ray cluster at `address` (`runner.ray_engine`, imported only then). With `mlflow` (a tracking
+    URI; "" for `mlflow_export.default_tracking_uri`) each completed run is exported as it ends, the
+    tracking store checked before the first run (`runner.mlflow_export`, imported only then).
     """
     if engine not in ENGINES:
         raise ParamsError(f"--engine {engine}: one of {', '.join(ENGINES)}")
@@ -71,11 +74,16 @@ def run_batch(
     batch = batch_record(batch_path, root, checked.specs)
     specs, batch_workers = checked.selected, checked.workers
     outputs.mkdir(parents=True, exist_ok=True)
+    export = None
+    if mlflow is not None:
+        from ragtrial.runner.mlflow_export import MlflowExport, default_tracking_uri
+
+        export = MlflowExport(mlflow or default_tracking_uri(outputs)).export_finished
     # execute_run's, for every run
     options: dict[str, Any] = {"force": force, "show_code": show_code, "batch": batch}
     batch_started = time.perf_counter()
     with BatchMonitor(log, progress_every_s) as monitor:
-        recorder = BatchRecorder(specs, outputs, log, monitor)
+        recorder = BatchRecorder(specs, outputs, log, monitor, export)
 
         def one(i: int) -> RunResult:
             started = time.perf_counter()

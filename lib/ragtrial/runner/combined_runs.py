@@ -67,6 +67,11 @@ def _flat(values: dict[str, Any], prefix: str) -> dict[str, Any]:
     return flat
 
 
+def dotted_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """Recorded settings as dotted keys (`{"retrieval.k": 5, ...}`), nested sections flattened."""
+    return _flat(settings, "")
+
+
 def _shown(value: Any) -> str:
     return value if value == ABSENT else json.dumps(value)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,21 @@ from ragtrial.runner.progress import BatchMonitor, duration, summary_table
 class BatchRecorder:
     """What a batch says and writes of its runs as they go, whichever engine executes them: a line when
     a run is picked up; the index page and the progress monitor when it starts; its result line, the
-    index page and its row of the closing table when it ends. Runs are named by their position in the
-    batch (from 1).
+    index page, its export to MLflow when asked for, and its row of the closing table when it ends.
+    Runs are named by their position in the batch (from 1).
     """
 
-    def __init__(self, specs: list[RunSpec], outputs: Path, log, monitor: BatchMonitor):
+    def __init__(
+        self,
+        specs: list[RunSpec],
+        outputs: Path,
+        log,
+        monitor: BatchMonitor,
+        export: Callable[[Path], str] | None = None,
+    ):
         self.specs, self.outputs, self.log, self.monitor = specs, outputs, log, monitor
+        # `ragtrial run --mlflow`: each completed run exported as it ends, the outcome as a log line
+        self.export = export
         self.rows: dict[str, dict[str, Any]] = {}
         # one page at a time, so a later render never loses to an earlier one
         self._index_lock = threading.Lock()
@@ -51,6 +61,8 @@ class BatchRecorder:
             f"{duration(seconds)})" + (f" -- {result.error.splitlines()[0]}" if result.error else "")
         )
         self.index()
+        if self.export is not None and result.status in ("completed", "skipped"):
+            self.log(f"{self.position(i)} {self.export(result.run_dir)}")
         self.rows[spec.run_id] = {
             "run": spec.run_id,
             "label": spec.label,
