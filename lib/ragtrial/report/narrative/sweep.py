@@ -62,14 +62,20 @@ def _seed_lines(seed: pd.DataFrame, points: pd.DataFrame) -> list[str]:
     runs = points.set_index("run_id")
     kit = runs.loc[seed["kit_run"].iloc[0]]
     lines = [
-        f"The seed's published variations ({seed['published_dataset'].iloc[0]}) beside this sweep's matching "
+        f"The seed's published variations (`{seed['published_dataset'].iloc[0]}`) beside this sweep's matching "
         f"points. **The kit's numbers are this batch's, on {kit['data']} with {kit['model']}, not the seed's "
         "run**: they check the direction of each change and the protocol (paired, on the same questions, "
         "under the claim rule), and reproduce none of the seed's figures (table `seed_comparison`, the "
         "seed's rows with their source in `evaluation/published/seed001_variations.csv`)."
     ]
     for _, row in seed.iterrows():
-        direction = "same direction" if row["same_direction"] else "opposite direction"
+        direction = (
+            "no change in the kit"
+            if row["kit_difference"] == 0
+            else "the kit's estimate goes the same way"
+            if row["same_direction"]
+            else "the kit's estimate goes the other way"
+        )
         claim = "supported" if row["supported"] else "no claim"
         lines.append(
             f"- {escape_markdown(row['variation'])} against {escape_markdown(row['compared_with'])}, "
@@ -147,7 +153,7 @@ def narrate(tables: SavedTables) -> Narration:
     if stated_count(findings, SEED_ROWS):
         same = stated_count(findings, SEED_SAME)
         lines += _seed_lines(seed, points)
-        lines.append(f"{same} of {len(seed)} of the seed's changes go the same way here.")
+        lines.append(f"{same} of {len(seed)} of the seed's changes go the same way in the kit's estimates.")
     headline = (
         f"Sweep of {completed} points: {supported} of {compared} differences to the reference are findings; "
         f"{distinguishable} of {len(best)} best points are distinguishable from the runner-up"
