@@ -62,11 +62,12 @@ def _seed_lines(seed: pd.DataFrame, points: pd.DataFrame) -> list[str]:
     runs = points.set_index("run_id")
     kit = runs.loc[seed["kit_run"].iloc[0]]
     lines = [
-        f"The seed's published variations (`{seed['published_dataset'].iloc[0]}`) beside this sweep's "
-        f"matching points. **The kit's numbers are this batch's, on {kit['data']} with {kit['model']}, not "
-        "the seed's run**: they check the direction of each change and the protocol (paired, on the same questions, "
-        "under the claim rule), and reproduce none of the seed's figures (table `seed_comparison`, the "
-        "seed's rows with their source in `evaluation/published/seed001_variations.csv`)."
+        f"The seed's published variations (`{seed['published_dataset'].iloc[0]}`) beside this "
+        f"sweep's matching points. **The kit's numbers are this batch's, on {kit['data']} with "
+        f"{kit['model']}, not the seed's run**: they check the direction of each change and the "
+        "protocol (paired, on the same questions, under the claim rule), and reproduce none of the "
+        "seed's figures (table `seed_comparison`, the seed's rows with their source in "
+        "`evaluation/published/seed001_variations.csv`)."
     ]
     for _, row in seed.iterrows():
         direction = (
