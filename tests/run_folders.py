@@ -25,15 +25,17 @@ def write_run(
     status: str = "completed",
     recall: list[float] | None = None,
     extra: dict[str, Any] | None = None,
+    recorded: dict[str, Any] | None = None,
+    methods: tuple[str, ...] = ("hybrid",),
 ) -> Path:
-    """A run folder with run.json (the default settings with `settings`' dotted `section.key` values,
-    a ledger of 100 prompt tokens and one live call per question, and `extra` record fields) and
-    notebook 04's scores table (method hybrid, questions q0, q1, ...; f1 equal to accuracy; recall@5
-    `recall`, else 0.5).
+    """A run folder with run.json (`recorded` settings, else the defaults, with `settings`' dotted
+    `section.key` values; a ledger of 100 prompt tokens and one live call per question; `extra` record
+    fields) and notebook 04's scores table (each of `methods` with the same scores: questions q0, q1,
+    ...; f1 equal to accuracy; recall@5 `recall`, else 0.5).
     """
     run_dir = Path(outputs) / run_id
     (run_dir / "tables").mkdir(parents=True)
-    recorded = Settings().model_dump(mode="json")
+    recorded = recorded or Settings().model_dump(mode="json")
     for key, value in (settings or {}).items():
         section, name = key.split(".")
         recorded[section][name] = value
@@ -41,15 +43,17 @@ def write_run(
     record |= {"ledger": {"prompt_tokens": 100 * len(accuracy), "llm_calls_live": len(accuracy)}}
     (run_dir / "run.json").write_text(json.dumps(record | (extra or {})))
     n = len(accuracy)
-    pd.DataFrame(
+    scores = pd.DataFrame(
         {
             "question_id": [f"q{i}" for i in range(n)],
             "question_type": "single_hop",
-            "method": "hybrid",
             "failure": "",
             "accuracy": [float(a) for a in accuracy],
             "f1": [float(a) for a in accuracy],
             "recall@5": [float(r) for r in recall] if recall is not None else 0.5,
         }
-    ).to_parquet(run_dir / "tables" / "scores.parquet")
+    )
+    pd.concat([scores.assign(method=method) for method in methods], ignore_index=True).to_parquet(
+        run_dir / "tables" / "scores.parquet"
+    )
     return run_dir

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import BATCH_SETS, PROJECT_ROOT
 from run_folders import QA, write_run
 
 from ragtrial.config.base import ParamsError
+from ragtrial.config.batch import load_batch
+from ragtrial.config.notebooks import SWEEP_NOTEBOOK
 from ragtrial.config.sweep import SweepSettings
+from ragtrial.evaluation.published_figures import read_published
 from ragtrial.runner.sweep_runs import read_sweep
 
 RESAMPLES = 400
@@ -156,3 +160,42 @@ def test_a_point_that_did_not_complete_is_listed_and_left_out(grid):
         [ids[1], "completed", False],
     ]
     assert set(sweep.differences["second_run"]) == {ids[1]}
+
+
+def test_the_sweep_of_params_variations_sets_every_seed_row_beside_its_points(tmp_path):
+    specs, _ = load_batch(PROJECT_ROOT / "params" / "variations.yaml", BATCH_SETS)
+    (sweep_spec,) = [s for s in specs if s.notebook == SWEEP_NOTEBOOK]
+    points = [s for s in specs if s.run_id in sweep_spec.settings.sweep.runs]
+    assert [s.run_id for s in points] == sweep_spec.settings.sweep.runs and len(points) == 16
+    for n, spec in enumerate(points):
+        write_run(
+            tmp_path,
+            spec.run_id,
+            [n % 2, 1, 0, (n // 2) % 2],
+            recorded=spec.settings.model_dump(mode="json"),
+            methods=("hybrid", "graph_hybrid"),
+        )
+    settings = sweep_spec.settings.sweep.model_copy(update={"bootstrap_resamples": RESAMPLES})
+    sweep = read_sweep(tmp_path, settings.runs, settings)
+    assert sweep.keys == [
+        "retrieval.hops",
+        "retrieval.k",
+        "retrieval.hub_degree_cap",
+        "retrieval.keyword",
+    ]
+    assert sweep.heatmap_keys is None  # four keys vary and none are named
+    published = read_published("seed001_variations.csv")
+    compared = published[published["compared_with"] != ""]
+    # every seed row that changes one setting stands beside the kit's two points with those settings
+    assert sorted(zip(sweep.seed["variation"], sweep.seed["kit_measure"], strict=True)) == sorted(
+        zip(compared["variation"], compared["kit_measure"], strict=True)
+    )
+    one_hop = sweep.seed[sweep.seed["variation"] == "Graph + hybrid, 1 hop"].set_index("kit_measure")
+    kit = {s.run_id: s.settings.retrieval for s in points}
+    base, run = kit[one_hop.loc["qa_accuracy", "kit_base_run"]], kit[one_hop.loc["qa_accuracy", "kit_run"]]
+    assert (base.hops, base.k, base.hub_degree_cap, base.keyword) == (2, 5, None, "ts_rank")
+    assert (run.hops, run.k, run.hub_degree_cap, run.keyword) == (1, 5, None, "ts_rank")
+    assert one_hop.loc["qa_accuracy", "published_difference"] == pytest.approx(0.36 - 0.42)
+    assert one_hop.loc["qa_accuracy", "source"].endswith(
+        "What Else Changed the Outcome, row 'Graph + hybrid, 1 hop'"
+    )
