@@ -618,10 +618,12 @@ def sweep_key_plot(differences: pd.DataFrame, points: pd.DataFrame, keys: Sequen
         values = list(dict.fromkeys(points[key]))
         for m, method in enumerate(methods):
             part = rows[rows["method"] == method]
-            slot = {value: 0 for value in values}
+            sharing = part[key].value_counts()
+            slot = dict.fromkeys(values, 0)
             xs = []
-            for value in part[key]:  # points sharing a value spread around it
-                xs.append(values.index(value) + (m - len(methods) / 2) * 0.08 + slot[value] * 0.01)
+            for value in part[key]:  # the points sharing a value spread across its slot, methods apart
+                spread = (slot[value] - (sharing[value] - 1) / 2) * 0.5 / max(sharing[value], 1)
+                xs.append(values.index(value) + spread + (m - (len(methods) - 1) / 2) * 0.03)
                 slot[value] += 1
             ax.errorbar(
                 xs,
