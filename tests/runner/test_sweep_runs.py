@@ -6,8 +6,11 @@ point, the seed's rows beside the matching points, and the refusals naming the k
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
+import yaml
 from conftest import BATCH_SETS, PROJECT_ROOT
 from run_folders import QA, write_run
 
@@ -199,3 +202,29 @@ def test_the_sweep_of_params_variations_sets_every_seed_row_beside_its_points(tm
     assert one_hop.loc["qa_accuracy", "source"].endswith(
         "What Else Changed the Outcome, row 'Graph + hybrid, 1 hop'"
     )
+
+
+def test_on_several_threads_the_sweep_starts_once_its_points_have_ended(tmp_path, monkeypatch):
+    from ragtrial.runner import batch as batch_module
+    from ragtrial.runner.execute import RunResult
+
+    events: list[tuple[str, str]] = []
+
+    def execute(spec, root, outputs, on_start=None, **options):
+        events.append(("start", spec.notebook))
+        if spec.notebook != SWEEP_NOTEBOOK:
+            time.sleep(0.3)  # the points outlast the picking of the sweep by the free worker
+        events.append(("end", spec.notebook))
+        return RunResult(spec.run_id, spec.notebook, "completed", outputs / spec.run_id, {})
+
+    monkeypatch.setattr(batch_module, "execute_run", execute)
+    path = tmp_path / "grid.yaml"
+    path.write_text(
+        yaml.safe_dump({"runs": [{"notebook": "00_backend_check", "grid": {"llm.seed": [1, 2, 3]}}]})
+    )
+    results = batch_module.run_batch(
+        path, root=PROJECT_ROOT, outputs=tmp_path / "out", workers=2, log=lambda _: None
+    )
+    assert [r.notebook for r in results] == ["00_backend_check"] * 3 + [SWEEP_NOTEBOOK]
+    started = events.index(("start", SWEEP_NOTEBOOK))
+    assert [e for e in events[:started] if e[0] == "end"] == [("end", "00_backend_check")] * 3
