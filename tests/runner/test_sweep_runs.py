@@ -156,11 +156,13 @@ def test_refusals_name_the_key_or_the_points(grid, tmp_path):
 def test_a_point_that_did_not_complete_is_listed_and_left_out(grid):
     outputs, ids = grid
     write_run(outputs, f"{QA}-ffff", [1, 1, 1, 1], settings=FIXED | {"retrieval.k": 9}, status="failed")
-    sweep = read_sweep(outputs, [f"{QA}-ffff", *ids[:2]], SweepSettings(bootstrap_resamples=RESAMPLES))
-    assert sweep.points[["run_id", "status", "reference"]].values.tolist() == [
-        [f"{QA}-ffff", "failed", False],
-        [ids[0], "completed", True],
-        [ids[1], "completed", False],
+    targets = [f"{QA}-ffff", *ids[:2], f"{QA}-eeee"]  # the last never ran: no folder
+    sweep = read_sweep(outputs, targets, SweepSettings(bootstrap_resamples=RESAMPLES))
+    assert sweep.points[["run_id", "status", "reference", "retrieval.k"]].values.tolist() == [
+        [f"{QA}-ffff", "failed", False, "9"],
+        [ids[0], "completed", True, "5"],
+        [ids[1], "completed", False, "5"],
+        [f"{QA}-eeee", "not run", False, "(absent)"],
     ]
     assert set(sweep.differences["second_run"]) == {ids[1]}
 

@@ -45,6 +45,7 @@ from ragtrial.runner.compared_runs import (
 
 # the published variations the sweep sets beside its matching points (evaluation/published/)
 SEED_FILE = "seed001_variations.csv"
+NOT_RUN = "not run"
 
 
 @dataclass(frozen=True)
@@ -136,16 +137,22 @@ def _check_same_questions(first: RunRecord, run: RunRecord, ours: pd.DataFrame, 
 
 def read_sweep(outputs: Path, targets: list[str], settings: SweepSettings) -> Sweep:
     """The sweep over the points `targets` names (run ids, unique prefixes or run folders), the first
-    completed one the reference; a point that did not complete is listed with its status and left out.
+    completed one the reference; a point that did not complete is listed with its status (`not run`:
+    no run folder matches it) and left out.
     """
     runs = []
     for target in targets:
+        if "/" not in target and not any(
+            p.parent.name.startswith(target) for p in outputs.glob("*/run.json")
+        ):
+            runs.append(RunRecord(outputs / target, {"status": NOT_RUN}))  # a point the batch did not reach
+            continue
         run = read_run_record(find_run(outputs, target))
         if run.record is None:
             raise ParamsError(f"sweep: run {run.run_dir.name}: {run.problem}")
         runs.append(run)
-    recorded = [run.readable_record.get("settings", {}) for run in runs]
-    keys = varied_keys(settings, recorded) if runs else list(settings.keys)
+    recorded = [run.readable_record["settings"] for run in runs if "settings" in run.readable_record]
+    keys = varied_keys(settings, recorded) if recorded else list(settings.keys)
     chosen = heatmap_keys(settings, keys)
     completed = [run for run in runs if run.readable_record.get("status") == "completed"]
     points = pd.DataFrame(
