@@ -1,7 +1,8 @@
 """`ragtrial compare` end to end: two runs of notebook 04 against the scripted server that differ in
 one retrieval setting, compared by prefix: the settings diff and the paired deltas printed, notebook
 14's tables and report written and its prose traced to them; runs that asked other questions refused
-in one line naming the key, and compared with `--unpaired`.
+in one line naming the key, and compared with `--unpaired`; a run of another outputs folder compared by
+prefix (`--outputs` twice) or by the path of its run folder.
 """
 
 from __future__ import annotations
@@ -82,6 +83,23 @@ def test_compare_prints_the_settings_diff_and_paired_deltas_and_refuses_other_qu
     assert error.count("\n") == 1 and "data.seed 0 vs 99" in error and "--unpaired" in error
     assert main(["compare", first.run_id, other.name, "--outputs", str(outputs), "--unpaired"]) == 0
     assert "fisher exact" in capsys.readouterr().out
+
+    # a run of another outputs folder: named by a prefix with both folders given, or by its folder's path
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.move(second.run_dir, elsewhere / second.run_id)
+    for named in (
+        [second.run_id[:-1], "--outputs", str(outputs), "--outputs", str(elsewhere)],
+        [str(elsewhere / second.run_id), "--outputs", str(outputs)],
+    ):
+        assert main(["compare", first.run_id, *named]) == 0
+        assert "retrieval.k" in capsys.readouterr().out
+        latest = max(outputs.glob("14_compare_runs-*/run.json"), key=lambda p: p.stat().st_mtime).parent
+        compared = pd.read_parquet(latest / "tables" / "run_comparisons.parquet")
+        assert set(compared["second_run"]) == {second.run_id}
+        assert compared.set_index(["measure", "method"]).loc[("qa_f1", "bm25"), "mean_diff"] == pytest.approx(
+            f1["mean_diff"]
+        )
 
 
 def test_notebook_14_in_a_batch_without_two_runs_to_compare_says_so(scripted, tmp_path):

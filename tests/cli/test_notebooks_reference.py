@@ -35,7 +35,7 @@ def test_the_readme_table_is_the_generated_one():
 
 def test_every_notebook_has_its_row_and_its_section():
     table, reference = readme_notebook_table(), notebooks_reference()
-    assert len(table.splitlines()) == 2 + len(notebook_specs()) == 17
+    assert len(table.splitlines()) == 2 + len(notebook_specs()) == 18
     for spec in notebook_specs():
         row = next(
             line for line in table.splitlines() if f"[`{spec.name}`](notebooks/{spec.name}.ipynb)" in line

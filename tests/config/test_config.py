@@ -8,6 +8,7 @@ from ragtrial.cli import main
 from ragtrial.config.base import ParamsError, Section
 from ragtrial.config.batch import dotted_to_nested, load_batch, parse_set_overrides, settings_hash
 from ragtrial.config.moved_keys import MOVED_KEYS, REMOVED_KEYS
+from ragtrial.config.notebooks import SWEEP_NOTEBOOK
 from ragtrial.config.settings import Settings, describe_settings, validate_settings
 
 
@@ -57,7 +58,7 @@ def test_resolution_order_and_grid(tmp_path):
             ],
         },
     )
-    specs, workers = load_batch(path, parse_set_overrides(["llm.seed=9"]))
+    (*specs, sweep), workers = load_batch(path, parse_set_overrides(["llm.seed=9"]))
     assert workers == 1 and len(specs) == 4
     assert {(s.settings.llm.temperature, s.settings.data.seed) for s in specs} == {
         (0.0, 1),
@@ -67,6 +68,26 @@ def test_resolution_order_and_grid(tmp_path):
     }
     assert all(s.settings.llm.max_tokens == 60 and s.settings.llm.seed == 9 for s in specs)
     assert len({s.run_id for s in specs}) == 4  # each grid point is its own run
+    # the grid's sweep report follows its points, naming them in grid order
+    assert (sweep.notebook, sweep.label) == (SWEEP_NOTEBOOK, "sweep of nb over data.seed x llm.temperature")
+    assert sweep.settings.sweep.runs == [s.run_id for s in specs]
+    assert (
+        sweep.settings.sweep.keys == ["data.seed", "llm.temperature"]
+        and sweep.settings.sweep.notebook == "nb"
+    )
+    assert sweep.settings.llm.max_tokens == 60 and sweep.settings.llm.seed == 9  # the entry's settings, --set
+
+
+def test_a_grid_of_one_point_has_no_sweep_and_the_sweep_notebook_must_exist(tmp_path):
+    path = write(tmp_path, {"runs": [{"notebook": "nb", "grid": {"llm.temperature": [0.0]}}]})
+    assert [s.notebook for s in load_batch(path)[0]] == ["nb"]
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "nb.ipynb").write_text("{}")
+    path = write(tmp_path, {"runs": [{"notebook": "nb", "grid": {"llm.temperature": [0.0, 0.5]}}]})
+    with pytest.raises(
+        ParamsError, match=f"the sweep report of key 'runs.0.grid': no notebook {SWEEP_NOTEBOOK}"
+    ):
+        load_batch(path, notebooks_dir=tmp_path / "notebooks")
 
 
 def test_resources_are_batch_wide_and_per_run_key_by_key_and_change_no_run_id(tmp_path):
@@ -193,7 +214,8 @@ def test_linking_and_method_building_keys_live_in_one_section():
 # or another database (the response cache's and the index store's `url`, `password_env`; LightRAG's
 # graph and the Cypher store's `graph`).
 PER_SECTION_NAMES = {
-    "runs",  # the verdict's combined runs, the comparison's compared runs
+    "runs",  # the verdict's combined runs, the comparison's compared runs, the sweep's points
+    "notebook",  # whose batch runs the comparison compares, whose batch runs the sweep reads
     "url",
     "password_env",
     "graph",

@@ -1,6 +1,7 @@
 """Notebook 10 over a grid, end to end against the scripted server: a batch whose notebook 04 runs at
 two points of `retrieval.k` gets the verdict of each point (table `point_verdicts`, the report's closing
-section), not the latest point's alone; notebook 14 at the batch's end compares the points.
+section), not the latest point's alone; the sweep report the grid adds after its points (notebook 15)
+pairs them and is linked from the index page; notebook 14 at the batch's end compares the points.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def test_the_verdict_of_a_batchs_grid_is_given_point_by_point(scripted, tmp_path
                     },
                     "verdict": {"bootstrap_resamples": 200},
                     "compare": {"bootstrap_resamples": 200},
+                    "sweep": {"bootstrap_resamples": 200},
                 },
                 "workers": 1,
                 "runs": [
@@ -53,8 +55,16 @@ def test_the_verdict_of_a_batchs_grid_is_given_point_by_point(scripted, tmp_path
     )
     for result in results:
         assert result.status == "completed", (result.run_id, result.error)
+    assert [r.run_id.rsplit("-", 1)[0] for r in results] == [
+        "01_build_index",
+        "04_rag_vs_graphrag_qa",
+        "04_rag_vs_graphrag_qa",
+        "15_sweep_report",
+        "10_verdict",
+        "14_compare_runs",
+    ]
     first, second = results[1].run_id, results[2].run_id
-    verdict_run, compare_run = results[3].run_dir, results[4].run_dir
+    sweep_run, verdict_run, compare_run = results[3].run_dir, results[4].run_dir, results[5].run_dir
     read = lambda run, name: pd.read_parquet(run / "tables" / f"{name}.parquet")  # noqa: E731
     combined = read(verdict_run, "combined_runs")
     qa = combined[combined["notebook"] == "04_rag_vs_graphrag_qa"]
@@ -83,3 +93,18 @@ def test_the_verdict_of_a_batchs_grid_is_given_point_by_point(scripted, tmp_path
     assert set(comparisons["first_run"]) == {first} and set(comparisons["second_run"]) == {second}
     assert read(compare_run, "settings_differences")["key"].tolist() == ["retrieval.k"]
     assert_narrated_from_saved_tables(compare_run)
+
+    # the sweep report of the grid: the second point against the first, the same deltas as notebook 14's
+    differences = read(sweep_run, "reference_differences")
+    assert set(differences["first_run"]) == {first} and set(differences["second_run"]) == {second}
+    pd.testing.assert_frame_equal(
+        differences.drop(columns=["p_holm", "supported", "claim"]),
+        comparisons.drop(columns=["p_holm", "supported", "claim"]),
+        check_dtype=False,
+    )
+    assert read(sweep_run, "sweep_points")["retrieval.k"].tolist() == ["2", "4"]
+    assert set(read(sweep_run, "best_points")["measure"]) >= {"qa_accuracy", "qa_recall_at_k"}
+    assert read(sweep_run, "sweep_heatmap").empty  # one key varied
+    assert_narrated_from_saved_tables(sweep_run)
+    index = (tmp_path / "out" / "index.html").read_text()
+    assert f'Sweep: <a href="{sweep_run.name}/report.html">the sweep report</a>' in index

@@ -10,7 +10,7 @@ import json
 import os
 import re
 
-from ragtrial.config.notebooks import NOTEBOOKS
+from ragtrial.config.notebooks import NOTEBOOKS, SWEEP_NOTEBOOK
 from ragtrial.report.index_page import VERDICT_NOTEBOOK, render_index
 
 QA, BACKEND = "04_rag_vs_graphrag_qa", "00_backend_check"
@@ -136,3 +136,28 @@ def test_a_batch_lists_its_real_evidence_first_and_its_verdict_headline(tmp_path
     assert default.index("Real evidence (no model call): x") < default.index(
         "<h3>Real evidence (LLM-free)</h3>"
     )
+
+
+def test_a_batchs_sweep_report_is_linked_from_its_section(tmp_path):
+    grid = {"file": "params/variations.yaml", "run_ids": ["04-a", "04-b", "15-sweep"]}
+    write_run(tmp_path, "04-a", QA, batch=grid)
+    write_run(tmp_path, "04-b", QA, batch=grid)
+    write_run(
+        tmp_path,
+        "15-sweep",
+        SWEEP_NOTEBOOK,
+        batch=grid,
+        label="sweep of 04_rag_vs_graphrag_qa over retrieval.k x retrieval.hops",
+        headline="Sweep of 2 points: 0 of 3 differences to the reference are findings",
+        files=("report.html",),
+    )
+    write_run(tmp_path, "04-ours", QA)
+    page = render_index(tmp_path).read_text()
+    variations = section(page, "Batch <code>params/variations.yaml</code>")
+    assert (
+        'Sweep: <a href="15-sweep/report.html">the sweep report</a> (run <code>15-sweep</code>, '
+        '<span class="completed">completed</span>): sweep of 04_rag_vs_graphrag_qa over retrieval.k x '
+        "retrieval.hops" in variations
+    )
+    assert "Sweep of 2 points: 0 of 3 differences" in variations
+    assert "Sweep:" not in section(page, "Batch <code>params/default.yaml</code>")

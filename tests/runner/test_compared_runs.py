@@ -4,42 +4,11 @@ hand-written run.json files and score tables (no notebook is executed).
 
 from __future__ import annotations
 
-import json
-
-import pandas as pd
 import pytest
+from run_folders import QA, write_run
 
 from ragtrial.config.base import ParamsError
-from ragtrial.config.settings import Settings
 from ragtrial.runner.compared_runs import compare_runs
-
-QA = "04_rag_vs_graphrag_qa"
-
-
-def write_run(outputs, run_id, accuracy, *, notebook=QA, settings=None, status="completed"):
-    """A run folder with run.json and notebook 04's scores table (one method, questions q0, q1, ...)."""
-    run_dir = outputs / run_id
-    (run_dir / "tables").mkdir(parents=True)
-    recorded = Settings().model_dump(mode="json")
-    for key, value in (settings or {}).items():
-        section, name = key.split(".")
-        recorded[section][name] = value
-    record = {"run_id": run_id, "notebook": notebook, "label": "", "status": status, "settings": recorded}
-    record |= {"ledger": {"prompt_tokens": 100 * len(accuracy), "llm_calls_live": len(accuracy)}}
-    (run_dir / "run.json").write_text(json.dumps(record))
-    n = len(accuracy)
-    pd.DataFrame(
-        {
-            "question_id": [f"q{i}" for i in range(n)],
-            "question_type": "single_hop",
-            "method": "hybrid",
-            "failure": "",
-            "accuracy": [float(a) for a in accuracy],
-            "f1": [float(a) for a in accuracy],
-            "recall@5": 0.5,
-        }
-    ).to_parquet(run_dir / "tables" / "scores.parquet")
-    return run_dir
 
 
 def test_runs_are_named_by_unique_prefix_and_compared_with_their_costs(tmp_path):
@@ -104,3 +73,25 @@ def test_with_three_runs_each_later_run_is_compared_with_the_first_and_holm_span
     smallest = rows["p_value"].idxmin()
     assert rows.loc[smallest, "p_holm"] == pytest.approx(min(1.0, rows.loc[smallest, "p_value"] * len(rows)))
     assert set(compared.costs["second_run"]) == {f"{QA}-bbbb", f"{QA}-cccc"}
+
+
+def test_runs_of_two_outputs_folders_are_compared_by_id_prefix_or_folder_path(tmp_path):
+    here, there = tmp_path / "here", tmp_path / "there"
+    write_run(here, f"{QA}-aaaa", [0, 0, 1, 1])
+    write_run(there, f"{QA}-bbbb", [1, 1, 1, 0], settings={"retrieval.k": 8})
+    compared = compare_runs([here, there], [f"{QA}-a", f"{QA}-b"], n_resamples=200)
+    assert compared.runs["run_id"].tolist() == [f"{QA}-aaaa", f"{QA}-bbbb"]
+    assert compared.comparisons.set_index("measure").loc["qa_accuracy", "mean_diff"] == pytest.approx(0.25)
+    # a path to a run folder needs no --outputs; the same run id in both folders is told apart by folder
+    write_run(there, f"{QA}-aaaa", [1, 1, 1, 1])
+    by_path = compare_runs(here, [f"{QA}-aaaa", str(there / f"{QA}-aaaa")], n_resamples=200)
+    assert by_path.runs["run_id"].tolist() == [f"here/{QA}-aaaa", f"there/{QA}-aaaa"]
+    assert by_path.comparisons.set_index("measure").loc["qa_accuracy", "mean_diff"] == pytest.approx(0.5)
+    with pytest.raises(ParamsError) as raised:
+        compare_runs([here, there], [f"{QA}-aaaa", f"{QA}-bbbb"])
+    assert str(raised.value) == (
+        f"{QA}-aaaa: runs in several outputs folders match it {here / (QA + '-aaaa')}, "
+        f"{there / (QA + '-aaaa')}; give more of the run id, or the path of its run folder"
+    )
+    with pytest.raises(ParamsError, match=f"{tmp_path}/nowhere: not a run folder \\(no run.json in it\\)"):
+        compare_runs(here, [f"{QA}-aaaa", str(tmp_path / "nowhere")])

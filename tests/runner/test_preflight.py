@@ -73,6 +73,13 @@ FREE = {
     "by name (tests/runner/test_compared_runs.py)",
     "compare.notebook": "a notebook name: one the batch did not run leaves no runs to compare, and the "
     "report says so (tests/cli/test_compare.py)",
+    "sweep.runs": "run ids or prefixes: report.index_page.matching_run refuses an unknown or ambiguous one "
+    "by name (tests/runner/test_sweep_runs.py)",
+    "sweep.notebook": "a notebook name: one the batch did not run leaves no points, and the report says so",
+    "sweep.keys": "dotted settings keys: read_sweep refuses one the points do not record, naming it "
+    "(tests/runner/test_sweep_runs.py)",
+    "sweep.heatmap": "two varied keys: read_sweep refuses another count or a key that did not vary, naming "
+    "it (tests/runner/test_sweep_runs.py)",
     "verdict.runs": "run ids: combine_runs refuses a missing, unfinished or mismatched one by name "
     "(tests/runner/test_combined_runs.py)",
     "verdict.quality_value": "keys are measures, checked by the verdict against MEASURES (tests/evaluation)",

@@ -1,5 +1,6 @@
-"""`ragtrial compare RUN_A RUN_B [RUN_C ...] [--outputs DIR] [--unpaired]`: each later run against the
-first (run ids or unique prefixes of the outputs folder), on the questions both asked: the runs, the
+"""`ragtrial compare RUN_A RUN_B [RUN_C ...] [--outputs DIR ...] [--unpaired]`: each later run against the
+first (run ids or unique prefixes in the outputs folders, or paths to run folders), on the questions
+both asked: the runs, the
 settings that differ, the paired difference of every measure both hold, the flipped questions and the
 cost and latency deltas, printed from the tables notebook 14 saved in its run folder (its CSVs and
 report.html are there). Runs that asked different questions are refused in one line naming the
@@ -29,9 +30,14 @@ def add_parser(sub) -> None:
         "runs",
         nargs="+",
         metavar="RUN",
-        help="run ids or unique prefixes of them; the first is the reference",
+        help="run ids or unique prefixes of them, or paths to run folders; the first is the reference",
     )
-    comparing.add_argument("--outputs", help="outputs folder holding the runs (default: <project>/outputs)")
+    comparing.add_argument(
+        "--outputs",
+        action="append",
+        help="an outputs folder holding runs; repeat it to read runs of several (the comparison is written "
+        "in the first; default: <project>/outputs)",
+    )
     comparing.add_argument(
         "--unpaired",
         action="store_true",
@@ -129,14 +135,20 @@ def compare_command(args: argparse.Namespace) -> int:
     from ragtrial.runner.execute import execute_run
 
     root = project_root()
-    outputs = outputs_dir(root, args.outputs)
-    run_ids = [run.run_dir.name for run in read_runs(outputs, args.runs)]
+    folders = [outputs_dir(root, folder) for folder in args.outputs or [None]]
+    outputs = folders[0]  # the comparison's own run folder goes there
+    # a run of the first folder by its id (as a batch names it), any other by its folder's path
+    run_ids = [
+        run.run_dir.name if run.run_dir.parent.resolve() == outputs.resolve() else str(run.run_dir.resolve())
+        for run in read_runs(folders, args.runs)
+    ]
     settings = validate_settings(
         {"compare": {"runs": run_ids, "unpaired": args.unpaired}}, "ragtrial compare"
     )
     # the refusal in one line before a kernel starts; the notebook computes the same again
     compare_runs(outputs, run_ids, unpaired=args.unpaired, n_resamples=settings.compare.bootstrap_resamples)
-    spec = RunSpec(notebook=NOTEBOOK, settings=settings, label="compare " + " vs ".join(run_ids))
+    label = "compare " + " vs ".join(Path(run_id).name for run_id in run_ids)
+    spec = RunSpec(notebook=NOTEBOOK, settings=settings, label=label)
     result = execute_run(spec, root, outputs, force=True)
     render_index(outputs)
     if result.status != "completed":

@@ -109,12 +109,12 @@ def nested(dotted: dict[str, Any]) -> dict[str, Any]:
 
 
 def planned_runs(provided: Collection[Gold], embedded: bool) -> list[PlannedRun]:
-    """Every notebook on a data set that provides `provided`: a run (with its `without_gold` settings
-    when the data set has no questions, and what the embedded model needs when `embedded`), or left
-    out saying what it lacks and why it needs it.
+    """Every notebook (but those a batch adds itself) on a data set that provides `provided`: a run
+    (with its `without_gold` settings when the data set has no questions, and what the embedded model
+    needs when `embedded`), or left out saying what it lacks and why it needs it.
     """
     runs = []
-    for spec in notebook_specs():
+    for spec in (s for s in notebook_specs() if not s.added_by_batch):
         missing = [kind for kind in spec.needs if kind not in provided]
         if missing:
             runs.append(PlannedRun(spec.name, left_out=f"no {' and no '.join(missing)}, and {spec.why_not}"))

@@ -3,6 +3,9 @@ optional grid, and `--set` overrides; expanded into validated `RunSpec`s. `resou
 and per run over it) say what one run asks of a Ray cluster (`ragtrial run --engine ray`); they are
 not settings, so they change no run id.
 
+A grid entry of two points or more is followed by its sweep report (notebook 15, `sweep_spec`), which
+reads the points once they ran.
+
 A params file states only what it changes. Resolution order for one run: code defaults <- the
 `settings_from` fragments (settings several batches share) <- batch `settings` <- run `settings` <-
 grid point <- command-line `--set`.
@@ -23,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragtrial.config.base import ParamsError, params_error
+from ragtrial.config.notebooks import SWEEP_NOTEBOOK
 from ragtrial.config.settings import Settings, validate_settings
 from ragtrial.redact import redact_url
 
@@ -281,6 +285,7 @@ def load_batch(
         own = entry.resources.model_dump(exclude_unset=True) if entry.resources else {}
         resources = batch.resources.model_copy(update=own)
         keys = list(entry.grid)
+        points: list[RunSpec] = []
         for point in itertools.product(*(entry.grid[k] for k in keys)) if keys else [()]:
             values = base
             for key, value in zip(keys, point, strict=True):
@@ -289,7 +294,7 @@ def load_batch(
             source = f"{path} (runs.{i}, notebook {entry.notebook})"
             settings = validate_settings(values, source)
             label = entry.label or ", ".join(f"{k}={v}" for k, v in zip(keys, point, strict=True))
-            specs.append(
+            points.append(
                 RunSpec(
                     notebook=entry.notebook,
                     settings=settings,
@@ -298,4 +303,31 @@ def load_batch(
                     resources=resources,
                 )
             )
+        specs += points
+        if len(points) > 1:
+            where = f"{path}: the sweep report of key 'runs.{i}.grid'"
+            if notebooks_dir is not None:
+                notebook_file(notebooks_dir, SWEEP_NOTEBOOK, where)
+            specs.append(sweep_spec(entry, points, base, overrides or {}, where, batch.resources))
     return specs, batch.workers
+
+
+def sweep_spec(
+    entry: _RunEntry,
+    points: list[RunSpec],
+    base: dict[str, Any],
+    overrides: dict[str, Any],
+    source: str,
+    resources: RunResources,
+) -> RunSpec:
+    """The sweep report a grid entry adds after its points (notebook 15): the entry's settings with
+    `sweep.runs` naming the points in grid order (so its run id changes with theirs), `sweep.notebook`
+    and `sweep.keys` the grid's, then `--set`.
+    """
+    keys = list(entry.grid)
+    sweep = {"sweep": {"runs": [p.run_id for p in points], "notebook": entry.notebook, "keys": keys}}
+    settings = validate_settings(deep_merge(deep_merge(base, sweep), overrides), source)
+    label = f"sweep of {entry.label or entry.notebook} over {' x '.join(keys)}"
+    return RunSpec(
+        notebook=SWEEP_NOTEBOOK, settings=settings, label=label, source=source, resources=resources
+    )

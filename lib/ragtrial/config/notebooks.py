@@ -51,7 +51,8 @@ class NotebookSpec:
     embedded model. `verdict_input`: the verdict (notebook 10) reads its result tables;
     `answer_costs`: the saved table of answers whose per-query cost the verdict reads. `real_evidence`:
     it measures real data without any model call (the index page lists its runs first; the verdict
-    reads a batch's runs of it whatever their data set).
+    reads a batch's runs of it whatever their data set). `added_by_batch`: a batch adds its runs itself
+    (the sweep report after a grid's points), so `ragtrial init` plans none.
     """
 
     name: str
@@ -68,9 +69,12 @@ class NotebookSpec:
     verdict_input: bool = False
     answer_costs: str = ""
     real_evidence: bool = False
+    added_by_batch: bool = False
 
 
 NOTEBOOKS: Registry[NotebookSpec] = Registry("notebook")
+# The sweep report a batch adds after a grid's points (`config.batch.load_batch`), and the index links.
+SWEEP_NOTEBOOK = "15_sweep_report"
 
 
 def add_notebook(spec: NotebookSpec) -> None:
@@ -295,6 +299,17 @@ add_notebook(
         sections=("compare",),
         planner="ragtrial.runner.batch_estimate:plan_no_model_call",  # it reads saved tables
         narrative="ragtrial.report.narrative.compare:narrate",
+    )
+)
+add_notebook(
+    NotebookSpec(
+        SWEEP_NOTEBOOK,
+        "A grid's points read as one report: how does each measure move with each setting, which point is "
+        "best, and is it distinguishable from the runner-up?",
+        sections=("sweep",),
+        planner="ragtrial.runner.batch_estimate:plan_no_model_call",  # it reads saved tables
+        narrative="ragtrial.report.narrative.sweep:narrate",
+        added_by_batch=True,
     )
 )
 

@@ -27,6 +27,7 @@ from ragtrial.config.methods import MethodSettings, QASettings, SummarizationSet
 from ragtrial.config.questions import QuestionsSettings
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.config.store import StoreSettings
+from ragtrial.config.sweep import SweepSettings
 from ragtrial.config.systems import SystemsSettings, UpstreamComparisonSettings
 from ragtrial.config.verdict import VerdictSettings
 
@@ -79,6 +80,11 @@ class Settings(Section):
     compare: CompareSettings = Field(
         CompareSettings(),
         description="runs compared measure by measure on the same questions (notebook 14, ragtrial compare)",
+    )
+    sweep: SweepSettings = Field(
+        SweepSettings(),
+        description="a grid's points read as one report: each measure against each varied key, paired to the "
+        "first point, the best point per measure and each point's cost (notebook 15)",
     )
     systems: SystemsSettings = Field(
         SystemsSettings(),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrial.config.base import ParamsError
-from ragtrial.config.notebooks import NOTEBOOKS, real_evidence_notebooks
+from ragtrial.config.notebooks import NOTEBOOKS, SWEEP_NOTEBOOK, real_evidence_notebooks
 from ragtrial.locks import pid_alive
 from ragtrial.report.files import write_text
 from ragtrial.report.html import CONTENT_SECURITY_POLICY
@@ -251,6 +251,26 @@ def _verdict_line(runs: list[RunRecord]) -> str:
     )
 
 
+def _sweep_lines(runs: list[RunRecord]) -> str:
+    """One line per sweep report of the batch (a grid's, `config.batch.sweep_spec`), linked to its
+    report when it has one.
+    """
+    lines = []
+    for sweep in (r for r in runs if r.readable_record.get("notebook") == SWEEP_NOTEBOOK):
+        record = sweep.readable_record
+        status = shown_status(record)
+        report = _link(sweep.run_dir, "report.html", "the sweep report") or "no report yet"
+        headline = record.get("headline", "")
+        lines.append(
+            f'<p class="sweep">Sweep: {report} (run <code>{_text(sweep.run_dir.name)}</code>, '
+            f'<span class="{html.escape(status, quote=True)}">{_text(status)}</span>): '
+            f"{_text(record.get('label', ''))}, every point against the first on the same questions."
+            + (f"<br>{_text(headline)}" if headline else "")
+            + "</p>"
+        )
+    return "".join(lines)
+
+
 def _batch_order(runs: list[RunRecord]) -> list[RunRecord]:
     """The batch's runs in the order of its latest-started run's batch record, then the others by name."""
     latest = max(runs, key=lambda r: str(r.readable_record.get("started_at", "")))
@@ -263,7 +283,7 @@ def _batch_order(runs: list[RunRecord]) -> list[RunRecord]:
 def _batch_section(batch: str, runs: list[RunRecord]) -> str:
     if batch:
         title = f"Batch <code>{_text(batch)}</code>"
-        verdict = _verdict_line(runs)
+        verdict = _verdict_line(runs) + _sweep_lines(_batch_order(runs))
     else:
         title, verdict = "Runs without a batch file", ""
     ordered = _batch_order(runs)
@@ -282,8 +302,9 @@ def _batch_section(batch: str, runs: list[RunRecord]) -> str:
 
 
 def render_index(outputs: Path) -> Path:
-    """`outputs/index.html`: a section per batch file with its verdict and its runs (the question each
-    answers, status, headline result, error, model, cost and links to the files that exist). A
+    """`outputs/index.html`: a section per batch file with its verdict, its sweep reports and its runs
+    (the question each answers, status, headline result, error, model, cost and links to the files
+    that exist). A
     `run.json` that cannot be read is a row saying so, not a failed page.
     """
     records = run_records(outputs)

@@ -595,3 +595,79 @@ def recall_at_k_plot(summary: pd.DataFrame, ks: Sequence[int]) -> Any:
     ax.legend(loc="lower right", fontsize=8)
     plt.close(fig)
     return fig
+
+
+def sweep_key_plot(differences: pd.DataFrame, points: pd.DataFrame, keys: Sequence[str], measure: str) -> Any:
+    """One panel per varied key: each point's paired difference to the reference on `measure` (95%
+    bootstrap interval) at its value of the key, one colour per method, points of one value side by
+    side (`differences`: the sweep's `reference_differences`; `points`: its `sweep_points`).
+    """
+    import matplotlib.pyplot as plt
+
+    rows = differences[(differences["measure"] == measure) & (differences["partner"] == "")]
+    rows = rows.merge(points, left_on="second_run", right_on="run_id")
+    methods = list(dict.fromkeys(rows["method"]))
+    fig, axes = plt.subplots(
+        1,
+        max(len(keys), 1),
+        figsize=(3.2 * max(len(keys), 1) + 1.5, 3.8),
+        layout="constrained",
+        squeeze=False,
+    )
+    for ax, key in zip(axes[0], keys, strict=False):
+        values = list(dict.fromkeys(points[key]))
+        for m, method in enumerate(methods):
+            part = rows[rows["method"] == method]
+            sharing = part[key].value_counts()
+            slot = dict.fromkeys(values, 0)
+            xs = []
+            for value in part[key]:  # the points sharing a value spread across its slot, methods apart
+                spread = (slot[value] - (sharing[value] - 1) / 2) * 0.5 / max(sharing[value], 1)
+                xs.append(values.index(value) + spread + (m - (len(methods) - 1) / 2) * 0.03)
+                slot[value] += 1
+            ax.errorbar(
+                xs,
+                part["mean_diff"],
+                yerr=[part["mean_diff"] - part["ci_low"], part["ci_high"] - part["mean_diff"]],
+                fmt="o",
+                capsize=2,
+                markersize=3,
+                label=method,
+            )
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.set_xticks(range(len(values)), values)
+        ax.set(xlabel=key, ylabel=f"{measure} minus the reference's")
+    axes[0][-1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=7)
+    fig.suptitle(f"{measure}: every point against the reference, by each varied key (95% intervals)")
+    plt.close(fig)
+    return fig
+
+
+def sweep_heatmap(cells: pd.DataFrame, measure: str) -> Any:
+    """One panel per method: the mean of `measure` over the two heatmap keys' values, each cell
+    annotated (`cells`: the sweep's `sweep_heatmap`).
+    """
+    import matplotlib.pyplot as plt
+
+    rows = cells[(cells["measure"] == measure) & (cells["partner"] == "")]
+    methods = list(dict.fromkeys(rows["method"]))
+    fig, axes = plt.subplots(
+        1,
+        max(len(methods), 1),
+        figsize=(2.8 * max(len(methods), 1), 3.2),
+        layout="constrained",
+        squeeze=False,
+    )
+    for ax, method in zip(axes[0], methods, strict=False):
+        part = rows[rows["method"] == method]
+        grid = part.pivot_table(index="y_value", columns="x_value", values="mean", sort=False)
+        image = ax.imshow(grid.to_numpy(float), cmap="viridis", aspect="auto")
+        for (i, j), value in np.ndenumerate(grid.to_numpy(float)):
+            ax.text(j, i, f"{value:.2f}", ha="center", va="center", color="white", fontsize=8)
+        ax.set_xticks(range(grid.shape[1]), grid.columns)
+        ax.set_yticks(range(grid.shape[0]), grid.index)
+        ax.set(xlabel=str(part["x_key"].iloc[0]), ylabel=str(part["y_key"].iloc[0]), title=method)
+        fig.colorbar(image, ax=ax, shrink=0.8)
+    fig.suptitle(f"{measure}: mean per cell")
+    plt.close(fig)
+    return fig

@@ -5,12 +5,14 @@ the batch says of them `runner.recorder.BatchRecorder`.
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ragtrial.config.base import ParamsError
+from ragtrial.config.notebooks import SWEEP_NOTEBOOK
 from ragtrial.config.paths import outputs_dir
 from ragtrial.runner.checks import check_batch
 from ragtrial.runner.execute import RunResult, batch_record, execute_run
@@ -82,10 +84,18 @@ def run_batch(
     # execute_run's, for every run
     options: dict[str, Any] = {"force": force, "show_code": show_code, "batch": batch}
     batch_started = time.perf_counter()
+    # a sweep report starts once the points it reads have ended (threads pick runs in batch order, so
+    # the points it waits for are running or done by then: no deadlock)
+    ended = {spec.run_id: threading.Event() for spec in specs}
     with BatchMonitor(log, progress_every_s) as monitor:
         recorder = BatchRecorder(specs, outputs, log, monitor, export)
 
         def one(i: int) -> RunResult:
+            spec = specs[i - 1]
+            if spec.notebook == SWEEP_NOTEBOOK:
+                for point in spec.settings.sweep.runs:
+                    if point in ended:
+                        ended[point].wait()
             started = time.perf_counter()
             recorder.picked(i)
             try:
@@ -98,6 +108,7 @@ def run_batch(
                 )
             finally:
                 monitor.finished(specs[i - 1].run_id)
+                ended[spec.run_id].set()
             recorder.finished(i, result, time.perf_counter() - started)
             return result
 

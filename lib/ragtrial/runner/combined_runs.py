@@ -51,17 +51,18 @@ def identity(settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
     index = {k: v for k, v in settings.get("index", {}).items() if k != "store_path"}
     llm, embeddings = settings.get("llm", {}), settings.get("embeddings", {})
     return {
-        "data set": _flat(settings.get("data", {}), "data."),
+        "data set": flat_settings(settings.get("data", {}), "data."),
         "model": {"llm.backend": llm.get("backend", ABSENT), "llm.model": llm.get("model", ABSENT)},
-        "index": {**_flat(index, "index."), "embeddings.model": embeddings.get("model", ABSENT)},
+        "index": {**flat_settings(index, "index."), "embeddings.model": embeddings.get("model", ABSENT)},
     }
 
 
-def _flat(values: dict[str, Any], prefix: str) -> dict[str, Any]:
+def flat_settings(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested settings as {dotted key (after `prefix`): value}."""
     flat: dict[str, Any] = {}
     for name, value in values.items():
         if isinstance(value, dict):
-            flat.update(_flat(value, f"{prefix}{name}."))
+            flat.update(flat_settings(value, f"{prefix}{name}."))
         else:
             flat[prefix + name] = value
     return flat
@@ -456,7 +457,7 @@ class Variation:
 
 def settings_difference(theirs: dict[str, Any], ours: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """The dotted settings keys whose values differ between two recorded settings, with (theirs, ours)."""
-    a, b = _flat(theirs, ""), _flat(ours, "")
+    a, b = flat_settings(theirs, ""), flat_settings(ours, "")
     return {
         key: (a.get(key, ABSENT), b.get(key, ABSENT))
         for key in dict.fromkeys([*a, *b])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -90,10 +91,42 @@ class RunComparison:
         }
 
 
-def read_runs(outputs: Path, targets: list[str]) -> list[RunRecord]:
-    """The completed runs `targets` name (run ids or unique prefixes) under `outputs`, in that order;
-    a ParamsError names a target that matches no run or several, a run named twice, a record that
-    cannot be read or a run that did not complete.
+Folders = Path | Sequence[Path]
+
+
+def _folders(outputs: Folders) -> list[Path]:
+    return [Path(outputs)] if isinstance(outputs, str | Path) else [Path(f) for f in outputs]
+
+
+def find_run(outputs: Folders, target: str) -> Path:
+    """The run folder `target` names: a path to a run folder (it holds a `/`), else a run id or unique
+    prefix of one in the outputs folders; a ParamsError names a target that matches no run, several in
+    one folder (`report.index_page.matching_run`) or one in each of several folders.
+    """
+    if "/" in target:
+        path = Path(target)
+        if not (path / "run.json").is_file():
+            raise ParamsError(f"{target}: not a run folder (no run.json in it)")
+        return path
+    folders = _folders(outputs)
+    if len(folders) == 1:
+        return folders[0] / matching_run(folders[0], target)
+    found = []
+    for folder in folders:
+        if not any(p.parent.name.startswith(target) for p in folder.glob("*/run.json")):
+            continue
+        found.append(folder / matching_run(folder, target))  # several matches there: refused, named
+    if len(found) == 1:
+        return found[0]
+    where = ", ".join(str(f) for f in (found or folders))
+    problem = "runs in several outputs folders match it" if found else "no run id starts with it in"
+    raise ParamsError(f"{target}: {problem} {where}; give more of the run id, or the path of its run folder")
+
+
+def read_runs(outputs: Folders, targets: list[str]) -> list[RunRecord]:
+    """The completed runs `targets` name (run ids or unique prefixes in the outputs folders, or paths
+    to run folders: `find_run`), in that order; a ParamsError names a target that matches no run or
+    several, a run named twice, a record that cannot be read or a run that did not complete.
     """
     if len(targets) < 2:
         raise ParamsError(
@@ -101,16 +134,31 @@ def read_runs(outputs: Path, targets: list[str]) -> list[RunRecord]:
         )
     runs: list[RunRecord] = []
     for target in targets:
-        run_id = matching_run(outputs, target)
-        if any(run.run_dir.name == run_id for run in runs):
-            raise ParamsError(f"{target}: run {run_id} is named twice")
-        run = read_run_record(Path(outputs) / run_id)
+        run_dir = find_run(outputs, target)
+        if any(run.run_dir.resolve() == run_dir.resolve() for run in runs):
+            raise ParamsError(f"{target}: run {run_dir.name} is named twice")
+        run = read_run_record(run_dir)
         if run.record is None:
-            raise ParamsError(f"run {run_id}: {run.problem}")
+            raise ParamsError(f"run {run_dir.name}: {run.problem}")
         if run.record.get("status") != "completed":
-            raise ParamsError(f"run {run_id}: status {run.record.get('status', 'unknown')}, not completed")
+            raise ParamsError(
+                f"run {run_dir.name}: status {run.record.get('status', 'unknown')}, not completed"
+            )
         runs.append(run)
     return runs
+
+
+def run_names(runs: list[RunRecord]) -> list[str]:
+    """What the tables call each run: its id, or `<outputs folder>/<id>` when runs of two folders share
+    an id (the same settings run in two places).
+    """
+    ids = [run.run_dir.name for run in runs]
+    return [
+        f"{run.run_dir.parent.name}/{run.run_dir.name}"
+        if ids.count(run.run_dir.name) > 1
+        else run.run_dir.name
+        for run in runs
+    ]
 
 
 def run_observations(run: RunRecord) -> pd.DataFrame:
@@ -138,15 +186,15 @@ def _shown(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def run_row(position: int, run: RunRecord, measures: list[str]) -> dict[str, Any]:
-    """What the run is and used (`RUN_COLUMNS`)."""
+def run_row(position: int, run: RunRecord, measures: list[str], name: str = "") -> dict[str, Any]:
+    """What the run is and used (`RUN_COLUMNS`), named `name` (default: its id)."""
     record = run.readable_record
     settings = record.get("settings", {})
     llm = settings.get("llm", {})
     index = identity(settings)["index"]
     return {
         "position": position,
-        "run_id": run.run_dir.name,
+        "run_id": name or run.run_dir.name,
         "notebook": record.get("notebook", ""),
         "label": record.get("label", ""),
         "status": record.get("status", ""),
@@ -161,14 +209,16 @@ def run_row(position: int, run: RunRecord, measures: list[str]) -> dict[str, Any
     }
 
 
-def settings_rows(first: RunRecord, second: RunRecord) -> list[dict[str, Any]]:
-    """The dotted settings keys whose values differ between the runs (`DIFFERENCE_COLUMNS`)."""
+def settings_rows(first: RunRecord, second: RunRecord, names: tuple[str, str]) -> list[dict[str, Any]]:
+    """The dotted settings keys whose values differ between the runs, named `names`
+    (`DIFFERENCE_COLUMNS`).
+    """
     differing = settings_difference(
         first.readable_record.get("settings", {}), second.readable_record.get("settings", {})
     )
-    names = {"first_run": first.run_dir.name, "second_run": second.run_dir.name}
+    named = {"first_run": names[0], "second_run": names[1]}
     return [
-        names | {"key": key, "first_value": _shown(a), "second_value": _shown(b)}
+        named | {"key": key, "first_value": _shown(a), "second_value": _shown(b)}
         for key, (a, b) in differing.items()
     ]
 
@@ -200,9 +250,9 @@ def run_costs(run: RunRecord) -> dict[str, float]:
     return found
 
 
-def cost_rows(first: RunRecord, second: RunRecord) -> list[dict[str, Any]]:
-    """The second run's costs against the first's (`COST_COLUMNS`); a quantity only one run has is a
-    row with the other's value empty and a note saying why.
+def cost_rows(first: RunRecord, second: RunRecord, names: tuple[str, str]) -> list[dict[str, Any]]:
+    """The second run's costs against the first's, named `names` (`COST_COLUMNS`); a quantity only one
+    run has is a row with the other's value empty and a note saying why.
     """
     ours, theirs = run_costs(first), run_costs(second)
     rows = []
@@ -213,14 +263,14 @@ def cost_rows(first: RunRecord, second: RunRecord) -> list[dict[str, Any]]:
             f"not recorded by {' and '.join(missing)} (no live call, or an older run.json)" if missing else ""
         )
         rows.append(
-            {"first_run": first.run_dir.name, "second_run": second.run_dir.name, "quantity": quantity}
+            {"first_run": names[0], "second_run": names[1], "quantity": quantity}
             | {"first": a, "second": b, "difference": b - a, "note": note}
         )
     return rows
 
 
 def compare_runs(
-    outputs: Path,
+    outputs: Folders,
     targets: list[str],
     *,
     unpaired: bool = False,
@@ -237,14 +287,15 @@ def compare_runs(
     observed = [run_observations(run) for run in runs]
     binary = {m: bool(MEASURES.entry(m).metadata["binary"]) for m in MEASURES}
     first, first_obs = runs[0], observed[0]
+    named = run_names(runs)
     rows = [
-        run_row(i + 1, run, sorted(set(obs["measure"])))
-        for i, (run, obs) in enumerate(zip(runs, observed, strict=True))
+        run_row(i + 1, run, sorted(set(obs["measure"])), name)
+        for i, (run, obs, name) in enumerate(zip(runs, observed, named, strict=True))
     ]
     differences, compared, flips, costs = [], [], [], []
-    for run, obs in zip(runs[1:], observed[1:], strict=True):
-        names = (first.run_dir.name, run.run_dir.name)
-        differing = settings_rows(first, run)
+    for run, obs, name in zip(runs[1:], observed[1:], named[1:], strict=True):
+        names = (named[0], name)
+        differing = settings_rows(first, run, names)
         differences += differing
         why = (
             ""
@@ -262,7 +313,7 @@ def compare_runs(
         )
         if not unpaired:  # a question id of one run need not be the same question in the other
             flips.append(flipped_questions(first_obs, obs, binary, names))
-        costs += cost_rows(first, run)
+        costs += cost_rows(first, run, names)
     return RunComparison(
         runs=pd.DataFrame(rows, columns=RUN_COLUMNS),
         settings=pd.DataFrame(differences, columns=DIFFERENCE_COLUMNS),
