@@ -48,10 +48,12 @@ def add_parser(sub) -> None:
 
 
 def _cell(value: object, digits: int = 3) -> str:
+    from ragtrial.report.narrative.wording import plain_number
+
     if isinstance(value, float):
         if math.isnan(value):
             return ""
-        return f"{value:,.0f}" if value.is_integer() else f"{value:,.{digits}g}"
+        return plain_number(value, digits)
     return "" if value is None or value is pd.NA else str(value)
 
 

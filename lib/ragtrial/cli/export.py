@@ -40,12 +40,8 @@ def export_mlflow_command(args: argparse.Namespace) -> int:
     from ragtrial.cli.list_runs import batch_runs
     from ragtrial.config.base import ParamsError
     from ragtrial.config.paths import outputs_dir, project_root
-    from ragtrial.runner.mlflow_export import (
-        MlflowExport,
-        TrackingUnreachable,
-        completed_run,
-        default_tracking_uri,
-    )
+    from ragtrial.runner.compared_runs import completed_run
+    from ragtrial.runner.mlflow_export import MlflowExport, TrackingUnreachable, default_tracking_uri
 
     outputs = outputs_dir(project_root(), args.outputs)
     if args.runs and args.batch:

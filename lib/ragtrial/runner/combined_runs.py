@@ -68,11 +68,6 @@ def flat_settings(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def dotted_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """Recorded settings as dotted keys (`{"retrieval.k": 5, ...}`), nested sections flattened."""
-    return _flat(settings, "")
-
-
 def _shown(value: Any) -> str:
     return value if value == ABSENT else json.dumps(value)
 

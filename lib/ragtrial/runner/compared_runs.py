@@ -134,18 +134,25 @@ def read_runs(outputs: Folders, targets: list[str]) -> list[RunRecord]:
         )
     runs: list[RunRecord] = []
     for target in targets:
-        run_dir = find_run(outputs, target)
-        if any(run.run_dir.resolve() == run_dir.resolve() for run in runs):
-            raise ParamsError(f"{target}: run {run_dir.name} is named twice")
-        run = read_run_record(run_dir)
-        if run.record is None:
-            raise ParamsError(f"run {run_dir.name}: {run.problem}")
-        if run.record.get("status") != "completed":
-            raise ParamsError(
-                f"run {run_dir.name}: status {run.record.get('status', 'unknown')}, not completed"
-            )
+        run = completed_run(outputs, target)
+        if any(seen.run_dir.resolve() == run.run_dir.resolve() for seen in runs):
+            raise ParamsError(f"{target}: run {run.run_dir.name} is named twice")
         runs.append(run)
     return runs
+
+
+def completed_run(outputs: Folders, target: str) -> RunRecord:
+    """The completed run `target` names (`find_run`); a ParamsError names a record that cannot be
+    read or a run that did not complete.
+    """
+    run = read_run_record(find_run(outputs, target))
+    if run.record is None:
+        raise ParamsError(f"run {run.run_dir.name}: {run.problem}")
+    if run.record.get("status") != "completed":
+        raise ParamsError(
+            f"run {run.run_dir.name}: status {run.record.get('status', 'unknown')}, not completed"
+        )
+    return run
 
 
 def run_names(runs: list[RunRecord]) -> list[str]:

@@ -39,9 +39,9 @@ import pandas as pd
 from ragtrial.config.base import ParamsError
 from ragtrial.redact import redact, redact_url, setting_strings
 from ragtrial.report.files import read_saved_tables
-from ragtrial.report.index_page import RunRecord, batch_file, matching_run, read_run_record
+from ragtrial.report.index_page import RunRecord, batch_file, read_run_record
 from ragtrial.runner.checks import NotReady
-from ragtrial.runner.combined_runs import dotted_settings
+from ragtrial.runner.combined_runs import flat_settings
 from ragtrial.runner.compared_runs import run_costs, run_row
 from ragtrial.runner.execute import LEDGER_FILE
 
@@ -111,20 +111,6 @@ def default_tracking_uri(outputs: Path) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(outputs).resolve() / 'mlflow.db'}"
 
 
-def completed_run(outputs: Path, target: str) -> RunRecord:
-    """The completed run `target` names (a run id or a unique prefix) under `outputs`; a ParamsError
-    names a target matching no run or several, an unreadable record or a run that did not complete.
-    """
-    run = read_run_record(Path(outputs) / matching_run(outputs, target))
-    if run.record is None:
-        raise ParamsError(f"run {run.run_dir.name}: {run.problem}")
-    if run.record.get("status") != "completed":
-        raise ParamsError(
-            f"run {run.run_dir.name}: status {run.record.get('status', 'unknown')}, not completed"
-        )
-    return run
-
-
 # ---------------------------------------------------------------- what a run folder gives
 
 
@@ -142,7 +128,7 @@ def run_params(run: RunRecord) -> dict[str, str]:
     models, git commit), as strings, not yet redacted or cut.
     """
     record = run.readable_record
-    params = {key: _shown(value) for key, value in dotted_settings(record.get("settings", {})).items()}
+    params = {key: _shown(value) for key, value in flat_settings(record.get("settings", {})).items()}
     used = run_row(0, run, [])
     return params | {
         f"ragtrial.{name}": str(used[name])

@@ -19,12 +19,9 @@ from ragtrial.evaluation.run_comparison import (
 )
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
+from ragtrial.report.narrative.wording import plain_number
 
 FLIPS_SHOWN = 10  # question ids listed per pair and direction; the table holds every one
-
-
-def _number(value: float) -> str:
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3g}"
 
 
 def _signed(value: float) -> str:
@@ -84,7 +81,7 @@ def _pair_section(first: str, second: str, tables: SavedTables) -> list[str]:
     costs = saved(tables, "cost_deltas")
     costs = costs[(costs["first_run"] == first) & (costs["second_run"] == second)]
     shown_costs = [
-        f"{r.quantity} {_number(r.first)} → {_number(r.second)}"
+        f"{r.quantity} {plain_number(r.first)} → {plain_number(r.second)}"
         for r in costs.itertuples()
         if pd.notna(r.first) and pd.notna(r.second)
     ]

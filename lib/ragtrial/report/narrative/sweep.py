@@ -21,13 +21,10 @@ from ragtrial.evaluation.sweep import (
 )
 from ragtrial.report.markdown import escape_markdown
 from ragtrial.report.narrative.narration import Narration, SavedTables, saved
+from ragtrial.report.narrative.wording import plain_number
 
 RULE = "the paired interval excludes zero and the Holm-adjusted test rejects"
 COST_QUANTITIES = ("llm_calls_live", "llm_calls_cached", "prompt_tokens", "completion_tokens")
-
-
-def _number(value: float) -> str:
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3g}"
 
 
 def _point(points: pd.DataFrame, run_id: str, keys: list[str]) -> str:
@@ -94,7 +91,7 @@ def _cost_line(costs: pd.DataFrame) -> str:
     if not shown:
         return "No point's run.json records a ledger (table `point_costs`)."
     per_point = "; ".join(
-        f"`{row['run_id']}` " + ", ".join(f"{q} {_number(row[q])}" for q in shown if pd.notna(row[q]))
+        f"`{row['run_id']}` " + ", ".join(f"{q} {plain_number(row[q])}" for q in shown if pd.notna(row[q]))
         for _, row in costs.iterrows()
     )
     return f"Cost per point (its ledger, table `point_costs`): {per_point}."

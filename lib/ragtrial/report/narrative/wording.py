@@ -1,4 +1,4 @@
-"""Wordings several narratives share: an estimate with its interval, and the answers' length limits
+"""Wordings several narratives share: a number, an estimate with its interval, and the answers' length limits
 from the `findings` rows of `evaluation.run_findings`.
 """
 
@@ -7,6 +7,13 @@ from __future__ import annotations
 import pandas as pd
 
 from ragtrial.evaluation.findings import stated, statements
+
+
+def plain_number(value: float, digits: int = 3) -> str:
+    """A count as a whole number with thousands separators, other values to `digits` significant
+    digits: "1,250", "0.417".
+    """
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.{digits}g}"
 
 
 def signed_interval(mean: float, low: float, high: float, digits: int = 2) -> str:
