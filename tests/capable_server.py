@@ -13,7 +13,10 @@ The judge's truth is planted in the answers: `Truth.quality` maps a marker word 
 (e.g. {"Alpha": 1.0, "Beta": 0.0}); an answer's true quality is its first marker's, plus a
 per-answer draw of spread `spread` (from the answer text's hash, so questions differ). The kit's
 pairs carry the text of each method's answer, so a test writes each method's marker into its
-answers and the judge can tell methods apart from nothing but what the kit shows it. The two
+answers and the judge can tell methods apart from nothing but what the kit shows it. Free-text
+replies (answers) start with every marker their prompt contains, as an answer names what it was
+shown: a marker that only one method's context carries (a context kind such as
+"(community_report)") plants that method's quality through the whole pipeline. The two
 judge formats are recognised by their reply schema (classic: a winner per criterion and
 "overall"; unbiased: "answer_1"/"answer_2" score lists) and read the answers out of the prompt:
   unbiased  each aspect score = round(2.5 + quality + length_bias·log2(words/100)
@@ -147,13 +150,21 @@ class CapableServer(LatencyServer):
     def completion(self, body: dict[str, Any], chat: bool) -> dict[str, Any]:
         reply = super().completion(body, chat)
         schema = reply_schema(body) if chat else None
-        verdict = self.judge(body, schema) if schema else None
-        if verdict is not None:
+        choice = reply["choices"][0]
+        if schema is None:  # free text (an answer): it names the markers its prompt shows
+            shown = [word for word in self.truth.quality if word in "\n".join(prompt_texts(body))]
+            content = " ".join([*shown, choice["message"]["content"] if chat else choice["text"]])
+        elif (verdict := self.judge(body, schema)) is not None:
             content = json.dumps(verdict)
-            reply["choices"][0]["message"]["content"] = content
-            completion_tokens = count_tokens(content)
-            reply["usage"]["completion_tokens"] = completion_tokens
-            reply["usage"]["total_tokens"] = reply["usage"]["prompt_tokens"] + completion_tokens
+        else:
+            return reply
+        if chat:
+            choice["message"]["content"] = content
+        else:
+            choice["text"] = content
+        completion_tokens = count_tokens(content)
+        reply["usage"]["completion_tokens"] = completion_tokens
+        reply["usage"]["total_tokens"] = reply["usage"]["prompt_tokens"] + completion_tokens
         return reply
 
     def judge(self, body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any] | None:

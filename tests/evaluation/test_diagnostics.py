@@ -325,3 +325,10 @@ def test_the_diagnostics_summary_flags_each_metric_under_the_seeds_threshold():
         assert summary.loc[("under", metric), "threshold"] == threshold
         assert summary.loc[("under", metric), "below_threshold"]
         assert not summary.loc[("at", metric), "below_threshold"]
+
+
+def test_gold_links_need_no_model_when_the_retrievers_have_the_model_list_entities():
+    # paper_diagnostics.yaml sets retrieval.entity_source llm for its retrievers; the gold is named
+    listing = RetrievalSettings(entity_source="llm")
+    links = link_gold([QUESTION], INDEX, EMBEDDER, listing)
+    assert links.equals(link_gold([QUESTION], INDEX, EMBEDDER, RetrievalSettings()))

@@ -167,3 +167,13 @@ def test_the_unbiased_protocol_recovers_the_planted_truth_and_the_classic_one_sh
     first_wins = overall.set_index("position")["first_slot_win_rate"]
     if not advantage:  # equal means: the first-shown answer wins about position_bias of the time
         assert (first_wins > 0.6).all()
+
+
+def test_an_answer_names_the_planted_markers_its_prompt_shows_and_no_other(tmp_path):
+    truth = Truth({"(community_report)": 1.0, "(relation)": 0.0})
+    with CapableServer(time_scale=FAST, truth=truth) as server:
+        llm = make_llm(server.base_url, tmp_path, max_retries=0)
+        shown = llm.complete("[1] (community_report) Babbage's circle.\n\nQuestion: who?", stage="t").text
+        plain = llm.complete("[1] (chunk) Babbage's circle.\n\nQuestion: who?", stage="t").text
+    assert shown.startswith("(community_report) ") and "(relation)" not in shown
+    assert not any(marker in plain for marker in truth.quality)

@@ -93,6 +93,15 @@ def test_point_labels_never_overlap_and_coincident_points_share_one():
     assert overlapping_labels(plane.axes[0]) == []
 
 
+def test_the_recall_plane_of_a_data_set_without_gold_edges_says_so_instead_of_failing():
+    # paper_diagnostics.yaml's MuSiQue run: entity recall only (no gold edges, no relationship recall)
+    entities_only = pd.DataFrame(
+        {"category": "multi_hop", "method": ["a", "b"], "metric": "entity_recall", "mean": 0.5}
+    )
+    plane = recall_plane(entities_only, {"multi_hop": 0.7}, 0.8)
+    assert [t.get_text() for t in plane.axes[0].texts] == ["no question with\nboth recalls"]
+
+
 def whole_numbers(ticks) -> bool:
     return all(float(t).is_integer() for t in ticks)
 

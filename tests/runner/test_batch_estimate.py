@@ -243,3 +243,21 @@ def test_requests_an_earlier_run_of_the_batch_asks_are_planned_as_cache_hits(scr
     assert second["cached"] == second["calls"] and second["live_calls"] == 0
     assert "asked earlier in the batch" in second["note"]
     assert not scripted.requests
+
+
+def test_03_plans_the_listing_calls_of_a_relevance_retriever_that_lists_entities_by_model(tmp_path):
+    # paper_questions.yaml: fast-graphrag contexts with retrieval.entity_source llm (the rehearsal made
+    # 22 question_entities calls in 03 that the estimate had left out)
+    settings = endpoint_settings(
+        "http://127.0.0.1:1/v1",
+        tmp_path,
+        questions={"relevance": {"retriever": "fastgraphrag"}},
+        retrieval={"entity_source": "llm"},
+    )
+    only = ["03_question_relevance"]
+    table, _ = estimate_batch(DEFAULT, settings, root=PROJECT_ROOT, outputs=tmp_path / "out", only=only)
+    stages = table.set_index("stage")
+    assert stages.at["question_entities", "calls"] == stages.at["rate_relevance", "calls"] > 0
+    settings["retrieval"]["entity_source"] = "string_embedding"
+    table, _ = estimate_batch(DEFAULT, settings, root=PROJECT_ROOT, outputs=tmp_path / "out", only=only)
+    assert "question_entities" not in set(table["stage"])

@@ -173,7 +173,7 @@ def planned_answers(
     are projected at the context budget: the contexts need retrieval over an index.
     """
     from ragtrial.methods.registry import METHODS
-    from ragtrial.retrieval.registry import RETRIEVERS
+    from ragtrial.retrieval.registry import planned_listing
 
     answer = load_prompt(cfg.answer_prompt)
     plans = []
@@ -221,23 +221,13 @@ def planned_answers(
             )
         # Integration and Selection retrieve with the graph method too (Selection only when routed there)
         retriever = settings.methods.graph_method if family == "both" else name
-        setting = RETRIEVERS.entry(retriever).metadata.get("llm_setting") if retriever in RETRIEVERS else None
-        if setting and getattr(settings.retrieval, setting) == "llm":
-            listing = "question_keywords" if setting == "lightrag_keywords" else "question_entities"
-            plans.append(
-                projected(
-                    listing,
-                    n_questions,
-                    n_questions * (frame_tokens(load_prompt(listing)) + QUESTION_TOKENS),
-                    settings.retrieval.keywords_max_tokens
-                    if setting == "lightrag_keywords"
-                    else settings.retrieval.entity_max_tokens,
-                    "upper bound" if "route_prompt" in metadata else basis,
-                    "json",
-                    f"retrieval.{setting} = llm (one listing per question, shared through the cache)",
-                    method=name,
-                )
-            )
+        plans += planned_listing(
+            retriever,
+            settings.retrieval,
+            n_questions,
+            "upper bound" if "route_prompt" in metadata else basis,
+            name,
+        )
         if map_reduce:
             mapped = (
                 settings.index.max_reports or settings.index.max_cluster_size

@@ -308,8 +308,12 @@ def recall_plane(summary: pd.DataFrame, thresholds: dict[str, float], relationsh
     """
     import matplotlib.pyplot as plt
 
-    wide = summary[summary["metric"].isin(["entity_recall", "relationship_recall"])].pivot_table(
-        index=["category", "method"], columns="metric", values="mean", sort=False
+    recalls = ["entity_recall", "relationship_recall"]
+    # both columns always: a data set without gold edges (MuSiQue) has no relationship recall at all
+    wide = (
+        summary[summary["metric"].isin(recalls)]
+        .pivot_table(index=["category", "method"], columns="metric", values="mean", sort=False)
+        .reindex(columns=recalls)
     )
     categories = list(dict.fromkeys(summary["category"]))
     fig, axes = plt.subplots(
@@ -319,9 +323,7 @@ def recall_plane(summary: pd.DataFrame, thresholds: dict[str, float], relationsh
         ax.set(xlim=(-0.05, 1.05), ylim=(-0.05, 1.05), title=category, xlabel="entity recall")
         if category in wide.index.get_level_values(0):
             points = wide.loc[category].dropna(how="any")
-            ax.scatter(
-                points.get("entity_recall", []), points.get("relationship_recall", []), color="tab:blue"
-            )
+            ax.scatter(points["entity_recall"], points["relationship_recall"], color="tab:blue")
             if points.empty:
                 ax.text(0.5, 0.5, "no question with\nboth recalls", ha="center", fontsize=8)
         if category in thresholds:

@@ -9,6 +9,8 @@ from typing import Any
 from ragtrial.config.retrieval import RetrievalSettings
 from ragtrial.config.store import StoreSettings
 from ragtrial.index.tables import GraphIndex
+from ragtrial.llm.plan import QUESTION_TOKENS, StagePlan, frame_tokens, projected
+from ragtrial.prompts import load_prompt
 from ragtrial.registry import Registry
 from ragtrial.retrieval.base import Retriever, RetrieverParts
 from ragtrial.retrieval.entity_graph import select_graph
@@ -183,3 +185,28 @@ def make_retriever(
     settings = settings or RetrievalSettings()
     retriever_class = RETRIEVERS.get(store_retriever(name, parts.store))
     return retriever_class(select_graph(index, settings), parts, settings)
+
+
+def planned_listing(
+    retriever: str, settings: RetrievalSettings, n_questions: int, basis: str, method: str = ""
+) -> list[StagePlan]:
+    """The model calls `retriever` itself makes over `n_questions` questions, none sent: one listing
+    of the question's entities (or LightRAG's keywords) per question when its `llm_setting` is "llm",
+    else none.
+    """
+    setting = RETRIEVERS.entry(retriever).metadata.get("llm_setting") if retriever in RETRIEVERS else None
+    if not setting or getattr(settings, setting) != "llm":
+        return []
+    listing = "question_keywords" if setting == "lightrag_keywords" else "question_entities"
+    return [
+        projected(
+            listing,
+            n_questions,
+            n_questions * (frame_tokens(load_prompt(listing)) + QUESTION_TOKENS),
+            settings.keywords_max_tokens if setting == "lightrag_keywords" else settings.entity_max_tokens,
+            basis,
+            "json",
+            f"retrieval.{setting} = llm (one listing per question, shared through the cache)",
+            method=method,
+        )
+    ]

@@ -56,6 +56,7 @@ from ragtrial.questions.run_generators import generated_at_most, planned_generat
 from ragtrial.questions.sampling import diagnosis_questions, select_questions, task_questions
 from ragtrial.records import Dataset
 from ragtrial.registry import resolve
+from ragtrial.retrieval.registry import planned_listing
 from ragtrial.runner.checks import select_runs
 from ragtrial.runner.preflight import check_settings
 
@@ -180,10 +181,15 @@ def _question_notebook(listing: bool, rating: bool) -> Callable[[RunPlanner], li
     def plan(p: RunPlanner) -> list[StagePlan]:
         cfg = p.settings.questions
         generated, n = p.generation(cfg.generators)
+        # 03's contexts come from its retriever, which may list each question's entities itself
+        retrieving = (
+            planned_listing(cfg.relevance.retriever, p.settings.retrieval, n, "upper bound") if rating else []
+        )
         return (
             p.index()
             + generated
             + planned_quality(n, cfg, p.settings.retrieval, listing and cfg.llm_entities, rating)
+            + retrieving
         )
 
     return plan
