@@ -36,6 +36,8 @@ import pandas as pd
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from dress_rehearsal import markdown_table  # noqa: E402  (bench/, the script's folder)
+
 from ragtrial.config.data import data_root  # noqa: E402
 from ragtrial.config.llm import LLMSettings  # noqa: E402
 from ragtrial.llm.server import LOOPBACK, EmbeddedServer, free_port, gguf_path  # noqa: E402
@@ -177,6 +179,7 @@ def main() -> None:
                         "workload": workload,
                         **result,
                         "tokens_per_s": counted / result["wall_s"],
+                        "load_1min": os.getloadavg()[0],  # the machine is shared: what else ran
                     }
                 )
                 print({k: v for k, v in rows[-1].items() if k != "texts"}, flush=True)
@@ -191,8 +194,9 @@ def main() -> None:
     base = table[table["server"] == servers[0][0]].set_index("workload")["tokens_per_s"]
     table["ratio_to_llama_cpp_python"] = table["tokens_per_s"] / table["workload"].map(base)
     table.to_csv(f"{args.out}.csv", index=False)
-    Path(f"{args.out}.md").write_text(table.round(3).to_markdown(index=False) + "\n", encoding="utf-8")
-    print(table.round(3).to_markdown(index=False))
+    markdown = markdown_table(table.round(3))
+    Path(f"{args.out}.md").write_text(markdown, encoding="utf-8")
+    print(markdown)
 
 
 if __name__ == "__main__":
