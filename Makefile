@@ -14,16 +14,18 @@ export RAGTRIAL_DATA_ROOT ?= $(if $(wildcard ../shared/datasets),$(abspath ../sh
 # Never reach a model hub at run time; the embedded models come from PyPI packages.
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
-# llama-cpp-python builds from source (~10 min once; pip caches the wheel). A portable AVX2 build:
-# the native build enables AMX kernels that crash on CPUs whose kernel does not grant AMX state.
+# The embedded model's server, llama.cpp's `llama-server`, builds from source once (~8 min on 2 cores)
+# into ~/.cache/ragtrial/llama.cpp/, shared by every clone (`ragtrial.llm.llama_build`). A portable
+# AVX2 build: the native build enables AMX kernels that crash on CPUs whose kernel does not grant AMX state.
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: run test test-fast lint bench systems clean-outputs llama-server
+.PHONY: run test test-fast lint bench systems clean-outputs
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml lib/ragtrial/llm/llama_build.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m ragtrial.llm.llama_build
 	touch $(STAMP)
 
 $(SYSTEMS_STAMP): $(STAMP) lib/ragtrial/methods/upstream/environments.py
@@ -50,23 +52,7 @@ test: lint $(SYSTEMS_STAMP)
 test-fast: lint
 	$(BIN)/python -m pytest -q -n 2 -m "not slow" --durations=15
 
-# llama.cpp's own server, built from the llama.cpp that the installed llama-cpp-python vendors (its
-# PyPI source archive) with the portable flags above, once, into the cache: `bench/embedded_parallel.py`
-# measures it against llama-cpp-python's server (issue 39).
-LLAMA_HOME := $(HOME)/.cache/ragtrial/llama.cpp
-llama-server: $(STAMP)
-	set -e; version=$$($(BIN)/python -c "import llama_cpp; print(llama_cpp.__version__)"); \
-	target=$(LLAMA_HOME)/$$version/llama-server; test -x $$target && exit 0; \
-	work=$$(mktemp -d); trap 'rm -rf $$work' EXIT; \
-	$(BIN)/python -m pip download --quiet --no-deps --no-binary :all: llama-cpp-python==$$version -d $$work; \
-	tar -xzf $$work/llama_cpp_python-$$version.tar.gz -C $$work; \
-	source=$$work/llama_cpp_python-$$version/vendor/llama.cpp; \
-	cmake -S $$source -B $$work/build $(CMAKE_ARGS) -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-		-DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_BUILD_TYPE=Release > $$work/cmake.log; \
-	cmake --build $$work/build --target llama-server -j2 > $$work/build.log; \
-	mkdir -p $$(dirname $$target); cp $$work/build/bin/llama-server $$target; echo $$target
-
-bench: $(STAMP) llama-server
+bench: $(STAMP)
 	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done
 
 clean-outputs:

@@ -1,29 +1,32 @@
 """Benchmark (issue 39): tokens/s of the embedded Gemma 3 270M on this machine's cores, served by
-llama-cpp-python's server (the kit's embedded server today: one request at a time) and by
-llama.cpp's own `llama-server` at 1, 2, 4 and 8 parallel sequences (continuous batching).
+llama.cpp's own `llama-server` (the kit's embedded server, `ragtrial.llm.server`) at 1, 2, 4 and 8
+parallel sequences (continuous batching), and, when llama-cpp-python[server]==0.3.36 is installed
+beside the kit (`pip install`; the kit no longer needs it), by llama-cpp-python's server, which
+answers one request at a time (the kit's embedded server before issue 39).
 
-`llama-server` is built from the llama.cpp that llama-cpp-python vendors, with the Makefile's
-portable flags, by `make llama-server` (into ~/.cache/ragtrial/llama.cpp/<version>/, the default
-path). Both servers load the same GGUF, bound to 127.0.0.1, `--threads` threads. Two workloads,
-each `--requests` requests sent `slots` at a time:
+Both servers load the same GGUF, bound to 127.0.0.1, `--threads` threads, the same gemma chat
+template. Two workloads, each `--requests` requests sent `slots` at a time:
   answer    the kit's answer prompt (`query/answer`) over four passages of A Christmas Carol
             (~1,100 prompt tokens, a shared instruction prefix), replies capped at 32 tokens:
             prompt-bound, as the kit's QA answers and judge calls are
   generate  a passage's first sentence, continued for 128 tokens: completion-bound
 Per server and workload: wall time, Σ prompt and completion tokens (the servers' usage), the
 aggregate prompt tokens/s of `answer` and completion tokens/s of `generate`, each as a ratio to
-llama-cpp-python's, and the share of replies identical to `llama-server --parallel 1`'s (temperature
-0, one seed: batching may change a reply's arithmetic). Ratios within one run (the machine is shared).
+the first server's (llama-cpp-python's when installed), and the share of replies identical to
+`llama-server --parallel 1`'s (temperature 0, one seed: batching may change a reply's arithmetic).
+Ratios within one run (the machine is shared).
 
-    make llama-server && .venv/bin/python bench/embedded_parallel.py [--llama-server PATH]
-        [--parallel 1 2 4 8] [--requests 16] [--threads 2] [--out bench_embedded_parallel]
+    .venv/bin/python bench/embedded_parallel.py [--parallel 1 2 4 8] [--requests 16] [--threads 2]
+        [--out bench_embedded_parallel]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -48,13 +51,6 @@ PASSAGE_WORDS = 180
 N_CTX_PER_SLOT = 8192  # the kit's `llm.embedded.n_ctx`
 
 
-def built_llama_server() -> Path:
-    """Where `make llama-server` puts the server of the installed llama-cpp-python's llama.cpp."""
-    import llama_cpp
-
-    return Path.home() / ".cache" / "ragtrial" / "llama.cpp" / llama_cpp.__version__ / "llama-server"
-
-
 def passages(count: int) -> list[str]:
     words = (data_root() / BOOK).read_text(encoding="utf-8").split()
     start = 2000  # past the Gutenberg front matter
@@ -77,19 +73,25 @@ def workloads(requests: int) -> dict[str, tuple[list[list[dict[str, str]]], int]
 
 
 @contextmanager
-def llama_server(binary: Path, parallel: int, threads: int) -> Iterator[str]:
+def llama_server(parallel: int, threads: int) -> Iterator[str]:
+    settings = LLMSettings.model_validate(
+        {"model": "gemma", "embedded": {"n_threads": threads, "parallel": parallel, "n_ctx": N_CTX_PER_SLOT}}
+    )
+    server = EmbeddedServer(settings)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@contextmanager
+def llama_cpp_python(threads: int) -> Iterator[str]:
+    """llama-cpp-python's server, as the kit ran it before issue 39 (gemma chat format, one context)."""
     port = free_port()
     command = [
-        str(binary),
-        *("--model", str(gguf_path()), "--alias", "gemma", "--host", LOOPBACK, "--port", str(port)),
-        *(
-            "--threads",
-            str(threads),
-            "--parallel",
-            str(parallel),
-            "--ctx-size",
-            str(N_CTX_PER_SLOT * parallel),
-        ),
+        *(sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()), "--model_alias", "gemma"),
+        *("--host", LOOPBACK, "--port", str(port), "--n_threads", str(threads)),
+        *("--n_ctx", str(N_CTX_PER_SLOT), "--chat_format", "gemma", "--verbose", "false"),
     ]
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -97,29 +99,19 @@ def llama_server(binary: Path, parallel: int, threads: int) -> Iterator[str]:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise RuntimeError(f"{binary} exited with code {process.returncode} before answering")
+                raise RuntimeError(f"llama-cpp-python's server exited with code {process.returncode}")
             try:
-                with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/health", timeout=2) as reply:
+                with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/v1/models", timeout=2) as reply:
                     if reply.status == 200:
                         break
             except OSError:
                 time.sleep(0.25)
         else:
-            raise TimeoutError(f"{binary} did not answer within 180 s")
+            raise TimeoutError("llama-cpp-python's server did not answer within 180 s")
         yield f"http://{LOOPBACK}:{port}/v1"
     finally:
         process.terminate()
         process.wait(30)
-
-
-@contextmanager
-def llama_cpp_python(threads: int) -> Iterator[str]:
-    settings = LLMSettings.model_validate({"embedded": {"n_threads": threads}})
-    server = EmbeddedServer(settings)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
 
 
 def measure(base_url: str, slots: int, messages: list[list[dict[str, str]]], max_tokens: int) -> dict:
@@ -152,19 +144,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--llama-server", type=Path, default=built_llama_server())
     parser.add_argument("--parallel", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--requests", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default="bench_embedded_parallel")
     args = parser.parse_args()
     loads = workloads(args.requests)
-    servers: list[tuple[str, int, Callable]] = [
-        ("llama-cpp-python server", 1, lambda: llama_cpp_python(args.threads))
-    ]
+    servers: list[tuple[str, int, Callable]] = []
+    if importlib.util.find_spec("llama_cpp") is not None:
+        servers.append(("llama-cpp-python server", 1, lambda: llama_cpp_python(args.threads)))
+    else:
+        print("llama-cpp-python is not installed: its server's rows are left out", flush=True)
     servers += [
-        (f"llama-server --parallel {n}", n, lambda n=n: llama_server(args.llama_server, n, args.threads))
-        for n in args.parallel
+        (f"llama-server --parallel {n}", n, lambda n=n: llama_server(n, args.threads)) for n in args.parallel
     ]
     rows = []
     for name, slots, start in servers:
@@ -192,7 +184,7 @@ def main() -> None:
         for texts, workload in zip(table.pop("texts"), table["workload"], strict=True)
     ]
     base = table[table["server"] == servers[0][0]].set_index("workload")["tokens_per_s"]
-    table["ratio_to_llama_cpp_python"] = table["tokens_per_s"] / table["workload"].map(base)
+    table[f"ratio_to_{servers[0][0]}"] = table["tokens_per_s"] / table["workload"].map(base)
     table.to_csv(f"{args.out}.csv", index=False)
     markdown = markdown_table(table.round(3))
     Path(f"{args.out}.md").write_text(markdown, encoding="utf-8")

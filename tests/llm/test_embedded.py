@@ -49,8 +49,9 @@ def test_embedded_server_answers_and_stops(tmp_path):
 
 @pytest.mark.fault
 def test_host_in_the_environment_cannot_move_the_server_off_loopback(tmp_path, monkeypatch):
-    """llama.cpp's server lets HOST override --host; the kit's server must stay on 127.0.0.1."""
-    monkeypatch.setenv("HOST", "0.0.0.0")
+    """llama.cpp's server lets LLAMA_ARG_HOST override --host; the kit's server must stay on 127.0.0.1."""
+    monkeypatch.setenv("LLAMA_ARG_HOST", "0.0.0.0")
+    monkeypatch.setenv("LLAMA_ARG_PORT", "1")
     server = EmbeddedServer(LLMSettings(), tmp_path / "server.log")
     server.start()
     try:
@@ -64,16 +65,19 @@ def test_server_dies_with_a_killed_parent():
     starter = (
         "import time; from ragtrial.config import LLMSettings\n"
         "from ragtrial.llm.server import EmbeddedServer\n"
-        "s = EmbeddedServer(LLMSettings()); s.start(); print(s.process.pid, flush=True); time.sleep(600)"
+        "from ragtrial.llm.server import process_tree\n"
+        "s = EmbeddedServer(LLMSettings()); s.start(); print(*process_tree(s.process.pid), flush=True)\n"
+        "time.sleep(600)"
     )
     parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)
-    server_pid = int(parent.stdout.readline())
+    watchdog_and_server = [int(pid) for pid in parent.stdout.readline().split()]
+    assert len(watchdog_and_server) == 2
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and _alive(server_pid):
+    while time.monotonic() < deadline and any(map(_alive, watchdog_and_server)):
         time.sleep(0.2)
-    assert not _alive(server_pid)
+    assert not any(map(_alive, watchdog_and_server))
 
 
 def _alive(pid: int) -> bool:

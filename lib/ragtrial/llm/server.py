@@ -1,19 +1,23 @@
-"""The embedded default model: Gemma 3 270M (GGUF from PyPI) behind llama-cpp-python's server.
+"""The embedded default model: Gemma 3 270M (GGUF from PyPI) behind llama.cpp's own server.
 
-Started on demand on 127.0.0.1 at a free port, awaited until it answers, and stopped at exit.
-llama.cpp's server also reads its settings from environment variables (`HOST` overrides `--host`),
-so it runs without any of them, and the kit refuses a server that listens anywhere but 127.0.0.1.
-The server runs under a watchdog (this module's `__main__`) that exits as soon as the process
-that started it is gone, so even a killed kernel leaves no orphan server behind. (PR_SET_PDEATHSIG
-would fire when the starting *thread* ends, which kills servers started from worker threads.)
+`llama-server` (built once by `ragtrial.llm.llama_build`) batches up to `llm.embedded.parallel`
+sequences at once (continuous batching, each slot keeping its prompt prefix), started on demand on
+127.0.0.1 at a free port, awaited until its /health answers, and stopped at exit. llama.cpp also
+reads settings from environment variables (`LLAMA_ARG_HOST` overrides `--host`), so it runs without
+any of them, and the kit refuses a server that listens anywhere but 127.0.0.1. The server runs under
+a watchdog (this module's `__main__`) that stops it as soon as the process that started the
+watchdog is gone, so even a killed kernel leaves no orphan server behind. (PR_SET_PDEATHSIG on the
+server itself would fire when the starting *thread* ends, which kills servers started from worker
+threads; the watchdog sets it on its own child, from the thread that lives as long as it does.)
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import ipaddress
 import os
-import runpy
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ragtrial.config.llm import LLMSettings
+from ragtrial.llm.llama_build import llama_server_path
 
 
 def gguf_path() -> Path:
@@ -43,18 +48,30 @@ LOOPBACK = "127.0.0.1"
 _LISTEN = "0A"  # the TCP state LISTEN in /proc/net/tcp
 
 
-def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """`environ` without every variable llama-cpp-python's server would take a setting from: the
-    fields of its pydantic settings classes (read case-insensitively, `HOST` and `PORT` among them)
-    and `CONFIG_FILE`, which its `__main__` reads. The kit's command line is then the only source.
-    """
-    from llama_cpp.server.settings import ConfigFileSettings, Settings
+# Variables llama.cpp takes settings from: every `LLAMA_ARG_*` option, `LLAMA_API_KEY` and the
+# server's own `LLAMA_*` switches, `HF_TOKEN`, and ggml's `GGML_*` compute switches.
+_SERVER_READS = ("LLAMA", "GGML_", "HF_TOKEN", "LLGUIDANCE_")
 
-    read = {"CONFIG_FILE"}
-    for settings_class in (Settings, ConfigFileSettings):
-        prefix = settings_class.model_config.get("env_prefix", "")
-        read |= {f"{prefix}{name}".upper() for name in settings_class.model_fields}
-    return {name: value for name, value in environ.items() if name.upper() not in read}
+
+def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without every variable llama.cpp's server would take a setting from, so the kit's
+    command line is the only source of its settings.
+    """
+    return {name: value for name, value in environ.items() if not name.upper().startswith(_SERVER_READS)}
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (Linux /proc: each thread's `children`)."""
+    tree, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        tree.append(current)
+        for task in Path(f"/proc/{current}/task").iterdir():
+            try:
+                pending += [int(child) for child in (task / "children").read_text().split()]
+            except OSError:  # the thread ended since the listing
+                continue
+    return tree
 
 
 def _socket_inodes(pid: int) -> set[str]:
@@ -82,8 +99,10 @@ def _proc_address(hex_address: str) -> tuple[str, int]:
 
 
 def listening_addresses(pid: int) -> set[tuple[str, int]]:
-    """(address, port) of every TCP socket process `pid` listens on, read from /proc (Linux)."""
-    inodes = _socket_inodes(pid)
+    """(address, port) of every TCP socket process `pid` or a descendant listens on, read from /proc
+    (Linux).
+    """
+    inodes = {inode for member in process_tree(pid) for inode in _socket_inodes(member)}
     found = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         if not Path(table).is_file():
@@ -96,7 +115,9 @@ def listening_addresses(pid: int) -> set[tuple[str, int]]:
 
 
 def verify_loopback_only(pid: int, port: int) -> None:
-    """Raise unless process `pid` listens on `127.0.0.1:port` and on no other address."""
+    """Raise unless process `pid` (with its descendants) listens on `127.0.0.1:port` and on no other
+    address.
+    """
     try:
         bound = listening_addresses(pid)
     except OSError as err:
@@ -117,39 +138,40 @@ class EmbeddedServer:
         self.log_path = log_path
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> str:
-        s = self.settings
-        cmd = [
+    def command(self) -> list[str]:
+        """The watchdog's command line: this module, the starting process, then llama-server's."""
+        s = self.settings.embedded
+        return [
             sys.executable,
             "-m",
             __name__,  # this module, under whatever package path it has
             str(os.getpid()),
-            "--model",
-            str(gguf_path()),
-            "--model_alias",
-            s.model,
-            "--host",
-            LOOPBACK,
-            "--port",
-            str(self.port),
-            "--n_threads",
-            str(s.embedded.n_threads),
-            "--n_ctx",
-            str(s.embedded.n_ctx),
-            "--chat_format",
-            s.embedded.chat_format,
-            "--verbose",
-            "false",
+            str(llama_server_path()),
+            *("--model", str(gguf_path()), "--alias", self.settings.model),
+            *("--host", LOOPBACK, "--port", str(self.port)),
+            *("--threads", str(s.n_threads), "--parallel", str(s.parallel)),
+            # the context is split evenly between the slots: each gets n_ctx
+            *("--ctx-size", str(s.n_ctx * s.parallel), "--no-kv-unified"),
+            *("--chat-template", s.chat_template, "--no-webui"),
         ]
+
+    def start(self) -> str:
+        s = self.settings.embedded
+        if not os.access(llama_server_path(), os.X_OK):
+            raise RuntimeError(
+                f"the embedded backend's llama-server is not built at {llama_server_path()}: run `make` "
+                "(its install step) or `python -m ragtrial.llm.llama_build`"
+            )
         log = self.log_path.open("ab") if self.log_path else subprocess.DEVNULL
         # OpenMP threads spin while idle; with several servers or other work on 2 cores that spinning
         # starves everyone (seen here: 100x slower calls), so idle threads sleep instead.
         env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
         self.process = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
         )
         atexit.register(self.stop)
-        deadline = time.monotonic() + s.embedded.start_timeout_s
+        health = f"http://{LOOPBACK}:{self.port}/health"  # 503 while the model loads, 200 once it serves
+        deadline = time.monotonic() + s.start_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(
@@ -157,7 +179,7 @@ class EmbeddedServer:
                     f"before answering (log: {self.log_path or 'not kept'})"
                 )
             try:
-                with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as resp:
+                with urllib.request.urlopen(health, timeout=2) as resp:
                     answered = resp.status == 200
             except OSError:
                 answered = False
@@ -170,7 +192,7 @@ class EmbeddedServer:
                 return self.base_url
             time.sleep(0.25)
         self.stop()
-        raise TimeoutError(f"embedded llama.cpp server did not answer within {s.embedded.start_timeout_s} s")
+        raise TimeoutError(f"embedded llama.cpp server did not answer within {s.start_timeout_s} s")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -189,12 +211,7 @@ _lock = threading.Lock()
 
 def ensure_embedded(settings: LLMSettings, log_path: Path | None = None) -> str:
     """Base URL of this process's embedded server, starting it on first use."""
-    key = (
-        settings.model,
-        settings.embedded.n_ctx,
-        settings.embedded.n_threads,
-        settings.embedded.chat_format,
-    )
+    key = (settings.model, *settings.embedded.model_dump().values())
     with _lock:
         server = _servers.get(key)
         if server is None or server.process is None or server.process.poll() is not None:
@@ -211,17 +228,22 @@ def stop_all() -> None:
         _servers.clear()
 
 
-def _watch_parent(parent_pid: int) -> None:
+def _watch_parent(parent_pid: int, server: subprocess.Popen) -> None:
     while os.getppid() == parent_pid:
         time.sleep(1.0)
+    server.kill()
     os._exit(0)
 
 
+def _die_with_watchdog() -> None:
+    """In the server's process before exec: SIGKILL it when the watchdog (its parent) dies."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 if __name__ == "__main__":
-    # `python -m ragtrial.llm.server <parent pid> <llama_cpp.server arguments...>`
-    threading.Thread(target=_watch_parent, args=(int(sys.argv[1]),), daemon=True).start()
-    server_env = server_environment(os.environ)
-    os.environ.clear()
-    os.environ.update(server_env)
-    sys.argv = ["llama_cpp.server", *sys.argv[2:]]
-    runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+    # `python -m ragtrial.llm.server <parent pid> <llama-server> <its arguments...>`
+    server = subprocess.Popen(sys.argv[2:], env=server_environment(os.environ), preexec_fn=_die_with_watchdog)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: server.terminate())
+    threading.Thread(target=_watch_parent, args=(int(sys.argv[1]), server), daemon=True).start()
+    sys.exit(server.wait())

@@ -27,6 +27,7 @@ from ragtrial.llm.cache import ResponseCache, open_cache
 from ragtrial.llm.client import LLM
 from ragtrial.llm.embedder import Embedder
 from ragtrial.llm.ledger import Ledger, answered_by, by_stage
+from ragtrial.llm.llama_build import server_version
 from ragtrial.records import Dataset
 from ragtrial.redact import redact_url
 from ragtrial.report.files import read_saved_tables, saved_table_path, write_table, write_text
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 TRACKED_PACKAGES = [
     "ragtrial",
     "openai",
-    "llama_cpp_python",
     "llama-index-core",
     "torch",
     "sentence-transformers",
@@ -197,8 +197,12 @@ class RunContext:
 
 def in_flight_note(llm: LLMSettings) -> str:
     """How many requests the run keeps in flight, and the rate limits it honours."""
-    if llm.in_flight < llm.concurrency:
-        note = f"{llm.in_flight} (llm.concurrency {llm.concurrency}; the embedded server serves one at once)"
+    if llm.concurrency is None:
+        note = f"{llm.in_flight} (llm.concurrency null: " + (
+            "the embedded server's slots)" if llm.backend == "embedded" else "one on an endpoint)"
+        )
+    elif llm.in_flight < llm.concurrency:
+        note = f"{llm.in_flight} (llm.concurrency {llm.concurrency}; the embedded server's slots)"
     else:
         note = f"{llm.in_flight} (llm.concurrency)"
     limits = [
@@ -252,7 +256,7 @@ def secret_variables(settings: Settings) -> list[str]:
 
 
 def package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
+    versions = {"python": platform.python_version(), "embedded server": server_version()}
     for name in TRACKED_PACKAGES:
         try:
             versions[name] = importlib.metadata.version(name)
