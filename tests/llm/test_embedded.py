@@ -1,6 +1,8 @@
 """The real embedded default: llama.cpp serving Gemma 3 270M, started and stopped by the kit."""
 
+import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -45,6 +47,57 @@ def test_embedded_server_answers_and_stops(tmp_path):
     finally:
         server.stop()
     assert process.poll() is not None  # no orphan
+
+
+def test_chat_messages_reach_the_model_through_the_gemma_template(tmp_path):
+    """The bundled GGUF has no chat template: the server renders chat with llama.cpp's built-in gemma
+    template (a system message merged into the user turn), not with the template's name read as Jinja.
+    """
+    settings = LLMSettings(fold_system=False)
+    server = EmbeddedServer(settings, tmp_path / "server.log")
+    base_url = server.start()
+    try:
+        llm = LLM(settings, ResponseCache(tmp_path / "c.sqlite"), Ledger("t"), lambda: base_url)
+        system, user = "Reply in JSON with the city and its continent.", "The capital of Japan."
+        with contextlib.suppress(StructuredOutputError):
+            llm.structured(
+                [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                Capital,
+                stage="t",
+                max_tokens=32,
+            )
+    finally:
+        server.stop()
+    turn_markup = len("<start_of_turn>user\n<end_of_turn>\n<start_of_turn>model\n".split())
+    assert llm.ledger.frame().loc[0, "prompt_tokens"] > len(f"{system} {user}".split()) + turn_markup
+
+
+def test_the_server_computes_requests_at_once_in_its_slots(tmp_path):
+    """Four requests sent at once overlap on the server: a slot starts a task before another slot's
+    task has ended (read from the server's own log).
+    """
+    settings = LLMSettings()
+    assert settings.in_flight == settings.embedded.parallel == 4
+    server = EmbeddedServer(settings, tmp_path / "server.log")
+    base_url = server.start()
+    try:
+        llm = LLM(settings, ResponseCache(tmp_path / "c.sqlite"), Ledger("t"), lambda: base_url)
+        prompts = [f"Count from {n} to {n + 20}:" for n in range(4)]
+        llm.fan_out(lambda prompt: llm.complete(prompt, stage="t", max_tokens=24), prompts, label="t")
+    finally:
+        server.stop()
+    log = (tmp_path / "server.log").read_text(errors="replace")
+    started = re.findall(r"^(\S+) I slot launch_slot_: id +(\d+) \| task (\d+)", log, re.MULTILINE)
+    ended = {task: at for at, task in re.findall(r"^(\S+) I slot +release: id +\d+ \| task (\d+)", log, re.M)}
+    spans = sorted((_log_time(at), _log_time(ended[task])) for at, _slot, task in started if task in ended)
+    assert len(spans) == 4
+    assert any(later_start < end for (_, end), (later_start, _) in zip(spans, spans[1:], strict=False))
+    assert len({slot for _, slot, _ in started}) > 1
+
+
+def _log_time(stamp: str) -> tuple[int, ...]:
+    """llama.cpp's log time stamp (minutes.seconds.milliseconds.microseconds since start)."""
+    return tuple(int(part) for part in stamp.split("."))
 
 
 @pytest.mark.fault

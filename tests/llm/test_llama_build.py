@@ -1,5 +1,6 @@
 """Where the embedded backend finds llama-server, and that a built one is never rebuilt (the real
-build runs in the install step that `make test` depends on)."""
+build runs in the install step that `make test` depends on).
+"""
 
 import os
 import subprocess
@@ -46,7 +47,8 @@ def test_a_failed_step_names_itself_and_shows_the_tool_s_last_lines(tmp_path, mo
 
 def test_the_check_names_an_unbuilt_server(tmp_path, monkeypatch):
     monkeypatch.setenv(SERVER_ENV, str(tmp_path / "llama-server"))
-    with pytest.raises(EndpointProblem, match=r"key 'llm.backend': embedded needs llama-server, not built at"):
+    unbuilt = r"key 'llm.backend': embedded needs llama-server, not built at"
+    with pytest.raises(EndpointProblem, match=unbuilt):
         embedded_parts()
     (tmp_path / "llama-server").write_text("")
     os.chmod(tmp_path / "llama-server", 0o755)

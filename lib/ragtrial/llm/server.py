@@ -152,7 +152,8 @@ class EmbeddedServer:
             *("--threads", str(s.n_threads), "--parallel", str(s.parallel)),
             # the context is split evenly between the slots: each gets n_ctx
             *("--ctx-size", str(s.n_ctx * s.parallel), "--no-kv-unified"),
-            *("--chat-template", s.chat_template, "--no-webui"),
+            # a built-in template by name: without --no-jinja llama.cpp reads the name as a Jinja template
+            *("--no-jinja", "--chat-template", s.chat_template, "--no-webui"),
         ]
 
     def start(self) -> str:
