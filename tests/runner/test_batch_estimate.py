@@ -134,6 +134,8 @@ def test_the_estimate_starts_no_embedded_server(tmp_path):
     assert dict(_servers) == before  # no server was asked for
     probes = table.set_index("stage").loc["backend_check"]
     assert probes["calls"] == 2 and probes["latency_source"] == "embedded throughput"
+    # the throughput is the machine's: four slots share it, so the wall time is every call's latency
+    assert probes["wall_s"] == pytest.approx(probes["live_calls"] * probes["latency_s"])
 
 
 def test_prices_and_latency_turn_into_money_and_time(tmp_path):

@@ -26,6 +26,7 @@ from ragtrial.config.base import ExistingPath, ParamsError, Section
 from ragtrial.config.batch import RunSpec, load_batch
 from ragtrial.config.data import data_path, data_root_origin
 from ragtrial.config.judge import UnbiasedJudgeSettings
+from ragtrial.config.llm import LLMSettings
 from ragtrial.config.methods import SummarizationSettings
 from ragtrial.config.notebooks import NOTEBOOKS
 from ragtrial.config.paths import notebooks_dir, outputs_dir
@@ -326,6 +327,14 @@ def _latency(
     return None, "unknown"
 
 
+def _parallel_calls(latency_source: str, llm: LLMSettings) -> int:
+    """How many calls' latencies overlap: the run's calls of one stage go out `in_flight` at a time,
+    but the embedded model's throughput is the whole machine's (its slots share the cores), so a
+    latency derived from it does not shrink with slots.
+    """
+    return 1 if latency_source == "embedded throughput" else llm.in_flight
+
+
 def plan_row(spec: RunSpec, plan: StagePlan, measured: dict[tuple[str, str], float]) -> dict[str, Any]:
     """One stage of a run's estimate: its plan with live calls, latency, wall time and cost."""
     llm = spec.settings.llm
@@ -347,8 +356,7 @@ def plan_row(spec: RunSpec, plan: StagePlan, measured: dict[tuple[str, str], flo
         "live_calls": live,
         "latency_s": latency,
         "latency_source": source,
-        # the run's calls of one stage go out `in_flight` at a time
-        "wall_s": None if latency is None else live * latency / llm.in_flight,
+        "wall_s": None if latency is None else live * latency / _parallel_calls(source, llm),
         "cost": cost,
     }
 
