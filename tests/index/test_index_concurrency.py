@@ -312,7 +312,6 @@ def test_work_of_later_stages_runs_beside_the_model_calls_and_is_counted_in_its_
     assert first["embed chunks"] < last["extract_graph"]
     assert first["embed entities"] < last["community_report"]
     assert set(manifest["ran_ahead_s"]) == {
-        "nlp_graph",
         "chunk_dates",
         "chunks_embeddings",
         "entities_embeddings",

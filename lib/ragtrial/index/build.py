@@ -188,8 +188,8 @@ def _namespaced(origin: str, tables: dict[str, pd.DataFrame]) -> dict[str, pd.Da
 class _Ahead:
     """Work of a later stage started as soon as its inputs exist, in a thread of its own, so that it
     runs while the model calls of the stages in between are in flight: during the LLM extraction,
-    the NLP graph, the chunk embeddings and the reading of the chunks' dated sentences; during the
-    community reports, the entity embeddings. Its result is taken where the later stage needs it,
+    the chunk embeddings and the reading of the chunks' dated sentences; during the community
+    reports, the entity embeddings. Its result is taken where the later stage needs it,
     and its calls are tallied there (`Ledger.adopt`), so each stage of the manifest still counts its
     own calls. Without `ledger` (the build passes none when the endpoint takes one request at a
     time, `llm.in_flight` 1), each piece of work runs where its result is taken: the build's old order.
@@ -200,10 +200,6 @@ class _Ahead:
         self.pool = ThreadPoolExecutor(thread_name_prefix="ragtrial-index-ahead") if ledger else None
         self.pending: dict[str, Future[tuple[Any, Tally, float]] | Callable[[], Any]] = {}
         self.seconds: dict[str, float] = {}  # wall time of each piece that ran in a thread (manifest)
-
-    @property
-    def in_threads(self) -> bool:
-        return self.pool is not None
 
     def start(self, name: str, work: Callable[[], Any]) -> None:
         ledger, pool = self.ledger, self.pool
@@ -277,18 +273,12 @@ def _chunk(b: _Build) -> None:
     b.chunks = chunk(b.documents, b.settings)
 
 
-def _nlp_graph(b: _Build) -> dict[str, pd.DataFrame]:
+def _extract_nlp(b: _Build) -> None:
+    # Built before the LLM extraction, not beside its calls: measured, the calls then took longer
+    # (this CPU-bound work shares the interpreter) by as much as the build gained.
     parse = {"parse": b.cluster.parse} if b.cluster else {}
     entities, relations = extract_nlp_graph(b.chunks, cooccurrence=b.settings.nlp_cooccurrence, **parse)
-    return {"entities": entities, "relations": relations, "claims": empty_tables()["claims"]}
-
-
-def _extract_nlp(b: _Build) -> None:
-    """The NLP graph; built while the LLM extraction's calls are in flight when one follows."""
-    if b.ahead.in_threads and b.settings.graph_source == "both":
-        b.ahead.start("nlp_graph", functools.partial(_nlp_graph, b))
-    else:
-        b.graphs["nlp"] = _nlp_graph(b)
+    b.graphs["nlp"] = {"entities": entities, "relations": relations, "claims": empty_tables()["claims"]}
 
 
 def _extract_llm(b: _Build) -> None:
@@ -315,8 +305,6 @@ def _import_openie(b: _Build) -> None:
 
 def _create_communities(b: _Build) -> None:
     """The extracted graphs side by side (ids namespaced by origin when there are two), then Leiden."""
-    if b.ahead.started("nlp_graph"):
-        b.graphs = {"nlp": b.ahead.result("nlp_graph"), **b.graphs}  # the NLP graph first, as built inline
     graphs = b.graphs
     if len(graphs) > 1:
         graphs = {origin: _namespaced(origin, tables) for origin, tables in graphs.items()}
