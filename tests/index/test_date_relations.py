@@ -5,7 +5,7 @@ import pytest
 from ragtrial.data.synthetic import generate_corpus, world_tables
 from ragtrial.index.build import STAGES
 from ragtrial.index.chunk_documents import documents_as_chunks
-from ragtrial.index.date_relations import combined_validity, date_relations, sentence_validity
+from ragtrial.index.date_relations import chunks_dates, combined_validity, date_relations, sentence_validity
 from ragtrial.index.extract_nlp_graph import extract_nlp_graph
 from ragtrial.index.tables import SCHEMAS, GraphIndex, produced_columns
 from ragtrial.records import Document, records_frame
@@ -97,6 +97,20 @@ def test_the_generated_corpus_states_every_time_bound_fact_with_its_years():
     for row in timed.itertuples():
         expected = (int(row.valid_from), None if pd.isna(row.valid_to) else int(row.valid_to))
         assert _validity(dated, name[row.source_id], name[row.target_id]) == expected, row
+
+
+def test_dated_sentences_read_beforehand_date_the_relations_as_reading_them_there():
+    # the build reads the chunks' dated sentences while the model calls are in flight
+    built = _index(
+        "Ada Lind worked for Kest Works from 2001 to 2010. Ada Lind is married to Bo Rand.",
+        "In 2010, Cal Moor succeeded Ada Lind at Kest Works, serving until 2015.",
+    )
+    dates = chunks_dates(built.chunks)
+    assert sorted(validity for found in dates.values() for _, validity in found) == [
+        (2001, 2010),
+        (2010, 2015),
+    ]
+    pd.testing.assert_frame_equal(date_relations(built, dates).relations, date_relations(built).relations)
 
 
 def test_an_index_saved_before_the_validity_columns_loads_with_them_missing(tmp_path):

@@ -24,6 +24,7 @@ from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.index.build import build_index, index_path
 from ragtrial.index.create_community_reports import create_community_reports
 from ragtrial.index.extract_llm_graph import extract_llm_graph
+from ragtrial.llm.ledger import read_ledger
 from ragtrial.runner.context import open_run
 
 
@@ -112,10 +113,10 @@ def model(body: dict) -> str:
     return f"A merged description {tag(first)}."
 
 
-def run(scripted, folder: Path, concurrency: int):
+def run(scripted, folder: Path, concurrency: int, graph_source: str = "llm"):
     llm = {"fold_system": False, "concurrency": concurrency, "backoff_initial_s": 0.01, "backoff_max_s": 0.05}
     index = {
-        "graph_source": "llm",
+        "graph_source": graph_source,
         "chunk_size": 120,
         "chunk_overlap": 20,
         "max_gleanings": 2,
@@ -266,3 +267,53 @@ def test_a_chunks_gleaning_is_sent_before_the_other_chunks_extractions_are_back(
     glean_sent, _ = timeline.span(f"glean_graph {texts[0]}")
     _, slow_extraction_done = timeline.span(f"extract_graph {texts[2]}")
     assert glean_sent < slow_extraction_done
+
+
+def arrivals(scripted, index) -> list[str]:
+    """What the server was asked, in arrival order: a chat request's stage, or which table an
+    embedding request embeds.
+    """
+    chunks = set(index.chunks["text"])
+    entities = {
+        f"{n}: {d}" for n, d in zip(index.entities["name"], index.entities["description"], strict=True)
+    }
+    seen = []
+    for request in scripted.requests:
+        if not request["path"].endswith("/embeddings"):
+            seen.append(stage_of(request["body"]))
+            continue
+        first = request["body"]["input"][0]
+        seen.append(
+            "embed chunks" if first in chunks else "embed entities" if first in entities else "embed reports"
+        )
+    return seen
+
+
+def test_work_of_later_stages_runs_beside_the_model_calls_and_is_counted_in_its_own_stage(scripted, tmp_path):
+    scripted.default_reply = InFlight(model, hold_s=0.05, kind_of=stage_of)
+    builds = {}
+    for concurrency in (1, 8):
+        scripted.requests.clear()
+        index, manifest, _ = run(scripted, tmp_path / str(concurrency), concurrency, graph_source="both")
+        seen = arrivals(scripted, index)
+        last = {kind: max(i for i, k in enumerate(seen) if k == kind) for kind in set(seen)}
+        first = {kind: min(i for i, k in enumerate(seen) if k == kind) for kind in set(seen)}
+        stages = {row["stage"]: row["calls"] for row in manifest["stages"]}
+        # every embedding call counted once, in the embedding stage, where its vectors are used
+        assert stages["embeddings"] == sum(k.startswith("embed") for k in seen) >= 3
+        assert sum(stages.values()) == len(read_ledger(tmp_path / str(concurrency) / "run" / "ledger.csv"))
+        builds[concurrency] = index, seen, first, last, manifest
+    index_one, seen, first, last, manifest = builds[1]
+    # one request at a time: the old order, every embedding after the last model call
+    assert min(i for i, k in enumerate(seen) if k.startswith("embed")) > last["community_report"]
+    assert "ran_ahead_s" not in manifest
+    index_eight, seen, first, last, manifest = builds[8]
+    # the chunks are embedded while the extraction's calls are in flight, the entities while the reports' are
+    assert first["embed chunks"] < last["extract_graph"]
+    assert first["embed entities"] < last["community_report"]
+    assert set(manifest["ran_ahead_s"]) == {
+        "chunk_dates",
+        "chunks_embeddings",
+        "entities_embeddings",
+    }
+    assert_same_tables(index_one, index_eight)

@@ -94,3 +94,17 @@ def test_nested_tallies_both_see_the_inner_calls_and_other_ledgers_are_not_count
     assert [r.stage for r in outer.rows] == ["a", "b"]
     assert [r.stage for r in inner.rows] == ["b"]
     assert list(inner.frame().columns) == LEDGER_COLUMNS
+
+
+def test_calls_tallied_apart_count_where_they_are_adopted_not_where_they_were_made():
+    ledger = Ledger("r")
+    with ledger.tally() as outer:
+        with ledger.tally_apart() as apart:
+            ledger.record(rec(stage="ahead"))
+        ledger.record(rec(stage="here"))
+        assert [r.stage for r in outer.rows] == ["here"] and [r.stage for r in apart.rows] == ["ahead"]
+        with ledger.tally() as joining:
+            ledger.adopt(apart)
+        assert [r.stage for r in joining.rows] == ["ahead"]
+    assert [r.stage for r in outer.rows] == ["here", "ahead"]  # counted once, where adopted
+    assert len(ledger.frame()) == 2  # kept once, when recorded

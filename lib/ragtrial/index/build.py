@@ -18,6 +18,7 @@ imported only then), with the same tables, ids and index folder; the manifest's 
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import datetime as dt
 import functools
@@ -26,6 +27,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,14 +44,14 @@ from ragtrial.index.create_communities import create_communities
 from ragtrial.index.create_community_reports import create_community_reports
 from ragtrial.index.create_community_reports import planned_calls as report_plan
 from ragtrial.index.database import database, read_index
-from ragtrial.index.date_relations import date_relations
-from ragtrial.index.embed_index import embed_index
+from ragtrial.index.date_relations import chunks_dates, date_relations
+from ragtrial.index.embed_index import chunk_texts, embed_index, embed_table, entity_texts
 from ragtrial.index.extract_llm_graph import PROMPTS as EXTRACTION_PROMPTS
 from ragtrial.index.extract_llm_graph import extract_llm_graph
 from ragtrial.index.extract_llm_graph import planned_calls as extraction_plan
 from ragtrial.index.extract_nlp_graph import extract_nlp_graph
 from ragtrial.index.import_graphs import IMPORTER_VERSION, import_graphrag_output, import_openie
-from ragtrial.index.tables import GraphIndex, config_hash, empty_tables, fingerprint_documents
+from ragtrial.index.tables import EMBEDDINGS, GraphIndex, config_hash, empty_tables, fingerprint_documents
 from ragtrial.llm.context import ModelContext
 from ragtrial.llm.ledger import Ledger, Tally, by_stage
 from ragtrial.llm.middleware import retry_round
@@ -183,6 +185,55 @@ def _namespaced(origin: str, tables: dict[str, pd.DataFrame]) -> dict[str, pd.Da
     }
 
 
+class _Ahead:
+    """Work of a later stage started as soon as its inputs exist, in a thread of its own, so that it
+    runs while the model calls of the stages in between are in flight: during the LLM extraction,
+    the chunk embeddings and the reading of the chunks' dated sentences; during the community
+    reports, the entity embeddings. Its result is taken where the later stage needs it,
+    and its calls are tallied there (`Ledger.adopt`), so each stage of the manifest still counts its
+    own calls. Without `ledger` (the build passes none when the endpoint takes one request at a
+    time, `llm.in_flight` 1), each piece of work runs where its result is taken: the build's old order.
+    """
+
+    def __init__(self, ledger: Ledger | None = None):
+        self.ledger = ledger
+        self.pool = ThreadPoolExecutor(thread_name_prefix="ragtrial-index-ahead") if ledger else None
+        self.pending: dict[str, Future[tuple[Any, Tally, float]] | Callable[[], Any]] = {}
+        self.seconds: dict[str, float] = {}  # wall time of each piece that ran in a thread (manifest)
+
+    def start(self, name: str, work: Callable[[], Any]) -> None:
+        ledger, pool = self.ledger, self.pool
+        if ledger is None or pool is None:
+            self.pending[name] = work
+            return
+
+        def run() -> tuple[Any, Tally, float]:
+            started = time.perf_counter()
+            with ledger.tally_apart() as tally:
+                value = work()
+            return value, tally, time.perf_counter() - started
+
+        self.pending[name] = pool.submit(contextvars.copy_context().run, run)
+
+    def started(self, name: str) -> bool:
+        return name in self.pending
+
+    def result(self, name: str) -> Any:
+        job = self.pending.pop(name)
+        if not isinstance(job, Future):
+            return job()
+        assert self.ledger is not None  # work goes to a thread only with a ledger
+        value, tally, seconds = job.result()
+        self.ledger.adopt(tally)
+        self.seconds[name] = round(seconds, 3)
+        return value
+
+    def close(self) -> None:
+        """Wait for the work still running (a stage failed before taking its result)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
 @dataclass
 class _Build:
     """What the stages hand each other: the tables so far and the manifest's notes."""
@@ -197,6 +248,16 @@ class _Build:
     failures: list[pd.DataFrame] = field(default_factory=lambda: [empty_tables()["extraction_failures"]])
     index: GraphIndex | None = None
     cluster: Any = None  # an `index.distribute.Cluster` when the stages run on Ray
+    ahead: _Ahead = field(default_factory=_Ahead)
+
+    def embed(self) -> Callable[..., Any]:
+        """The build's embedding call: `embed(texts, method=label)`."""
+        on_cluster = {"compute_batches": self.cluster.embedding(self.ctx.run_id)} if self.cluster else {}
+        return functools.partial(self.ctx.embedder.embed, stage="index_embeddings", **on_cluster)
+
+    def embed_ahead(self, table: str, texts: tuple[list[str], list[str]]) -> None:
+        """Start embedding one table's texts (and their origins) ahead of the embedding stage."""
+        self.ahead.start(f"{table}_embeddings", functools.partial(embed_table, table, *texts, self.embed()))
 
 
 def _import_graphrag(b: _Build) -> None:
@@ -213,12 +274,18 @@ def _chunk(b: _Build) -> None:
 
 
 def _extract_nlp(b: _Build) -> None:
+    # Built before the LLM extraction, not beside its calls: measured, the calls then took longer
+    # (this CPU-bound work shares the interpreter) by as much as the build gained.
     parse = {"parse": b.cluster.parse} if b.cluster else {}
     entities, relations = extract_nlp_graph(b.chunks, cooccurrence=b.settings.nlp_cooccurrence, **parse)
     b.graphs["nlp"] = {"entities": entities, "relations": relations, "claims": empty_tables()["claims"]}
 
 
 def _extract_llm(b: _Build) -> None:
+    assert b.chunks is not None  # made by _chunk
+    # what needs the chunks alone, done while the extraction's calls are in flight
+    b.embed_ahead("chunks", chunk_texts(b.chunks))
+    b.ahead.start("chunk_dates", functools.partial(chunks_dates, b.chunks))
     extract = b.cluster.extraction(b.ctx.ledger, b.settings) if b.cluster else None
     llm = extract_llm_graph(b.ctx.llm, b.chunks, b.settings, extract)
     b.graphs["llm"] = {"entities": llm.entities, "relations": llm.relations, "claims": llm.claims}
@@ -266,7 +333,13 @@ def _create_community_reports(b: _Build) -> None:
     index = b.index
     assert index is not None  # made by _create_communities or the GraphRAG import
     result = create_community_reports(
-        b.ctx.llm, index.entities, index.relations, index.claims, index.communities, b.settings
+        b.ctx.llm,
+        index.entities,
+        index.relations,
+        index.claims,
+        index.communities,
+        b.settings,
+        sending=functools.partial(_start_entity_embeddings, b),
     )
     b.index = dataclasses.replace(index, community_reports=result.reports)
     b.notes["community_reports"] = result.stats
@@ -274,19 +347,31 @@ def _create_community_reports(b: _Build) -> None:
 
 def _date_relations(b: _Build) -> None:
     assert b.index is not None  # made by _create_communities or the GraphRAG import
-    b.index = date_relations(b.index)
+    dates = b.ahead.result("chunk_dates") if b.ahead.started("chunk_dates") else None
+    b.index = date_relations(b.index, dates)
     rels = b.index.relations
     b.notes["dated_relations"] = int((rels["valid_from"].notna() | rels["valid_to"].notna()).sum())
 
 
 def _embed(b: _Build) -> None:
-    on_cluster = {"compute_batches": b.cluster.embedding(b.ctx.run_id)} if b.cluster else {}
     assert b.index is not None  # made by _create_communities or the GraphRAG import
+    embedded = {
+        table: b.ahead.result(f"{table}_embeddings")
+        for table in EMBEDDINGS
+        if b.ahead.started(f"{table}_embeddings")
+    }
     b.index = embed_index(
-        b.index,
-        functools.partial(b.ctx.embedder.embed, stage="index_embeddings", **on_cluster),
-        skip=() if b.settings.embed_entities else ("entities",),
+        b.index, b.embed(), skip=() if b.settings.embed_entities else ("entities",), embedded=embedded
     )
+
+
+def _start_entity_embeddings(b: _Build) -> None:
+    """The entities are final once the communities are found (the reports read them and change
+    none): their embeddings need not wait for the reports.
+    """
+    assert b.index is not None  # made by _create_communities
+    if b.settings.embed_entities:
+        b.embed_ahead("entities", entity_texts(b.index.entities))
 
 
 def _builds_graph(s: IndexSettings) -> bool:
@@ -356,13 +441,16 @@ def _build(
 ) -> GraphIndex:
     stage = _Stages(ctx.ledger)
     started = time.perf_counter()
-    build = _Build(ctx, s, dataset, cluster=_cluster(ctx))
+    # beside model calls in flight, when the endpoint takes several at once
+    ahead = _Ahead(ctx.ledger if ctx.settings.llm.in_flight > 1 else None)
+    build = _Build(ctx, s, dataset, cluster=_cluster(ctx), ahead=ahead)
     try:
         for name, applies, step in STAGES:
             if applies(s):
                 with stage(name):
                     step(build)
     finally:
+        ahead.close()
         if build.cluster:
             build.cluster.close()
     manifest = {
@@ -372,6 +460,7 @@ def _build(
         "built_by_run": ctx.run_id,
         "build_wall_s": round(time.perf_counter() - started, 3),
         "stages": stage.times,
+        **({"ran_ahead_s": ahead.seconds} if ahead.seconds else {}),
         "ledger": stage.cost_by_stage(),
         **build.notes,
         **({"distributed": build.cluster.record()} if build.cluster else {}),

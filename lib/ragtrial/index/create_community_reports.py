@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Annotated, Any, Literal
@@ -315,8 +315,12 @@ def create_community_reports(
     claims: pd.DataFrame,
     communities: pd.DataFrame,
     settings: IndexSettings,
+    sending: Callable[[], None] | None = None,
 ) -> ReportsResult:
-    """Reports for the selected communities; failed and skipped communities are listed in `stats`."""
+    """Reports for the selected communities; failed and skipped communities are listed in `stats`.
+    `sending` is called once the set-up is done, as the first calls go out (the build starts work
+    there that runs beside them).
+    """
     elements = Elements.of(entities, relations, claims)
     origin_of = dict(zip(entities["entity_id"], entities["origin"], strict=True))
     chosen, skipped = select_communities(communities, community_origin(communities, origin_of), settings)
@@ -399,6 +403,8 @@ def create_community_reports(
                 reports_of[str(community["community_id"])] = outcome.report
         return outcomes
 
+    if sending is not None:
+        sending()
     unit_outcomes = llm.fan_out(report_group, units, label="community_report", after=after)
     # the outcomes come unit by unit; rows, contexts and failures go in community order
     outcome_of = {

@@ -12,7 +12,7 @@ states stays missing in both columns (`valid_from`, `valid_to`), never 0.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import pandas as pd
@@ -67,15 +67,37 @@ def _words(text: str) -> str:
     return " " + " ".join(_WORD.findall(normalize_name(text))) + " "
 
 
-def dated_sentences(text: str, names: set[str]) -> list[tuple[frozenset[str], Validity]]:
-    """The dated sentences of a chunk, each as (the `names` it mentions, its validity)."""
-    keyed = {n: _words(n) for n in names if n}
+# A chunk's dated sentences, each as (its normalized words, `_words`; its validity).
+DatedSentences = list[tuple[str, Validity]]
+
+
+def chunk_dates(text: str) -> DatedSentences:
+    """The dated sentences of a chunk, whatever they name: the part of dating that reads the text
+    (the sentence split, most of the work), which needs no graph.
+    """
     found = []
     for sentence in sentences(text):
         if (validity := sentence_validity(sentence)) is not None:
-            words = _words(sentence)
-            found.append((frozenset(n for n, w in keyed.items() if w in words), validity))
+            found.append((_words(sentence), validity))
     return found
+
+
+def chunks_dates(chunks: pd.DataFrame) -> dict[str, DatedSentences]:
+    """`chunk_dates` of every chunk, by chunk id."""
+    return {c: chunk_dates(text) for c, text in zip(chunks["chunk_id"], chunks["text"], strict=True)}
+
+
+def dated_sentences(
+    text: str, names: set[str], dates: DatedSentences | None = None
+) -> list[tuple[frozenset[str], Validity]]:
+    """The dated sentences of a chunk, each as (the `names` it mentions, its validity); `dates`: the
+    chunk's `chunk_dates`, when read already.
+    """
+    keyed = {n: _words(n) for n in names if n}
+    return [
+        (frozenset(n for n, w in keyed.items() if w in words), validity)
+        for words, validity in (chunk_dates(text) if dates is None else dates)
+    ]
 
 
 def relation_validity(
@@ -92,9 +114,11 @@ def relation_validity(
     return combined_validity([v for n, v in naming if n == fewest])
 
 
-def date_relations(index: GraphIndex) -> GraphIndex:
+def date_relations(index: GraphIndex, dates: Mapping[str, DatedSentences] | None = None) -> GraphIndex:
     """`index` with each relation's `valid_from` / `valid_to` read from its source chunks (missing
-    when no sentence naming both endpoints states a year); every other column unchanged.
+    when no sentence naming both endpoints states a year); every other column unchanged. `dates`:
+    `chunks_dates` of the index's chunks, when read already (the build reads them while the model
+    calls are in flight).
     """
     name_of = {
         e: normalize_name(n) for e, n in zip(index.entities["entity_id"], index.entities["name"], strict=True)
@@ -113,7 +137,7 @@ def date_relations(index: GraphIndex) -> GraphIndex:
             names_of.setdefault(c, set()).update(pair)
     cited = set(names_of)
     dated = {
-        c: dated_sentences(text, names_of[c])
+        c: dated_sentences(text, names_of[c], None if dates is None else dates[c])
         for c, text in zip(index.chunks["chunk_id"], index.chunks["text"], strict=True)
         if c in cited
     }

@@ -129,6 +129,29 @@ class Ledger:
         finally:
             _OPEN_TALLIES.reset(token)
 
+    @contextmanager
+    def tally_apart(self) -> Iterator[Tally]:
+        """Collect the rows of the calls made inside the block in this tally alone: the tallies of
+        this ledger open around it get none (work started ahead in a thread of its own, whose calls
+        `adopt` tallies where its result is used).
+        """
+        tally = Tally()
+        others = tuple(pair for pair in _OPEN_TALLIES.get() if pair[0] is not self)
+        token = _OPEN_TALLIES.set((*others, (self, tally)))
+        try:
+            yield tally
+        finally:
+            _OPEN_TALLIES.reset(token)
+
+    def adopt(self, tally: Tally) -> None:
+        """Tally the rows of a `tally_apart` block in the tallies open here, as if its calls were made
+        now (the ledger has kept them already).
+        """
+        with self._lock:
+            for ledger, open_tally in _OPEN_TALLIES.get():
+                if ledger is self:
+                    open_tally.rows += tally.rows
+
 
 def read_ledger(path: Path) -> pd.DataFrame:
     if not path.exists():
