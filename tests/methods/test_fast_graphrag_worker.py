@@ -262,10 +262,12 @@ def test_a_prebuilt_graph_is_refused_by_name(server, worker):
 # A corpus whose build makes fast-graphrag merge: ACME in every document (and twice in each, so each
 # document's own merge summarizes it too), its descriptions too long to join unsummarized, and more
 # ACME-PARIS facts than fast-graphrag keeps unmerged: the summary and fact-merge prompts list what they
-# merge in the order fast-graphrag met it.
+# merge in the order fast-graphrag met it. Every other document's extraction is first answered with
+# text that is not JSON: instructor's retry prompt then quotes that whole reply (id, created, usage).
+# As many documents as the dress rehearsal's: they are extracted at once, one connection each.
 MERGING_DOCUMENTS = [
     {"id": f"m{i}", "title": f"Report {i}", "text": f"Report {i}: Person {i} visits Acme in Paris."}
-    for i in range(8)
+    for i in range(48)
 ]
 LONG = " and it keeps a long record of that visit, told at length so descriptions must be summarized" * 3
 
@@ -278,6 +280,8 @@ def merging_reply(body: dict) -> str:
     prompt = prompt_of(body)
     if "<<DOCUMENT_START>>" in prompt:
         i = next(i for i in range(len(MERGING_DOCUMENTS)) if f"Report {i}:" in prompt)
+        if i % 2 and len(body["messages"]) == 2:  # the first attempt (system and user turns)
+            return f"Report {i} names Person {i}, Acme and Paris."
         return json.dumps(
             {
                 "entities": [
@@ -335,10 +339,13 @@ def test_a_second_build_against_the_same_cache_makes_no_live_call(tmp_path, upst
                         options={"entity_types": ["person", "organization", "place"], "embedding_dim": 3},
                     )
                 live.append(scripted.requests[before:])
+                assert result["usage"]["failed_calls"] == 0  # every call reached the proxy
     assert result["counts"]["documents"] == len(MERGING_DOCUMENTS)
-    # the first build merged: a summary in each document and one across them, one merge of ACME-PARIS facts
+    # the first build merged: a summary in each document and one of ACME and of PARIS across them, one
+    # merge of ACME-PARIS facts
     first = [prompt_of(r["body"]) for r in live[0] if r["path"].endswith("/chat/completions")]
-    assert sum("summarize it by removing redundant" in p for p in first) == len(MERGING_DOCUMENTS) + 1
+    assert sum("summarize it by removing redundant" in p for p in first) == len(MERGING_DOCUMENTS) + 2
+    assert sum("Correct your JSON ONLY RESPONSE" in p for p in first) == len(MERGING_DOCUMENTS) // 2
     assert sum("maintaining a list of facts" in p for p in first) == 1
     assert not live[1], "the second build sent requests the first did not: " + "; ".join(
         f"{r['path']} {json.dumps(r['body'].get('messages', [r['body']])[-1])[:300]}" for r in live[1]
