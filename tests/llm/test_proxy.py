@@ -59,6 +59,18 @@ def ask(proxy: ModelProxy, text: str, method: str = "graphrag", **request):
     )
 
 
+def test_a_replayed_reply_is_the_reply_first_served(scripted, tmp_path):
+    # a system may quote a whole reply in its next prompt (instructor's retry prompt does): a replay
+    # that changed its id or time would change that prompt, and miss the cache
+    with proxied(scripted, tmp_path) as proxy:
+        first = ask(proxy, "hello there")
+        again = ask(proxy, "hello there")
+        other = ask(proxy, "another question")
+    assert len(scripted.requests) == 2
+    assert again.model_dump() == first.model_dump()
+    assert other.id != first.id
+
+
 def test_chat_is_held_to_the_run_ledgered_under_the_method_and_replayed(scripted, tmp_path):
     with proxied(scripted, tmp_path) as proxy:
         request = {"temperature": 0.9, "top_p": 0.5, "seed": 77, "max_tokens": 20, "stop": "END"}

@@ -5,10 +5,17 @@
 from __future__ import annotations
 
 import json
+import random
+import re
+import time
 
 import pytest
+from conftest import make_llm
 from scripted_server import ScriptedServer
 
+from ragtrial.config.llm import EmbeddingSettings
+from ragtrial.llm.embedder import Embedder
+from ragtrial.llm.proxy import ModelProxy
 from ragtrial.methods.upstream.boundary import UpstreamError, Worker
 from ragtrial.methods.upstream.environments import SystemNotInstalled, python_for
 
@@ -51,9 +58,14 @@ GRAPHS = {
 ANSWER = "Alice founded Acme."
 
 
+def prompt_of(body: dict) -> str:
+    """A chat request's turns as one text."""
+    return "\n".join(message["content"] for message in body["messages"])
+
+
 def fast_graphrag_reply(body: dict) -> str:
     """The JSON fast-graphrag's step expects, told apart by its prompt."""
-    prompt = "\n".join(message["content"] for message in body["messages"])
+    prompt = prompt_of(body)
     if "<<DOCUMENT_START>>" in prompt:
         return json.dumps(next(graph for opening, graph in GRAPHS.items() if opening in prompt))
     if "extract all entities relevant to perform information retrieval" in prompt:
@@ -245,3 +257,96 @@ def test_a_prebuilt_graph_is_refused_by_name(server, worker):
             output=None,
             options={},
         )
+
+
+# A corpus whose build makes fast-graphrag merge: ACME in every document (and twice in each, so each
+# document's own merge summarizes it too), its descriptions too long to join unsummarized, and more
+# ACME-PARIS facts than fast-graphrag keeps unmerged: the summary and fact-merge prompts list what they
+# merge in the order fast-graphrag met it. Every other document's extraction is first answered with
+# text that is not JSON: instructor's retry prompt then quotes that whole reply (id, created, usage).
+# As many documents as the dress rehearsal's: they are extracted at once, one connection each.
+MERGING_DOCUMENTS = [
+    {"id": f"m{i}", "title": f"Report {i}", "text": f"Report {i}: Person {i} visits Acme in Paris."}
+    for i in range(48)
+]
+LONG = " and it keeps a long record of that visit, told at length so descriptions must be summarized" * 3
+
+
+def merging_reply(body: dict) -> str:
+    """fast-graphrag's replies for MERGING_DOCUMENTS, each held a random moment (the server's threads
+    then answer in an order of their own, as a real endpoint's do).
+    """
+    time.sleep(random.uniform(0.0, 0.05))
+    prompt = prompt_of(body)
+    if "<<DOCUMENT_START>>" in prompt:
+        i = next(i for i in range(len(MERGING_DOCUMENTS)) if f"Report {i}:" in prompt)
+        if i % 2 and len(body["messages"]) == 2:  # the first attempt (system and user turns)
+            return f"Report {i} names Person {i}, Acme and Paris."
+        return json.dumps(
+            {
+                "entities": [
+                    {"name": f"Person {i}", "type": "person", "desc": f"Visitor {i}"},
+                    {"name": "Acme", "type": "organization", "desc": f"Visited by Person {i}{LONG}"},
+                    {"name": "Acme", "type": "organization", "desc": f"Seen in report {i}{LONG}"},
+                    {"name": "Paris", "type": "place", "desc": "City of Acme"},
+                ],
+                "relationships": [
+                    {"source": f"Person {i}", "target": "Acme", "desc": f"Person {i} visits Acme"},
+                    {"source": "Acme", "target": "Paris", "desc": f"Acme is in Paris (report {i})"},
+                ],
+                "other_relationships": [],
+            }
+        )
+    if "summarize it by removing redundant" in prompt:
+        merged = re.search(r"report (\d+)", prompt)
+        return json.dumps({"description": f"A summary of report {merged.group(1) if merged else '?'}{LONG}"})
+    if "maintaining a list of facts" in prompt:
+        return json.dumps({"grouped_facts": [{"ids": [0, 1], "description": "Acme is in Paris"}]})
+    raise AssertionError(f"a prompt the merging build was not expected to send: {prompt[:200]!r}")
+
+
+def test_a_second_build_against_the_same_cache_makes_no_live_call(tmp_path, upstream_systems):
+    """Two builds of one corpus, each in a worker process of its own, through one proxy and cache: the
+    second sends fast-graphrag's prompts exactly as the first did, so every call is a cache hit.
+    """
+    try:
+        python_for("fast_graphrag")
+    except SystemNotInstalled as err:
+        pytest.skip(f"fast-graphrag's environment cannot be installed here: {err}")
+    with ScriptedServer() as scripted:
+        scripted.default_reply = merging_reply
+        llm = make_llm(scripted.base_url, tmp_path, concurrency=8)
+        embedder = Embedder(
+            EmbeddingSettings(backend="openai_compatible", base_url=scripted.base_url, model="emb"),
+            llm.cache,
+            llm.ledger,
+            llm.settings,
+        )
+        live: list[list[dict]] = []
+        with ModelProxy(llm, embedder) as proxy:
+            for build in ("first", "second"):
+                before = len(scripted.requests)
+                with Worker("fast_graphrag", tmp_path / build, tmp_path / f"{build}.log", 300) as worker:
+                    result = worker.request(
+                        "index",
+                        base_url=proxy.base_url("fast_graphrag", "upstream_index"),
+                        model="scripted",
+                        embedding_model="emb",
+                        workdir=str(worker.workdir),
+                        documents=MERGING_DOCUMENTS,
+                        graph=None,
+                        output=None,
+                        options={"entity_types": ["person", "organization", "place"], "embedding_dim": 3},
+                    )
+                live.append(scripted.requests[before:])
+                assert result["usage"]["failed_calls"] == 0  # every call reached the proxy
+    assert result["counts"]["documents"] == len(MERGING_DOCUMENTS)
+    # the first build merged: a summary in each document and one of ACME and of PARIS across them, one
+    # merge of ACME-PARIS facts
+    first = [prompt_of(r["body"]) for r in live[0] if r["path"].endswith("/chat/completions")]
+    assert sum("summarize it by removing redundant" in p for p in first) == len(MERGING_DOCUMENTS) + 2
+    assert sum("Correct your JSON ONLY RESPONSE" in p for p in first) == len(MERGING_DOCUMENTS) // 2
+    assert sum("maintaining a list of facts" in p for p in first) == 1
+    assert not live[1], "the second build sent requests the first did not: " + "; ".join(
+        f"{r['path']} {json.dumps(r['body'].get('messages', [r['body']])[-1])[:300]}" for r in live[1]
+    )

@@ -6,6 +6,8 @@ and any API key. Its chat completions and embeddings then go through `LLM.comple
 embedder, so they are cached (a rerun makes no live call), recorded in the ledger under that method
 and stage, and held to the run: the configured model answers whatever `model` a request names, and
 temperature, top_p and seed are the run's; a request's `max_tokens` and `stop` are honoured.
+A reply is a function of its request (its `id` a hash of request and reply, `created` 0), so a
+system that quotes a reply in a later prompt sends that prompt again on a replay.
 `with proxy.bound(method):` attributes the method's calls to the caller's ledger tallies.
 
 Served: `POST .../v1/chat/completions` (also `stream: true`, as server-sent events),
@@ -17,12 +19,11 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import hashlib
 import ipaddress
 import json
 import re
 import threading
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -221,7 +222,7 @@ class ModelProxy:
             raise ProxyError(400, "`stream_options` must be an object", "stream_options")
         done = self.llm.complete(messages, stage=stage, method=method, **options)
         cap = options.get("max_tokens", self.llm.settings.max_tokens)
-        reply = chat_completion(done, done.served_model or self.llm.model, cap)
+        reply = chat_completion(done, done.served_model or self.llm.model, cap, body)
         if not stream:
             return json_response(200, reply)
         return Response(
@@ -265,6 +266,9 @@ class ProxyServer(ThreadingHTTPServer):
     """The HTTP server of one proxy: every request is answered by `respond(verb, path, body)`."""
 
     daemon_threads = True  # an idle keep-alive connection of a client never holds up stop()
+    # socketserver's default backlog is 5: a system opening dozens of connections at once (one per
+    # concurrent call) overflows it, and a connection it drops fails that call on the system's side
+    request_queue_size = 1024
 
     def __init__(
         self,
@@ -425,14 +429,18 @@ def json_reply(response_format: Any) -> dict[str, Any]:
     )
 
 
-def chat_completion(done: Completion, model: str, cap: int) -> dict[str, Any]:
-    """The chat.completion body of a kit reply; `finish_reason` is "length" when the reply used
-    its whole token cap (the LLM layer keeps no finish reason, and a cached reply has none).
+def chat_completion(done: Completion, model: str, cap: int, request: dict[str, Any]) -> dict[str, Any]:
+    """The chat.completion body of a kit reply to `request`; `finish_reason` is "length" when the
+    reply used its whole token cap (the LLM layer keeps no finish reason, and a cached reply has none).
+    Its `id` and `created` are functions of the request and the reply, not of the moment: a system
+    may quote the whole reply in its next prompt (instructor's retry prompt quotes a failed one), and
+    a replay must send that prompt again as it was.
     """
+    identity = json.dumps([request, done.text], sort_keys=True, default=str)
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "id": f"chatcmpl-{hashlib.sha256(identity.encode()).hexdigest()[:32]}",
         "object": "chat.completion",
-        "created": int(time.time()),
+        "created": 0,
         "model": model,
         "choices": [
             {

@@ -7,6 +7,15 @@ Structured output: fast-graphrag asks instructor for pydantic objects in instruc
 OpenAI-compatible endpoint that takes `response_format` serves. Option `structured_output` picks
 another tool-free instructor mode (`json_schema_mode` sends the schema as `json_schema`).
 
+Same inputs, same prompts (a rebuild replays every call from the kit's cache): fast-graphrag 0.0.5
+merges what it extracted in the order its concurrent calls happened to finish (documents as their
+extractions complete, entities as their summaries come back), and a merge's prompt lists what it
+merges in that order. The worker keeps fast-graphrag's concurrency and fixes the order: documents are
+merged in input order (`ExtractionInDocumentOrder`), an entity upsert's summaries are handed back in
+the order they were asked for (`NodeUpsertInCallOrder`), and the entity vectors' HNSW index is built on
+one thread (its parallel build links entities in thread order). Each order is one fast-graphrag could
+have met on its own; none changes a prompt, a threshold or a step (docs/paper_conditions.md).
+
 Usage is read from the HTTP replies themselves (an httpx hook on both of fast-graphrag's OpenAI
 clients): every attempt is a call, a call without a successful reply a failed call, tokens come from
 each reply's `usage`.
@@ -26,7 +35,16 @@ import httpx  # noqa: E402
 import instructor  # noqa: E402
 import openai  # noqa: E402
 import protocol  # noqa: E402
-from fast_graphrag import GraphRAG, QueryParam  # noqa: E402
+from fast_graphrag import (  # noqa: E402  (the Config defaults' parts, as its __init__ imports them)
+    DefaultGraphUpsertPolicy,
+    DefaultInformationExtractionService,
+    DefaultVectorStorage,
+    DefaultVectorStorageConfig,
+    EdgeUpsertPolicy_UpsertIfValidNodes,
+    GraphRAG,
+    NodeUpsertPolicy_SummarizeDescription,
+    QueryParam,
+)
 from fast_graphrag._llm import OpenAIEmbeddingService, OpenAILLMService  # noqa: E402  (the README's import)
 
 SYSTEM = "fast_graphrag"
@@ -102,6 +120,58 @@ class UsageMeter:
         }
 
 
+class RepliesInCallOrder:
+    """fast-graphrag's LLM service whose replies are handed back in the order the calls were made: the
+    calls still run concurrently, but the caller's code after reply k runs before that after reply k+1,
+    whatever order the endpoint answered in.
+    """
+
+    def __init__(self, llm: OpenAILLMService) -> None:
+        self.llm = llm
+        self.last_handed: asyncio.Future[None] | None = None
+
+    async def send_message(self, *args: Any, **kwargs: Any) -> Any:
+        previous, handed = self.last_handed, LOOP.create_future()
+        self.last_handed = handed
+        try:
+            return await self.llm.send_message(*args, **kwargs)
+        finally:
+            if previous is not None:
+                await previous
+            # the caller resumes in this same step, before the next call's waiter can
+            handed.set_result(None)
+
+
+class NodeUpsertInCallOrder(NodeUpsertPolicy_SummarizeDescription):  # type: ignore[misc]
+    """fast-graphrag's entity upsert (concurrent summaries), its entities stored in the order it
+    started them: it stores an entity when its summary returns, so the entities' indices (and the order
+    later prompts and the vector index meet them in) would follow the endpoint's reply order.
+    """
+
+    async def __call__(self, llm: OpenAILLMService, target: Any, source_nodes: Any) -> Any:
+        return await super().__call__(RepliesInCallOrder(llm), target, source_nodes)
+
+
+class ExtractionInDocumentOrder(DefaultInformationExtractionService):  # type: ignore[misc]
+    """fast-graphrag's extraction (documents concurrently), each document's result released only after
+    the one before it: its insert merges documents as their results complete (asyncio.as_completed).
+    """
+
+    def extract(self, llm: OpenAILLMService, documents: Any, prompt_kwargs: Any, entity_types: Any) -> Any:
+        extractions = super().extract(llm, documents, prompt_kwargs, entity_types)
+        released: list[asyncio.Task[Any]] = []
+        for extraction in extractions:
+            released.append(LOOP.create_task(after(released[-1] if released else None, extraction)))
+        return released
+
+
+async def after(previous: asyncio.Future[Any] | None, own: asyncio.Future[Any]) -> Any:
+    """`own`'s result, once `previous` (if any) has finished (an extraction returns None on failure)."""
+    if previous is not None:
+        await asyncio.wait([previous])
+    return await own
+
+
 def check_options(op: str, options: dict[str, Any], known: set[str]) -> None:
     """Refuse options this worker does not know, naming them and the known ones."""
     unknown = sorted(set(options) - known)
@@ -156,7 +226,19 @@ def graph_rag(
         domain=domain,
         example_queries=example_queries,
         entity_types=entity_types,
-        config=GraphRAG.Config(llm_service=llm, embedding_service=embedder),
+        config=GraphRAG.Config(
+            llm_service=llm,
+            embedding_service=embedder,
+            information_extraction_service_cls=ExtractionInDocumentOrder,
+            # fast-graphrag's defaults (its __init__), with the entity upsert in call order
+            information_extraction_upsert_policy=DefaultGraphUpsertPolicy(
+                config=NodeUpsertPolicy_SummarizeDescription.Config(),
+                nodes_upsert_cls=NodeUpsertInCallOrder,
+                edges_upsert_cls=EdgeUpsertPolicy_UpsertIfValidNodes,
+            ),
+            node_upsert_policy=NodeUpsertInCallOrder(),
+            entity_storage=DefaultVectorStorage(DefaultVectorStorageConfig(num_threads=1)),
+        ),
     )
 
 
