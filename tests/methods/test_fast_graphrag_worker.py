@@ -247,6 +247,26 @@ def test_an_index_whose_every_extraction_failed_is_an_error_not_an_empty_graph(s
     assert "6 of 6 model calls failed" in raised.value.message
 
 
+def test_an_index_whose_extractions_named_no_entity_is_an_error_not_an_empty_graph(
+    server, worker, tmp_path, monkeypatch
+):
+    """fast-graphrag over an empty graph would answer from nothing: another method under its name. A
+    reply that never parses makes fast-graphrag skip the document, with no call failed.
+    """
+    monkeypatch.setattr(server, "default_reply", lambda body: "Here are the entities: Alice, Acme.")
+    with pytest.raises(UpstreamError) as raised:
+        worker.request(
+            "index",
+            **{**endpoint(server, worker), "workdir": str(tmp_path / "empty")},
+            documents=DOCUMENTS,
+            graph=None,
+            output=None,
+            options={"embedding_dim": 3},
+        )
+    assert "stored no entities from 2 documents" in raised.value.message
+    assert "none of" in raised.value.message and "did not parse" in raised.value.message
+
+
 def test_a_prebuilt_graph_is_refused_by_name(server, worker):
     with pytest.raises(UpstreamError, match="fast-graphrag 0.0.5 builds its own graph"):
         worker.request(

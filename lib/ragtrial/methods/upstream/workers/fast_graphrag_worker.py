@@ -271,13 +271,17 @@ def index(request: dict[str, Any]) -> dict[str, Any]:
         show_progress=False,
     )
     usage = meter.report()
-    if entities == 0 and usage["failed_calls"]:
-        # fast-graphrag skips a document whose extraction raised; when that is every document the
-        # index is empty for want of the endpoint, not of content
-        raise RuntimeError(
-            f"fast-graphrag stored no entities: {usage['failed_calls']} of {usage['calls']} model calls "
-            "failed (fast-graphrag 0.0.5 skips a document whose extraction fails); see the worker log"
+    if entities == 0 and any(document["text"].strip() for document in documents):
+        # An empty graph over real text would make "fast-graphrag" answer from nothing: another
+        # method under its name. Either the endpoint failed or the model's replies gave no entity.
+        cause = (
+            f"{usage['failed_calls']} of {usage['calls']} model calls failed (fast-graphrag 0.0.5 skips a "
+            "document whose extraction fails); see the worker log"
+            if usage["failed_calls"]
+            else f"none of {usage['calls']} model calls failed, so the model's extraction replies named no "
+            "entity or did not parse (fast-graphrag 0.0.5 skips a document whose reply does not parse)"
         )
+        raise RuntimeError(f"fast-graphrag stored no entities from {len(documents)} documents: {cause}")
     (Path(request["workdir"]) / STORE / INDEX_SETTINGS).write_text(
         json.dumps({"embedding_model": request["embedding_model"], "embedding_dim": embedder.embedding_dim})
     )
