@@ -1,7 +1,8 @@
 """The default-batch table of docs/performance.md, read from the run folders of a `make run`.
 
 Run: .venv/bin/python bench/default_batch.py [outputs]
-One row per notebook: wall time (`run.json` duration), model time (live latency in its ledger),
+One row per notebook: wall time (`run.json` duration), model time (Σ live latency in its ledger;
+calls overlap up to the embedded server's slots, so it can exceed the wall time),
 live and cached LLM calls, live tokens and recorded failures, and the batch's total wall time.
 """
 
@@ -33,7 +34,10 @@ def main(outputs: Path) -> None:
             f"| {totals['live_prompt_tokens']:,} / {totals['live_completion_tokens']:,} "
             f"| {totals['failures']} |"
         )
-    print(f"\nnotebooks' wall time {wall / 60:.1f} min, of which model time {model / wall:.0%}")
+    print(
+        f"\nnotebooks' wall time {wall / 60:.1f} min; Σ call latency {model / 60:.1f} min "
+        f"({model / wall:.2f} × the wall time: calls in flight at once)"
+    )
 
 
 if __name__ == "__main__":
