@@ -67,9 +67,11 @@ class UnbiasedJudgeSettings(AnswerSettings):
         description="sampling temperature of the judge, > 0 so that trials and repeats are real samples",
     )
     judge_max_tokens: int = Field(
-        48,
+        64,
         gt=0,
-        description='reply token cap of the unbiased judge: {"answer_1": [scores], "answer_2": [...]}',
+        description='reply token cap of the unbiased judge: {"answer_1": [scores], "answer_2": [...]}; '
+        "room for the JSON pretty-printed, as llama.cpp's schema grammar lets a model write it (48 cut 17 "
+        "of 99 embedded replies)",
     )
 
     @model_validator(mode="after")
