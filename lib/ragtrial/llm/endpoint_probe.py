@@ -20,7 +20,7 @@ from ragtrial.config.llm import EmbeddingSettings, LLMSettings
 from ragtrial.llm.client import JsonEndpoint, SharedClients, choice_text, post_json
 from ragtrial.llm.embedder import endpoint_vectors, resolve_local_embedding_model
 from ragtrial.llm.errors import BadReply
-from ragtrial.llm.llama_build import llama_server_path
+from ragtrial.llm.llama_build import unbuilt
 from ragtrial.redact import redact, redact_url
 
 R = TypeVar("R")
@@ -111,9 +111,8 @@ def embedded_parts() -> str:
     missing = []
     if importlib.util.find_spec(EMBEDDED_MODEL_PACKAGE) is None:
         missing.append(f"the package {EMBEDDED_MODEL_PACKAGE}, not installed in this environment")
-    server = llama_server_path()
-    if not os.access(server, os.X_OK):
-        missing.append(f"llama-server, not built at {server} (`python -m ragtrial.llm.llama_build`)")
+    if (server_missing := unbuilt()) is not None:
+        missing.append(server_missing)
     if missing:
         raise EndpointProblem(f"key 'llm.backend': embedded needs {' and '.join(missing)}")
     return (

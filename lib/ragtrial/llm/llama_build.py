@@ -45,10 +45,18 @@ def llama_server_path() -> Path:
     return Path.home() / ".cache" / "ragtrial" / "llama.cpp" / SOURCE_VERSION / "llama-server"
 
 
+def unbuilt() -> str | None:
+    """What is missing when `llama_server_path()` holds no runnable server, else None."""
+    path = llama_server_path()
+    if os.access(path, os.X_OK):
+        return None
+    return f"llama-server, not built at {path} (`make`, or `python -m ragtrial.llm.llama_build`)"
+
+
 def build(cmake_args: list[str], jobs: int | None = None) -> Path:
     """Build `llama-server` into `llama_server_path()` unless it is there; its path."""
     target = llama_server_path()
-    if os.access(target, os.X_OK):
+    if unbuilt() is None:
         return target
     with tempfile.TemporaryDirectory(prefix="ragtrial-llama-") as work_dir:
         work = Path(work_dir)

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ragtrial.config.llm import LLMSettings
-from ragtrial.llm.llama_build import llama_server_path
+from ragtrial.llm.llama_build import llama_server_path, unbuilt
 
 
 def gguf_path() -> Path:
@@ -158,11 +158,8 @@ class EmbeddedServer:
 
     def start(self) -> str:
         s = self.settings.embedded
-        if not os.access(llama_server_path(), os.X_OK):
-            raise RuntimeError(
-                f"the embedded backend's llama-server is not built at {llama_server_path()}: run `make` "
-                "(its install step) or `python -m ragtrial.llm.llama_build`"
-            )
+        if (missing := unbuilt()) is not None:
+            raise RuntimeError(f"the embedded backend needs {missing}")
         log = self.log_path.open("ab") if self.log_path else subprocess.DEVNULL
         # OpenMP threads spin while idle; with several servers or other work on 2 cores that spinning
         # starves everyone (seen here: 100x slower calls), so idle threads sleep instead.
