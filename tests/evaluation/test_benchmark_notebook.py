@@ -1,7 +1,7 @@
 """Notebook 13 through params/real_evidence.yaml, each data set cut to a slice: every run completes
-with no model call (only embeddings in the ledger), its prose words only saved tables, the published
-systems are scored in their own group, and the kit's dense figures equal an independent computation
-with sentence-transformers directly.
+with no model call (only embeddings in the ledger) while the model's endpoint refuses every
+connection, its prose words only saved tables, the published systems are scored in their own group,
+and the kit's dense figures equal an independent computation with sentence-transformers directly.
 """
 
 from __future__ import annotations
@@ -23,13 +23,17 @@ from ragtrial.llm.embedder import resolve_local_embedding_model
 from ragtrial.llm.ledger import read_ledger
 from ragtrial.runner.batch import run_batch
 
-pytestmark = pytest.mark.usefixtures("notebook_kernels")
+# one worker runs the module: the batch below is its tests' one fixture (~4 min), built once
+pytestmark = [pytest.mark.usefixtures("notebook_kernels"), pytest.mark.xdist_group("benchmark_notebook")]
+# nothing listens there: a model call would fail, so a completed run made none
+DEAD_ENDPOINT = {"backend": "openai_compatible", "base_url": "http://127.0.0.1:1/v1", "model": "nowhere"}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("benchmark")
     overrides = {
+        "llm": DEAD_ENDPOINT,
         "cache": {"url": f"sqlite:///{folder / 'cache.sqlite'}"},
         "index": {"store_path": str(folder / "indexes")},
         "data": {"limit_questions": 10, "limit_documents": 60},
@@ -52,6 +56,7 @@ def runs(tmp_path_factory):
 def test_every_run_ranks_without_a_model_call_and_words_only_saved_tables(runs):
     assert set(runs) == {"musique", "2wikimultihopqa", "hotpotqa", "multihop_rag"}
     for result in runs.values():
+        assert result.summary["llm_calls_live"] == 0
         ledger = read_ledger(result.run_dir / "ledger.csv")
         assert set(ledger["kind"]) <= {"embedding"}, set(ledger["kind"])
         assert_narrated_from_saved_tables(result.run_dir)

@@ -18,7 +18,8 @@ from conftest import PROJECT_ROOT, endpoint_settings
 
 from ragtrial.runner.batch import run_batch
 
-pytestmark = pytest.mark.usefixtures("notebook_kernels")
+# one pytest worker runs the module: the rehearsal below is its tests' one fixture, built once
+pytestmark = [pytest.mark.usefixtures("notebook_kernels"), pytest.mark.xdist_group("truth_rehearsal")]
 
 ADVANTAGE = 0.6
 TRUTH = Truth(

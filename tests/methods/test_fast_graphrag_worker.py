@@ -21,7 +21,8 @@ from ragtrial.methods.upstream.environments import SystemNotInstalled, python_fo
 
 # Every test here shares a module worker of the real system, whose teardown may start it once more
 # (shutdown): the whole module is in the slow tier.
-pytestmark = pytest.mark.usefixtures("upstream_systems")
+# one pytest worker runs the module: one worker and one index for every test, built once
+pytestmark = [pytest.mark.usefixtures("upstream_systems"), pytest.mark.xdist_group("fast_graphrag_worker")]
 
 DOCUMENTS = [
     {"id": "d1", "title": "Acme", "text": "Alice founded Acme in Paris. Acme makes rockets."},

@@ -17,7 +17,8 @@ from ragtrial.methods.upstream.environments import SystemNotInstalled, python_fo
 
 # Every test here shares a module worker of the real system, whose teardown may start it once more
 # (shutdown): the whole module is in the slow tier.
-pytestmark = pytest.mark.usefixtures("upstream_systems")
+# one pytest worker runs the module: one worker and one index for every test, built once
+pytestmark = [pytest.mark.usefixtures("upstream_systems"), pytest.mark.xdist_group("graphrag_worker")]
 
 CAROL_OUTPUT = SHARED_DATASETS / "graphrag_examples" / "a_christmas_carol_index" / "output"
 MODES = ("local", "global", "drift", "basic")

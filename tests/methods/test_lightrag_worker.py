@@ -18,7 +18,8 @@ from ragtrial.methods.upstream.environments import worker_script
 
 # Every test here shares a module worker of the real system, whose teardown may start it once more
 # (shutdown): the whole module is in the slow tier.
-pytestmark = pytest.mark.usefixtures("upstream_systems")
+# one pytest worker runs the module: one worker and one index for every test, built once
+pytestmark = [pytest.mark.usefixtures("upstream_systems"), pytest.mark.xdist_group("lightrag_worker")]
 
 ANSWER = "Ada Lovelace was born in London."
 KEYWORDS = json.dumps({"high_level_keywords": ["birthplace"], "low_level_keywords": ["Ada Lovelace"]})

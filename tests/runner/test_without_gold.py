@@ -22,7 +22,8 @@ from ragtrial.llm.ledger import read_ledger
 from ragtrial.runner.batch import run_batch
 from ragtrial.runner.context import HEADLINE_FILE
 
-pytestmark = pytest.mark.usefixtures("notebook_kernels")
+# one pytest worker runs the module: the batch below is its tests' one fixture (~2 min), built once
+pytestmark = [pytest.mark.usefixtures("notebook_kernels"), pytest.mark.xdist_group("without_gold")]
 
 PLANNED = {run.notebook: run for run in planned_runs(set(), embedded=False)}  # a text folder, an endpoint
 RUNS_WITHOUT_GOLD = [n for n, run in PLANNED.items() if not run.left_out and n != "11_upstream_systems"]
