@@ -52,7 +52,9 @@ class NotebookSpec:
     `answer_costs`: the saved table of answers whose per-query cost the verdict reads. `real_evidence`:
     it measures real data without any model call (the index page lists its runs first; the verdict
     reads a batch's runs of it whatever their data set). `added_by_batch`: a batch adds its runs itself
-    (the sweep report after a grid's points), so `ragtrial init` plans none.
+    (the sweep report after a grid's points), so `ragtrial init` plans none. `reads_batch_runs`: it
+    reads the result tables of its batch's other runs, so it starts once every run before it has
+    ended (`runner.schedule`).
     """
 
     name: str
@@ -70,6 +72,7 @@ class NotebookSpec:
     answer_costs: str = ""
     real_evidence: bool = False
     added_by_batch: bool = False
+    reads_batch_runs: bool = False
 
 
 NOTEBOOKS: Registry[NotebookSpec] = Registry("notebook")
@@ -237,6 +240,7 @@ add_notebook(
         # it reads saved tables and the saved index
         planner="ragtrial.runner.batch_estimate:plan_no_model_call",
         narrative="ragtrial.report.narrative.verdict:narrate",
+        reads_batch_runs=True,
     )
 )
 add_notebook(
@@ -275,6 +279,7 @@ add_notebook(
         sections=("calibration",),
         planner="ragtrial.runner.batch_estimate:plan_no_model_call",  # it simulates its judge: no call
         narrative="ragtrial.report.narrative.calibration:narrate",
+        reads_batch_runs=True,
     )
 )
 add_notebook(
@@ -299,6 +304,7 @@ add_notebook(
         sections=("compare",),
         planner="ragtrial.runner.batch_estimate:plan_no_model_call",  # it reads saved tables
         narrative="ragtrial.report.narrative.compare:narrate",
+        reads_batch_runs=True,
     )
 )
 add_notebook(
@@ -310,6 +316,7 @@ add_notebook(
         planner="ragtrial.runner.batch_estimate:plan_no_model_call",  # it reads saved tables
         narrative="ragtrial.report.narrative.sweep:narrate",
         added_by_batch=True,
+        reads_batch_runs=True,
     )
 )
 

@@ -5,19 +5,20 @@ the batch says of them `runner.recorder.BatchRecorder`.
 
 from __future__ import annotations
 
-import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ragtrial.config.base import ParamsError
-from ragtrial.config.notebooks import SWEEP_NOTEBOOK
+from ragtrial.config.batch import RunSpec
 from ragtrial.config.paths import outputs_dir
 from ragtrial.runner.checks import check_batch
 from ragtrial.runner.execute import RunResult, batch_record, execute_run
 from ragtrial.runner.progress import POLL_EVERY_S, BatchMonitor
 from ragtrial.runner.recorder import BatchRecorder
+from ragtrial.runner.schedule import RunQueue, run_waits
 
 ENGINES = ("threads", "ray")
 
@@ -34,6 +35,32 @@ def _ray_engine():
             "(ray 2.60.0)"
         ) from None
     return ray_engine
+
+
+def _on_threads(specs: list[RunSpec], n_workers: int, one: Callable[[int], RunResult]) -> list[RunResult]:
+    """The runs on `n_workers` threads, each starting once the runs it waits for have ended
+    (`runner.schedule`); the results in batch order. An interrupt starts no further run and waits for
+    the running ones.
+    """
+    queue = RunQueue(run_waits(specs, one_machine=True))
+    results: dict[int, RunResult] = {}
+
+    def work() -> None:
+        while (i := queue.take()) is not None:
+            try:
+                results[i + 1] = one(i + 1)
+            finally:
+                queue.end(i)
+
+    with ThreadPoolExecutor(max_workers=n_workers) as pool:
+        running = [pool.submit(work) for _ in range(n_workers)]
+        try:
+            for future in running:
+                future.result()
+        except BaseException:
+            queue.stop()
+            raise
+    return [results[i] for i in range(1, len(specs) + 1)]
 
 
 def run_batch(
@@ -84,18 +111,10 @@ def run_batch(
     # execute_run's, for every run
     options: dict[str, Any] = {"force": force, "show_code": show_code, "batch": batch}
     batch_started = time.perf_counter()
-    # a sweep report starts once the points it reads have ended (threads pick runs in batch order, so
-    # the points it waits for are running or done by then: no deadlock)
-    ended = {spec.run_id: threading.Event() for spec in specs}
     with BatchMonitor(log, progress_every_s) as monitor:
         recorder = BatchRecorder(specs, outputs, log, monitor, export)
 
         def one(i: int) -> RunResult:
-            spec = specs[i - 1]
-            if spec.notebook == SWEEP_NOTEBOOK:
-                for point in spec.settings.sweep.runs:
-                    if point in ended:
-                        ended[point].wait()
             started = time.perf_counter()
             recorder.picked(i)
             try:
@@ -108,20 +127,17 @@ def run_batch(
                 )
             finally:
                 monitor.finished(specs[i - 1].run_id)
-                ended[spec.run_id].set()
             recorder.finished(i, result, time.perf_counter() - started)
             return result
 
-        positions = range(1, len(specs) + 1)
         n_workers = workers if workers is not None else batch_workers
         try:
             if engine == "ray":
                 results = _ray_engine().run_on_ray(specs, recorder, address, root, outputs, options)
             elif n_workers == 1:  # in this thread, so an interrupt stops the running notebook at once
-                results = [one(i) for i in positions]
+                results = [one(i) for i in range(1, len(specs) + 1)]
             else:
-                with ThreadPoolExecutor(max_workers=n_workers) as pool:
-                    results = list(pool.map(one, positions))
+                results = _on_threads(specs, n_workers, one)
         finally:
             recorder.index()
     for line in recorder.summary(time.perf_counter() - batch_started):

@@ -9,12 +9,13 @@ This module is imported only for `--engine ray`.
   running here, else a single-node Ray started for the batch. Every node must see the project root,
   the outputs folder (with the cache and indexes under it) and the data root at the same paths, and
   have the kit installed.
-- Order: the runs of one identity (data set, model and index: `runner.combined_runs.identity`) run one
-  after the other, in batch order, as the threaded runner runs a batch: the first builds the index
-  the others read, a reply one run paid is in the cache before the next asks for it, and the verdict
-  (10) finds the runs it combines completed. Runs of different identities (a grid over data sets,
-  models or index settings) run at once, as many as the cluster's free CPUs and memory allow (each
-  run's `resources`), spread over its nodes.
+- Order: a run starts once the runs it waits for have ended (`runner.schedule.run_waits`): the runs of
+  one identity (data set, model and index) one after the other, in batch order, as the threaded
+  runner runs a batch (the first builds the index the others read, a reply one run paid is in the
+  cache before the next asks for it), and a notebook that reads its batch's runs (the verdict, the
+  comparison, the sweep) after every run before it. Runs of different identities (a grid over data
+  sets, models or index settings) run at once, as many as the cluster's free CPUs and memory allow
+  (each run's `resources`), spread over its nodes.
 - Failures: a run whose worker or node died is run again by Ray (`NODE_FAILURE_RETRIES` times, on a
   node still alive), resuming from the cache as any run that did not complete; an interrupt of the
   batch (Ctrl-C, SIGTERM) cancels every run, and those running record `interrupted`.
@@ -29,11 +30,9 @@ This module is imported only for `--engine ray`.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +45,10 @@ from ragtrial.index.build import RAY_ADDRESS_ENV
 from ragtrial.index.distribute import FORWARDED, connect, forward, missing_keys
 from ragtrial.redact import password_key, redact
 from ragtrial.runner.checks import run_folder
-from ragtrial.runner.combined_runs import identity
 from ragtrial.runner.context import secret_variables
 from ragtrial.runner.execute import RunResult, execute_run, record_interruption
 from ragtrial.runner.recorder import BatchRecorder
+from ragtrial.runner.schedule import run_waits
 
 NODE_FAILURE_RETRIES = 3
 POLL_S = 0.25  # how often the driver reads the runs' notices while waiting for a result
@@ -127,11 +126,6 @@ def refuse_url_passwords(specs: list[RunSpec]) -> None:
             )
 
 
-def chain_key(spec: RunSpec) -> str:
-    """The runs that share an index, cached replies or each other's tables: one identity."""
-    return json.dumps(identity(spec.settings.model_dump(mode="json")), sort_keys=True, default=str)
-
-
 def run_on_ray(
     specs: list[RunSpec],
     recorder: BatchRecorder,
@@ -150,13 +144,18 @@ def run_on_ray(
         notices = Notices.options(  # type: ignore[attr-defined]
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
         ).remote()
-        chains: dict[str, deque[int]] = {}
-        for i, spec in enumerate(specs, start=1):
-            chains.setdefault(chain_key(spec), deque()).append(i)
-        running: dict[Any, tuple[int, str]] = {}
+        waits = run_waits(specs, one_machine=False)
+        submitted: set[int] = set()
+        ended: set[int] = set()
+        running: dict[Any, int] = {}
 
-        def submit(key: str) -> None:
-            i = chains[key].popleft()
+        def submit_ready() -> None:
+            for i in range(1, len(specs) + 1):
+                if i not in submitted and {w + 1 for w in waits[i - 1]} <= ended:
+                    submitted.add(i)
+                    submit(i)
+
+        def submit(i: int) -> None:
             spec = specs[i - 1]
             secrets = secret_variables(spec.settings)
             resources = {"num_cpus": spec.resources.num_cpus}
@@ -173,7 +172,7 @@ def run_on_ray(
                 [name for name in secrets if os.environ.get(name)],
                 notices,
             )
-            running[ref] = (i, key)
+            running[ref] = i
 
         addresses: dict[str, str] = {}
 
@@ -189,25 +188,24 @@ def run_on_ray(
                 else:
                     recorder.started(i, run_folder(outputs, specs[i - 1].run_id))
 
-        for key in chains:
-            submit(key)
+        submit_ready()
         results: dict[int, RunResult] = {}
         try:
             while running:
                 ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
                 take_notices()
                 for ref in ready:
-                    i, key = running.pop(ref)
+                    i = running.pop(ref)
                     result, seconds = _result(ref, specs[i - 1], outputs)
                     recorder.finished(i, result, seconds)
                     results[i] = result
-                    if chains[key]:
-                        submit(key)
+                    ended.add(i)
+                submit_ready()
         except KeyboardInterrupt:
             for ref in running:
                 ray.cancel(ref)
             ray.wait(list(running), num_returns=len(running), timeout=CANCEL_WAIT_S)
-            for i, _ in running.values():
+            for i in running.values():
                 record_interruption(run_folder(outputs, specs[i - 1].run_id))
             raise
         return [results[i] for i in range(1, len(specs) + 1)]
