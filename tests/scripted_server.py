@@ -56,6 +56,9 @@ def _prompt_text(body: dict[str, Any]) -> list[str]:
 class ScriptedServer:
     def __init__(self) -> None:
         self.script: deque[tuple] = deque()
+        # the step for a request from the request itself ({"path", "body"}), before the script: a
+        # rule for every request that holds when several clients send at once
+        self.step_for: Callable[[dict[str, Any]], tuple] | None = None
         self.requests: list[dict[str, Any]] = []
         self.default_reply = lambda body: "echo: " + _prompt_text(body)[-1][:40]
         self.rate_limit: tuple[int, float, float] | None = None
@@ -89,9 +92,9 @@ class ScriptedServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
-                server.requests.append(
-                    {"path": self.path, "body": body, "authorization": self.headers.get("Authorization", "")}
-                )
+                authorization = self.headers.get("Authorization", "")
+                request = {"path": self.path, "body": body, "authorization": authorization}
+                server.requests.append(request)
                 if self._key_refused():
                     return
                 if server.over_rate_limit():
@@ -101,7 +104,10 @@ class ScriptedServer:
                     self.end_headers()
                     self.wfile.write(b"{}")
                     return
-                step = server.script.popleft() if server.script else ("default",)
+                if server.step_for is not None:
+                    step = server.step_for(request)
+                else:
+                    step = server.script.popleft() if server.script else ("default",)
                 if step[0] == "drop":
                     self.close_connection = True
                     self.connection.close()
