@@ -19,7 +19,7 @@ def test_the_default_batchs_waits_follow_identity_readers_and_the_machines_cores
     specs = batch_runs("params/default.yaml")
     here, cluster = run_waits(specs, one_machine=True), run_waits(specs, one_machine=False)
     lanes = [machine_lane(s) for s in specs]
-    assert {lane for lane in lanes} == {"no model", "embedded model"}
+    assert set(lanes) == {"no model", "embedded model"}
     for i, spec in enumerate(specs):
         lane_before = [j for j in range(i) if lanes[j] == lanes[i]]
         same = [j for j in range(i) if identity_key(specs[j]) == identity_key(spec)]

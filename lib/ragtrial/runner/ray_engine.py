@@ -144,14 +144,14 @@ def run_on_ray(
         notices = Notices.options(  # type: ignore[attr-defined]
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)
         ).remote()
-        waits = run_waits(specs, one_machine=False)
+        waits = run_waits(specs, one_machine=False)  # 0-based positions, as `ended` holds them
         submitted: set[int] = set()
         ended: set[int] = set()
         running: dict[Any, int] = {}
 
         def submit_ready() -> None:
             for i in range(1, len(specs) + 1):
-                if i not in submitted and {w + 1 for w in waits[i - 1]} <= ended:
+                if i not in submitted and waits[i - 1] <= ended:
                     submitted.add(i)
                     submit(i)
 
@@ -199,8 +199,9 @@ def run_on_ray(
                     result, seconds = _result(ref, specs[i - 1], outputs)
                     recorder.finished(i, result, seconds)
                     results[i] = result
-                    ended.add(i)
-                submit_ready()
+                    ended.add(i - 1)
+                if ready:
+                    submit_ready()
         except KeyboardInterrupt:
             for ref in running:
                 ray.cancel(ref)
