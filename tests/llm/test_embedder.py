@@ -115,3 +115,29 @@ def test_the_local_model_embeds_from_many_threads_as_from_one(tmp_path):
     alone = [one.embed(pair, stage="t") for pair in texts]
     together = fan_out(lambda pair: many.embed(pair, stage="t"), texts, concurrency=8)
     assert all(np.allclose(a, b, atol=1e-5) for a, b in zip(alone, together, strict=True))
+
+
+def test_bfloat16_vectors_are_cached_apart_from_float32_and_agree_with_them(tmp_path):
+    """The precision is part of the cache key: a float32 run never reads bfloat16 vectors, or the reverse."""
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    texts = [f"the {i}th passage on the river and its bridge " * (1 + i % 5) for i in range(20)]
+
+    def embedder(precision: str, ledger: Ledger) -> Embedder:
+        return Embedder(EmbeddingSettings(precision=precision), cache, ledger, LLMSettings())
+
+    full, half = Ledger("full"), Ledger("half")
+    exact = embedder("float32", full).embed(texts, stage="t")
+    fast = embedder("bfloat16", half).embed(texts, stage="t")
+    # both computed live: the second did not replay the first's rows
+    assert list(full.frame()["cached"]) == list(half.frame()["cached"]) == [False]
+    assert not np.array_equal(exact, fast)
+    assert np.allclose(np.linalg.norm(fast, axis=1), 1.0, atol=1e-5)
+    assert (exact * fast).sum(axis=1).min() > 0.999
+    again = Ledger("again")
+    assert np.array_equal(embedder("bfloat16", again).embed(texts, stage="t"), fast)
+    assert list(again.frame()["cached"]) == [True]
+
+
+def test_an_endpoint_takes_no_precision():
+    with pytest.raises(ValueError, match="precision"):
+        EmbeddingSettings(backend="openai_compatible", base_url="http://127.0.0.1:1/v1", precision="bfloat16")

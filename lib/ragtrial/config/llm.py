@@ -213,6 +213,12 @@ class EmbeddingSettings(Section):
         description="name of the environment variable holding the API key; the key itself is never stored",
     )
     batch_size: int = Field(64, ge=1, description="texts embedded per model call or request")
+    precision: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description='arithmetic of the local model: "bfloat16" computes under torch autocast, about 2x as '
+        "fast on CPUs with native bfloat16 (AVX512-BF16, AMX) and within cosine 0.9999 of float32 "
+        "(docs/performance.md); part of the cache key and the index identity, so the two never mix",
+    )
     price_per_mtok: float | None = Field(
         None,
         ge=0,
@@ -224,7 +230,14 @@ class EmbeddingSettings(Section):
     def _endpoint(self) -> EmbeddingSettings:
         if self.backend == "openai_compatible" and not self.base_url:
             raise conflict("base_url", "required when backend is openai_compatible")
+        if self.backend == "openai_compatible" and self.precision != "float32":
+            raise conflict("precision", "the endpoint computes its own vectors; only the local model takes it")
         return self
+
+    @property
+    def vectors(self) -> str:
+        """What the vectors are: the model, and its arithmetic when not float32 (cache key, index identity)."""
+        return self.model if self.precision == "float32" else f"{self.model} ({self.precision})"
 
 
 class BackendCheckSettings(Section):

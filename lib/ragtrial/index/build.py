@@ -112,7 +112,7 @@ def index_identity(ctx: ModelContext, dataset: Dataset, settings: IndexSettings)
         }
         if prompts
         else None,
-        "embeddings": ctx.settings.embeddings.model,
+        "embeddings": ctx.settings.embeddings.vectors,
         "prompts": [load_prompt(p).tag for p in prompts],
         # A new build step changes what the tables hold, so an index saved without it is rebuilt
         # (its model calls replay from the cache).

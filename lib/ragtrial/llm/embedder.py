@@ -66,13 +66,7 @@ class Embedder:
         if self.settings.backend == "local":
             with self._local_lock:
                 model = self._local_model()
-                vectors = model.encode(
-                    texts,
-                    batch_size=self.settings.batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
+                vectors = encode_local(model, texts, self.settings)
                 n_tokens = [len(ids) for ids in model.tokenizer(texts, truncation=True)["input_ids"]]
             return Computed(np.asarray(vectors, dtype=np.float32), n_tokens, 0, self.settings.model)
 
@@ -103,7 +97,7 @@ class Embedder:
         `compute`, one batch after the other here; `index.distribute` computes them on a Ray cluster).
         """
         started = time.perf_counter()
-        keys = [cache_key({"embedding_model": self.settings.model, "text": t}) for t in texts]
+        keys = [cache_key({"embedding_model": self.settings.vectors, "text": t}) for t in texts]
         # a zero or non-finite vector stored before replies were checked is computed again
         found = {
             k: hit
@@ -182,6 +176,21 @@ class Embedder:
                 served_model=", ".join(sorted(served - {""})),
             )
         )
+
+
+def encode_local(model: Any, texts: list[str], settings: EmbeddingSettings) -> np.ndarray:
+    """L2-normalized vectors of `texts` from a sentence-transformers model, in `settings.precision`."""
+    import torch
+
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=settings.precision == "bfloat16"):
+        vectors = model.encode(
+            texts,
+            batch_size=settings.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+    return np.asarray(vectors, dtype=np.float32)
 
 
 @dataclass

@@ -4,8 +4,8 @@ model or index.
 
 A run's identity is what its result tables are measured on: the data set (its `data` settings), the
 model (`llm.backend`, `llm.model`) and the index (the `index` settings but `store_path`, which says
-where the index is kept, not what it is, and `embeddings.model`). Runs are compared on the `settings`
-their `run.json` records.
+where the index is kept, not what it is, and `embeddings.model` and `embeddings.precision`). Runs are
+compared on the `settings` their `run.json` records.
 
 A run that varies one setting of an earlier run of its batch (a grid's neighbouring point, a params
 file's variation) is compared with it on the same questions (`batch_variations`,
@@ -53,7 +53,11 @@ def identity(settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {
         "data set": flat_settings(settings.get("data", {}), "data."),
         "model": {"llm.backend": llm.get("backend", ABSENT), "llm.model": llm.get("model", ABSENT)},
-        "index": {**flat_settings(index, "index."), "embeddings.model": embeddings.get("model", ABSENT)},
+        "index": {
+            **flat_settings(index, "index."),
+            "embeddings.model": embeddings.get("model", ABSENT),
+            "embeddings.precision": embeddings.get("precision", ABSENT),
+        },
     }
 
 

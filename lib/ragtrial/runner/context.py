@@ -139,7 +139,7 @@ class RunContext:
             ("answered by", answered_by(self.ledger.frame())),
             ("sampling", f"temperature {s.llm.temperature}, top_p {s.llm.top_p}, seed {s.llm.seed}"),
             ("requests in flight", in_flight_note(s.llm)),
-            ("embeddings", f"{s.embeddings.model} ({s.embeddings.backend})"),
+            ("embeddings", f"{s.embeddings.vectors} ({s.embeddings.backend})"),
             ("data", f"{data}, seed {s.data.seed}"),
             ("parameters", "run.json in this run's folder"),
         ]
