@@ -108,7 +108,8 @@ def test_the_published_systems_are_a_group_of_their_own(runs):
 
 def test_the_dense_figures_equal_sentence_transformers_directly(runs):
     """In the run's precision (bfloat16, as params/real_evidence.yaml sets it) and in float32: the
-    faster arithmetic changes no recall on the slice."""
+    faster arithmetic changes no recall on the slice.
+    """
     import torch
     from sentence_transformers import SentenceTransformer
 

@@ -231,12 +231,12 @@ class EmbeddingSettings(Section):
         if self.backend == "openai_compatible" and not self.base_url:
             raise conflict("base_url", "required when backend is openai_compatible")
         if self.backend == "openai_compatible" and self.precision != "float32":
-            raise conflict("precision", "the endpoint computes its own vectors; only the local model takes it")
+            raise conflict("precision", "the endpoint computes its own vectors; only the local model has one")
         return self
 
     @property
     def vectors(self) -> str:
-        """What the vectors are: the model, and its arithmetic when not float32 (cache key, index identity)."""
+        """The model, and its arithmetic when not float32: the cache key's and the index identity's name."""
         return self.model if self.precision == "float32" else f"{self.model} ({self.precision})"
 
 
