@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,23 @@ def pytest_runtest_protocol(item, nextitem):
         patch.setattr(EmbeddedServer, "start", refusal("embedded_model"))
         patch.setattr(Worker, "start", refuse_real_systems(Worker.start))
         return (yield)
+
+
+# `RAGTRIAL_TEST_TIMELINE=<folder>`: every test's start and end (seconds since the epoch), one file per
+# pytest worker, to see how the suite's time falls on the two workers (docs/performance.md).
+TIMELINE = os.environ.get("RAGTRIAL_TEST_TIMELINE")
+started: dict[str, float] = {}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    started[nodeid] = time.time()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # the controller hears every worker's tests again
+    if TIMELINE and worker and nodeid in started:
+        with open(Path(TIMELINE) / f"{worker}.tsv", "a") as out:
+            out.write(f"{worker}\t{nodeid}\t{started.pop(nodeid):.1f}\t{time.time():.1f}\n")
 
 
 @pytest.fixture(scope="session")
