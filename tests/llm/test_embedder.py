@@ -138,6 +138,15 @@ def test_bfloat16_vectors_are_cached_apart_from_float32_and_agree_with_them(tmp_
     assert list(again.frame()["cached"]) == [True]
 
 
-def test_an_endpoint_takes_no_precision():
-    with pytest.raises(ValueError, match="precision"):
-        EmbeddingSettings(backend="openai_compatible", base_url="http://127.0.0.1:1/v1", precision="bfloat16")
+def test_the_precision_names_the_local_models_vectors_only():
+    """An endpoint computes its own vectors: a batch that sets bfloat16 (params/real_evidence.yaml) run
+    against an endpoint keys its vectors by the endpoint's model alone.
+    """
+    local = EmbeddingSettings(precision="bfloat16")
+    endpoint = EmbeddingSettings(
+        backend="openai_compatible", base_url="http://127.0.0.1:1/v1", precision="bfloat16"
+    )
+    assert (
+        local.vectors == "all-MiniLM-L6-v2 (bfloat16)" and EmbeddingSettings().vectors == "all-MiniLM-L6-v2"
+    )
+    assert endpoint.vectors == "all-MiniLM-L6-v2"

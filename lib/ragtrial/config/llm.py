@@ -215,9 +215,10 @@ class EmbeddingSettings(Section):
     batch_size: int = Field(64, ge=1, description="texts embedded per model call or request")
     precision: Literal["float32", "bfloat16"] = Field(
         "float32",
-        description='arithmetic of the local model: "bfloat16" computes under torch autocast, about 2x as '
-        "fast on CPUs with native bfloat16 (AVX512-BF16, AMX) and within cosine 0.9999 of float32 "
-        "(docs/performance.md); part of the cache key and the index identity, so the two never mix",
+        description="arithmetic of the local model (an endpoint computes its own: no effect there): "
+        '"bfloat16" computes under torch autocast, about 2x as fast on CPUs with native bfloat16 '
+        "(AVX512-BF16, AMX) and within cosine 0.9999 of float32 (docs/design.md); part of the cache key "
+        "and the index identity, so the two never mix",
     )
     price_per_mtok: float | None = Field(
         None,
@@ -230,14 +231,16 @@ class EmbeddingSettings(Section):
     def _endpoint(self) -> EmbeddingSettings:
         if self.backend == "openai_compatible" and not self.base_url:
             raise conflict("base_url", "required when backend is openai_compatible")
-        if self.backend == "openai_compatible" and self.precision != "float32":
-            raise conflict("precision", "the endpoint computes its own vectors; only the local model has one")
         return self
 
     @property
     def vectors(self) -> str:
-        """The model, and its arithmetic when not float32: the cache key's and the index identity's name."""
-        return self.model if self.precision == "float32" else f"{self.model} ({self.precision})"
+        """The model, and the local model's arithmetic when not float32: the cache key's and the index
+        identity's name. An endpoint computes its own vectors, so there the precision plays no part.
+        """
+        if self.backend == "local" and self.precision != "float32":
+            return f"{self.model} ({self.precision})"
+        return self.model
 
 
 class BackendCheckSettings(Section):
