@@ -77,7 +77,7 @@ def test_the_server_computes_requests_at_once_in_its_slots(tmp_path):
     task has ended (read from the server's own log).
     """
     settings = LLMSettings()
-    assert settings.in_flight == settings.embedded.parallel == 4
+    assert settings.in_flight == settings.embedded.parallel == 8
     server = EmbeddedServer(settings, tmp_path / "server.log")
     base_url = server.start()
     try:
