@@ -54,7 +54,8 @@ def studies_in_one_world(model: JudgeModel, studies_n: int, questions: int, seed
     """
     world = make_world(model, Scenario("A/A", (0.0,) * len(ASPECTS)), studies_n * questions, 80, 15.0, seed)
     llm = simulated_llm(SimulatedJudge(model, world.answers, seed))
-    blocks = [list(world.pairs["question_id"][i * questions : (i + 1) * questions]) for i in range(studies_n)]
+    asked = list(world.pairs["question_id"])  # `pairs` pairs every answer again: read it once
+    blocks = [asked[i * questions : (i + 1) * questions] for i in range(studies_n)]
     return world, llm, blocks
 
 
