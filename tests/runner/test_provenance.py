@@ -45,13 +45,13 @@ def test_retry_failures_reaches_the_model_calls_without_changing_the_run(monkeyp
 
 
 def test_provenance_states_the_requests_in_flight_and_the_rate_limits(tmp_path):
-    embedded = open_run({"llm": {"concurrency": 8}}, tmp_path / "a", notebook="00_backend_check")
+    embedded = open_run({"llm": {"concurrency": 12}}, tmp_path / "a", notebook="00_backend_check")
     assert dict(embedded.provenance().itertuples(index=False))["requests in flight"] == (
-        "4 (llm.concurrency 8; the embedded server's slots)"
+        "8 (llm.concurrency 12; the embedded server's slots)"
     )
     by_default = open_run({}, tmp_path / "c", notebook="00_backend_check")
     assert dict(by_default.provenance().itertuples(index=False))["requests in flight"] == (
-        "4 (llm.concurrency null: the embedded server's slots)"
+        "8 (llm.concurrency null: the embedded server's slots)"
     )
     endpoint = {
         "backend": "openai_compatible",
