@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from dress_rehearsal import markdown_table  # bench/, the script's folder
 
 MEASURES = ["recall@2", "recall@5", "all_supporting", "hits@4", "hits@10", "mrr@10"]
 REPRODUCTION = ["paper", "table", "published_row", "kit_method", "kit_measure"]
@@ -24,8 +25,8 @@ def cell(value: float) -> str:
 
 
 def markdown(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+    """The lines of a Markdown table of cells already written as text."""
+    return markdown_table(pd.DataFrame(rows, columns=header)).splitlines()
 
 
 def run_block(run_dir: Path) -> list[str]:

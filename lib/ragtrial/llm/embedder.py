@@ -68,7 +68,7 @@ class Embedder:
                 model = self._local_model()
                 vectors = encode_local(model, texts, self.settings)
                 n_tokens = [len(ids) for ids in model.tokenizer(texts, truncation=True)["input_ids"]]
-            return Computed(np.asarray(vectors, dtype=np.float32), n_tokens, 0, self.settings.model)
+            return Computed(vectors, n_tokens, 0, self.settings.model)
 
         base_url = self.settings.base_url
         assert base_url is not None  # the settings require it for the openai_compatible backend
