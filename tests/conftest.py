@@ -95,19 +95,21 @@ def pytest_runtest_protocol(item, nextitem):
 
 # `RAGTRIAL_TEST_TIMELINE=<folder>`: every test's start and end (seconds since the epoch), one file per
 # pytest worker, to see how the suite's time falls on the two workers (docs/performance.md).
+# The controller hears every worker's tests again: only the workers record.
 TIMELINE = os.environ.get("RAGTRIAL_TEST_TIMELINE")
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 started: dict[str, float] = {}
 
 
 def pytest_runtest_logstart(nodeid, location):
-    started[nodeid] = time.time()
+    if TIMELINE and WORKER:
+        started[nodeid] = time.time()
 
 
 def pytest_runtest_logfinish(nodeid, location):
-    worker = os.environ.get("PYTEST_XDIST_WORKER")  # the controller hears every worker's tests again
-    if TIMELINE and worker and nodeid in started:
-        with open(Path(TIMELINE) / f"{worker}.tsv", "a") as out:
-            out.write(f"{worker}\t{nodeid}\t{started.pop(nodeid):.1f}\t{time.time():.1f}\n")
+    if nodeid in started:
+        with open(Path(TIMELINE) / f"{WORKER}.tsv", "a") as out:
+            out.write(f"{WORKER}\t{nodeid}\t{started.pop(nodeid):.1f}\t{time.time():.1f}\n")
 
 
 @pytest.fixture(scope="session")
