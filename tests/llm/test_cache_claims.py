@@ -120,3 +120,16 @@ def test_a_reply_stored_between_the_read_and_the_claim_is_replayed_not_paid_agai
     reply = model.complete(cache_claimers.QUESTIONS[0], stage="t")
     assert (reply.text, reply.cached) == ("the other holder's reply", True)
     assert scripted.chat_requests() == []
+
+
+def test_a_cache_in_memory_claims_nothing_and_still_pays_a_request_once(scripted):
+    """No other process can open an in-memory cache (the simulated judge's), so a call writes no claim
+    and starts no lease renewal; a request asked again is replayed, not paid again.
+    """
+    cache = ResponseCache(":memory:")
+    settings = LLMSettings(backend="openai_compatible", base_url=scripted.base_url, model="scripted")
+    llm = LLM(settings, cache, Ledger("t"), lambda: scripted.base_url)
+    assert cache.claim("k") and cache.claim("k") and cache.held == 0
+    first, again = (llm.complete("same", stage="t") for _ in range(2))
+    assert first.text == again.text and again.cached and len(scripted.chat_requests()) == 1
+    assert cache.held == 0

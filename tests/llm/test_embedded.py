@@ -1,12 +1,14 @@
 """The real embedded default: llama.cpp serving Gemma 3 270M, started and stopped by the kit."""
 
 import contextlib
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 from pydantic import BaseModel
@@ -139,3 +141,41 @@ def _alive(pid: int) -> bool:
             return fh.read().split()[2] != "Z"  # a zombie has exited
     except FileNotFoundError:
         return False
+
+
+def test_a_batchs_runs_on_the_embedded_model_share_one_server_stopped_with_the_batch(tmp_path, monkeypatch):
+    """`runner.batch.BatchServers`: one server for every run on the same server settings, handed to
+    the kernels through `BATCH_SERVERS_ENV` (which `ensure_embedded` then returns without starting
+    its own); none for a model-free run or a run against an endpoint; stopped with the batch.
+    """
+    from ragtrial.config.batch import RunSpec
+    from ragtrial.config.settings import Settings
+    from ragtrial.llm.server import BATCH_SERVERS_ENV, ensure_embedded, server_key
+    from ragtrial.runner.batch import EMBEDDED_SERVER_LOG, BatchServers
+
+    def answers(url: str) -> bool:
+        try:
+            with urllib.request.urlopen(url.removesuffix("/v1") + "/health", timeout=5) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+
+    servers = BatchServers(tmp_path, log=lambda line: None)
+    notebooks = ("04_rag_vs_graphrag_qa", "06_judge_bias_audit")
+    on_model = [RunSpec(notebook=name, settings=Settings()) for name in notebooks]
+    model_free = RunSpec(notebook="13_retrieval_benchmark", settings=Settings())
+    endpoint_llm = {"backend": "openai_compatible", "base_url": "http://127.0.0.1:1/v1"}
+    endpoint = RunSpec(notebook=notebooks[0], settings=Settings.model_validate({"llm": endpoint_llm}))
+    try:
+        first, second = (servers.environment(spec) for spec in on_model)
+        assert first == second and set(first) == {BATCH_SERVERS_ENV}
+        assert servers.environment(model_free) == {} and servers.environment(endpoint) == {}
+        (url,) = json.loads(first[BATCH_SERVERS_ENV]).values()
+        assert answers(url) and (tmp_path / EMBEDDED_SERVER_LOG).stat().st_size > 0
+    finally:
+        servers.stop()
+    assert not answers(url)
+    # a kernel given the variable returns the batch's URL as it is: it starts no server of its own
+    elsewhere = "http://127.0.0.1:9/v1"
+    monkeypatch.setenv(BATCH_SERVERS_ENV, json.dumps({server_key(LLMSettings()): elsewhere}))
+    assert ensure_embedded(LLMSettings()) == elsewhere

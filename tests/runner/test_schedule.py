@@ -1,7 +1,7 @@
 """Which runs of a batch run at once (`runner.schedule`): the default batch on two threads runs its
-model-free runs beside the model's, never two runs of one identity, two model-free runs or two runs
-on the embedded model at once, and a notebook that reads the batch's runs only after every run
-before it.
+runs on the embedded model beside each other (they share the batch's server), never a model-free run
+beside another run that computes here, never two runs of one identity, and a notebook that reads the
+batch's runs only after every run before it.
 """
 
 from __future__ import annotations
@@ -21,20 +21,23 @@ def test_the_default_batchs_waits_follow_identity_readers_and_the_machines_cores
     lanes = [machine_lane(s) for s in specs]
     assert set(lanes) == {"no model", "embedded model"}
     for i, spec in enumerate(specs):
-        lane_before = [j for j in range(i) if lanes[j] == lanes[i]]
+        model_free_before = [j for j in range(i) if lanes[j] == "no model"]
         same = [j for j in range(i) if identity_key(specs[j]) == identity_key(spec)]
         if NOTEBOOKS.get(spec.notebook).reads_batch_runs:  # the verdict, calibration, comparison, sweep
             assert here[i] == cluster[i] == set(range(i)), spec.notebook
             continue
-        # on a cluster only the run before of its identity; here also the run before in its lane
+        # on a cluster only the run before of its identity; here a model-free run also waits for every
+        # earlier run, a run on the embedded model for the model-free run before it
         assert cluster[i] == set(same[-1:]), spec.notebook
-        assert here[i] == set(same[-1:]) | set(lane_before[-1:]), spec.notebook
+        cores = set(range(i)) if lanes[i] == "no model" else set(model_free_before[-1:])
+        assert here[i] == set(same[-1:]) | cores, spec.notebook
     # the four real-evidence runs are four data sets: only this machine's cores order them
     free = [i for i, lane in enumerate(lanes) if lane == "no model"]
     assert len(free) == 4 and all(cluster[i] == frozenset() for i in free)
-    # the upstream systems' run (Operation Dulce) is an identity of its own: at once on a cluster
+    # the upstream systems' run (Operation Dulce) is an identity of its own: at once on a cluster, here
+    # once the last model-free run has ended
     (upstream,) = [i for i, s in enumerate(specs) if s.notebook == "11_upstream_systems"]
-    assert cluster[upstream] == frozenset() and len(here[upstream]) == 1
+    assert cluster[upstream] == frozenset() and here[upstream] == {max(free)}
 
 
 def test_a_run_queue_hands_out_each_run_once_its_waits_have_ended():
@@ -53,7 +56,7 @@ def test_a_run_queue_hands_out_each_run_once_its_waits_have_ended():
     assert queue.take() is None  # stopped: 3 is never handed out
 
 
-def test_the_default_batch_on_two_threads_overlaps_model_free_runs_with_the_models(tmp_path, monkeypatch):
+def test_the_default_batch_on_two_threads_overlaps_runs_on_the_embedded_model(tmp_path, monkeypatch):
     from ragtrial.runner import batch as batch_module
     from ragtrial.runner.execute import RunResult
 
@@ -89,12 +92,12 @@ def test_the_default_batch_on_two_threads_overlaps_model_free_runs_with_the_mode
             running.discard(i)
             continue
         spec = specs[i]
-        assert not (i in free and running & free), "two model-free runs at once"
-        assert not (i in model and running & model), "two runs on the embedded model at once"
+        assert not (i in free and running & (free | model)), "a model-free run beside one that computes"
+        assert not (i in model and running & free), "a run on the embedded model beside a model-free one"
         assert all(identity_key(specs[j]) != identity_key(spec) for j in running), "one identity twice"
         if NOTEBOOKS.get(spec.notebook).reads_batch_runs:
             ended = {j for e, j in events[: events.index((event, i))] if e == "end"}
             assert set(range(i)) <= ended, spec.notebook
-        overlapped_model |= bool(running - free) if i in free else bool(running & free)
+        overlapped_model |= i in model and bool(running & model)
         running.add(i)
     assert overlapped_model

@@ -202,6 +202,8 @@ class SQLiteStore:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.where = str(self.path)
+        # another process can open it (SQLite's ":memory:" is a database of this connection alone)
+        self.shared = self.where != ":memory:"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.connections = ThreadConnections(self, functools.partial(_open_sqlite, self.path), _close_sqlite)
 
@@ -279,6 +281,7 @@ class PostgresStore:
 
     mark = "%s"
     SCHEMA_LOCK = 0x7261677472696C  # "ragtril"
+    shared = True  # other processes and machines open it
 
     def __init__(self, url: str, password_env: str = DEFAULT_PASSWORD_ENV):
         self.url, self.password_env = url, password_env
@@ -513,8 +516,11 @@ class ResponseCache:
         row with a lease, renewed every third of it while held (`release` ends it), so a claimer
         that died stops holding its key when its lease runs out, or at once when it was a process of
         this machine (`_died_here`). Clocks of several machines are assumed to agree to well within
-        the lease.
+        the lease. A cache no other process can open (in memory) needs no claim: within a process
+        `middleware.with_cache` already sends identical requests once.
         """
+        if not self.store.shared:
+            return True
         mark = self.store.mark
         take = (
             f"INSERT INTO claims (key, holder, expires_at) VALUES ({mark}, {mark}, {mark}) ON CONFLICT (key) "
@@ -545,6 +551,8 @@ class ResponseCache:
 
     def release(self, key: str) -> None:
         """End this instance's claim of `key` (its reply is stored, or its call failed)."""
+        if not self.store.shared:
+            return
         with self.held_lock:
             self.held -= 1
         mark = self.store.mark

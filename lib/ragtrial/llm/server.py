@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import hashlib
 import ipaddress
+import json
 import os
 import signal
 import socket
@@ -203,13 +205,29 @@ class EmbeddedServer:
         self.process = None
 
 
-_servers: dict[tuple, EmbeddedServer] = {}
+_servers: dict[str, EmbeddedServer] = {}
 _lock = threading.Lock()
+
+# The servers a batch started for its notebooks (`batch_server_environment`), as a JSON object of
+# server key to base URL in each kernel's environment: every run of a batch on this machine then sends
+# its calls to one server, whose slots the runs fill together and whose prompt cache they share.
+BATCH_SERVERS_ENV = "RAGTRIAL_EMBEDDED_SERVERS"
+
+
+def server_key(settings: LLMSettings) -> str:
+    """What decides a server: the model it serves and its `llm.embedded` settings."""
+    canonical = json.dumps([settings.model, settings.embedded.model_dump(mode="json")], sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 def ensure_embedded(settings: LLMSettings, log_path: Path | None = None) -> str:
-    """Base URL of this process's embedded server, starting it on first use."""
-    key = (settings.model, *settings.embedded.model_dump().values())
+    """Base URL of the embedded server for `settings`: the batch's (`BATCH_SERVERS_ENV`) when the batch
+    started one, else this process's own, started on first use.
+    """
+    key = server_key(settings)
+    batch_servers = json.loads(os.environ.get(BATCH_SERVERS_ENV) or "{}")
+    if key in batch_servers:
+        return batch_servers[key]
     with _lock:
         server = _servers.get(key)
         if server is None or server.process is None or server.process.poll() is not None:
@@ -217,6 +235,21 @@ def ensure_embedded(settings: LLMSettings, log_path: Path | None = None) -> str:
             server.start()
             _servers[key] = server
         return server.base_url
+
+
+def batch_server_environment(settings: LLMSettings, log_path: Path) -> dict[str, str]:
+    """The kernel variable that hands a notebook this process's server for `settings`, started (or
+    restarted, if it died) now.
+    """
+    return {BATCH_SERVERS_ENV: json.dumps({server_key(settings): ensure_embedded(settings, log_path)})}
+
+
+def stop_embedded(settings: LLMSettings) -> None:
+    """Stop this process's server for `settings`, if it runs."""
+    with _lock:
+        server = _servers.pop(server_key(settings), None)
+    if server is not None:
+        server.stop()
 
 
 def stop_all() -> None:

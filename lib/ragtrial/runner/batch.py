@@ -13,7 +13,10 @@ from typing import Any
 
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec
+from ragtrial.config.llm import LLMSettings
+from ragtrial.config.notebooks import NOTEBOOKS
 from ragtrial.config.paths import outputs_dir
+from ragtrial.llm.server import batch_server_environment, server_key, stop_embedded
 from ragtrial.runner.checks import check_batch
 from ragtrial.runner.execute import RunResult, batch_record, execute_run
 from ragtrial.runner.progress import POLL_EVERY_S, BatchMonitor
@@ -21,6 +24,41 @@ from ragtrial.runner.recorder import BatchRecorder
 from ragtrial.runner.schedule import RunQueue, run_waits
 
 ENGINES = ("threads", "ray")
+# The log of the embedded server a batch's runs share, in the outputs folder (appended to)
+EMBEDDED_SERVER_LOG = "embedded_server.log"
+
+
+class BatchServers:
+    """The embedded servers a batch on this machine shares among its runs, one per server settings
+    (`llm.server.server_key`): each is started by the first run that may call it, handed to every
+    such run's kernel (`llm.server.BATCH_SERVERS_ENV`), and stopped with the batch. Runs that send at
+    once fill one server's slots together instead of splitting the cores between servers, and later
+    runs find the shared prompt prefixes in its cache. A server that fails to start is logged, and each
+    run then starts its own, failing with its own one-line reason if it cannot.
+    """
+
+    def __init__(self, outputs: Path, log: Callable[[str], None]):
+        self.log_path = outputs / EMBEDDED_SERVER_LOG
+        self.log = log
+        self.started: dict[str, LLMSettings] = {}
+
+    def environment(self, spec: RunSpec) -> dict[str, str]:
+        """The kernel variables for `spec`: none for a run against an endpoint or one that calls no model."""
+        llm = spec.settings.llm
+        if llm.backend != "embedded" or NOTEBOOKS.get(spec.notebook).real_evidence:
+            return {}
+        try:
+            environment = batch_server_environment(llm, self.log_path)
+        except (RuntimeError, OSError) as err:  # TimeoutError is an OSError
+            self.log(f"the batch's embedded server did not start ({err}); {spec.run_id} starts its own")
+            return {}
+        self.started[server_key(llm)] = llm
+        return environment
+
+    def stop(self) -> None:
+        for llm in self.started.values():
+            stop_embedded(llm)
+        self.started.clear()
 
 
 def _ray_engine():
@@ -111,6 +149,7 @@ def run_batch(
     # execute_run's, for every run
     options: dict[str, Any] = {"force": force, "show_code": show_code, "batch": batch}
     batch_started = time.perf_counter()
+    servers = BatchServers(outputs, log)
     with BatchMonitor(log, progress_every_s) as monitor:
         recorder = BatchRecorder(specs, outputs, log, monitor, export)
 
@@ -124,6 +163,7 @@ def run_batch(
                     outputs,
                     **options,
                     on_start=lambda run_dir: recorder.started(i, run_dir),
+                    kernel_environment=lambda: servers.environment(specs[i - 1]),
                 )
             finally:
                 monitor.finished(specs[i - 1].run_id)
@@ -139,6 +179,7 @@ def run_batch(
             else:
                 results = _on_threads(specs, n_workers, one)
         finally:
+            servers.stop()
             recorder.index()
     for line in recorder.summary(time.perf_counter() - batch_started):
         log(line)

@@ -23,7 +23,7 @@ import shutil
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,11 +113,14 @@ def execute_run(
     batch: dict[str, Any] | None = None,
     on_start: Callable[[Path], None] | None = None,
     command: str | None = None,
+    kernel_environment: Callable[[], Mapping[str, str]] | None = None,
 ) -> RunResult:
     """Run one notebook in its run folder, holding the folder's lock (status `locked` if another holds it).
     `batch` (`batch_record`) is recorded in `run.json`, so the verdict can find its batch's runs;
     `on_start(run_dir)` is called once the folder is cleared and its record says `running`; `command`
-    is the command line `run.json` records (default: this process's; a Ray task's is the driver's).
+    is the command line `run.json` records (default: this process's; a Ray task's is the driver's);
+    `kernel_environment`: the variables the batch adds to the notebook kernel's environment, asked for
+    only when the notebook will execute.
     """
     run_dir = run_folder(outputs, spec.run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -126,7 +129,9 @@ def execute_run(
     except LockHeld as held:
         return RunResult(spec.run_id, spec.notebook, "locked", run_dir, {}, f"{held}; not run")
     try:
-        return _execute_locked(spec, root, run_dir, force, show_code, batch, on_start, command)
+        return _execute_locked(
+            spec, root, run_dir, force, show_code, batch, on_start, command, kernel_environment or dict
+        )
     finally:
         lock.release()
 
@@ -140,6 +145,7 @@ def _execute_locked(
     batch: dict[str, Any] | None,
     on_start: Callable[[Path], None] | None,
     command: str | None,
+    kernel_environment: Callable[[], Mapping[str, str]],
 ) -> RunResult:
     import papermill
 
@@ -178,7 +184,7 @@ def _execute_locked(
             cwd=str(root),
             progress_bar=False,
             kernel_name="python3",
-            **kernel_options(credentials, run_dir, run_dir.parent),
+            **kernel_options(credentials, run_dir, run_dir.parent, kernel_environment()),
         )
     except KeyboardInterrupt:
         # What was paid for is in the cache; the record says so and the next run resumes.

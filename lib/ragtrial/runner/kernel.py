@@ -1,8 +1,9 @@
 """The kernel a batch's notebook runs in: what it is started with, and where its own output goes.
 
 - Its environment carries the run's URL credentials (`runner.credentials`), `BATCH_ENV`, which
-  keeps progress lines out of the notebook (they go to the run folder's progress file), and the
-  outputs folder (`config.paths.OUTPUTS_ENV`), where the cache and the indexes go.
+  keeps progress lines out of the notebook (they go to the run folder's progress file), the
+  outputs folder (`config.paths.OUTPUTS_ENV`), where the cache and the indexes go, and what the batch
+  adds (the embedded server it shares among its runs, `llm.server.BATCH_SERVERS_ENV`).
 - It talks to papermill over encrypted sockets (CurveZMQ keys the manager provisions) when the kernel
   declares it supports them, else over local IPC sockets: ipykernel warns on every start over
   unencrypted TCP, and the warning is right.
@@ -63,11 +64,13 @@ class NotebookKernel(AsyncKernelManager):
             return await super().start_kernel(stderr=log, **kw)
 
 
-def kernel_options(credentials: Mapping[str, str], run_dir: Path, outputs: Path) -> dict[str, Any]:
+def kernel_options(
+    credentials: Mapping[str, str], run_dir: Path, outputs: Path, batch_environment: Mapping[str, str]
+) -> dict[str, Any]:
     """The papermill keyword arguments that start the run's kernel as `NotebookKernel`; `outputs` is
     the batch's outputs folder, under which the kernel resolves the settings' `outputs/` paths.
     """
-    environment = {**credentials, BATCH_ENV: "1", OUTPUTS_ENV: str(outputs)}
+    environment = {**batch_environment, **credentials, BATCH_ENV: "1", OUTPUTS_ENV: str(outputs)}
     return {
         "kernel_manager_class": NotebookKernel,
         "config": Config(

@@ -6,13 +6,13 @@ A run starts after the earlier runs it depends on (`run_waits`), each for a reas
   for it, and each sees the tables of the runs before it, as one worker running the batch in order;
 - every earlier run, for a notebook that reads the result tables of its batch's other runs
   (`NotebookSpec.reads_batch_runs`: the verdict, the calibration, the comparison, the sweep);
-- on one machine, the run before it in its lane of the machine's cores (`machine_lane`): a run that
-  calls no model (`NotebookSpec.real_evidence`: embeddings and graphs, torch computing on every
-  core) and a run on the embedded model (its kernel's own llama.cpp server computes on every core)
-  each split the cores with a second run of their kind, so those run one at a time; a run of one
-  kind beside a run of the other fills the cores the other leaves idle (the model's server between
-  calls, a kernel's Python work between the embedding batches).
-
+- on one machine, for the cores (`machine_lane`): a run that calls no model
+  (`NotebookSpec.real_evidence`: embeddings and graphs, torch computing on every core) runs alone among
+  the runs that compute here, so it waits for every earlier one of them, and a run on the embedded
+  model waits for the model-free run before it. Runs on the embedded model may run beside each other:
+  they send their calls to the one server the batch shares (`runner.batch.BatchServers`), so together
+  they fill its slots where one run alone leaves some idle. A model-free run beside the model's was
+  measured slower (torch's threads and the server's split the cores, docs/design.md).
 Every wait is on an earlier run, so a batch picked in order never deadlocks; one worker runs the
 batch in its order, as before.
 """
@@ -34,8 +34,8 @@ def identity_key(spec: RunSpec) -> str:
 
 
 def machine_lane(spec: RunSpec) -> str:
-    """The runs whose work computes on this machine's every core, one lane per kind ("": neither, e.g.
-    a run against an endpoint elsewhere).
+    """How a run computes on this machine's cores: "no model" (torch on every core), "embedded model"
+    (the batch's shared server), "" neither (e.g. a run against an endpoint elsewhere).
     """
     if NOTEBOOKS.get(spec.notebook).real_evidence:
         return "no model"
@@ -48,7 +48,8 @@ def run_waits(specs: Sequence[RunSpec], one_machine: bool) -> list[frozenset[int
     """
     waits: list[frozenset[int]] = []
     last_of_identity: dict[str, int] = {}
-    last_of_lane: dict[str, int] = {}
+    computing: list[int] = []  # the earlier runs that compute on this machine's cores
+    last_model_free: int | None = None
     for i, spec in enumerate(specs):
         notebook = NOTEBOOKS.get(spec.notebook)
         before: set[int] = set(range(i)) if notebook.reads_batch_runs else set()
@@ -57,10 +58,13 @@ def run_waits(specs: Sequence[RunSpec], one_machine: bool) -> list[frozenset[int
             before.add(last_of_identity[key])
         last_of_identity[key] = i
         lane = machine_lane(spec) if one_machine else ""
+        if lane == "no model":
+            before.update(computing)
+            last_model_free = i
+        elif lane and last_model_free is not None:
+            before.add(last_model_free)
         if lane:
-            if lane in last_of_lane:
-                before.add(last_of_lane[lane])
-            last_of_lane[lane] = i
+            computing.append(i)
         waits.append(frozenset(before))
     return waits
 
