@@ -108,6 +108,7 @@ def pytest_runtest_logstart(nodeid, location):
 
 def pytest_runtest_logfinish(nodeid, location):
     if nodeid in started:
+        Path(TIMELINE).mkdir(parents=True, exist_ok=True)  # a missing folder crashed the worker
         with open(Path(TIMELINE) / f"{WORKER}.tsv", "a") as out:
             out.write(f"{WORKER}\t{nodeid}\t{started.pop(nodeid):.1f}\t{time.time():.1f}\n")
 
