@@ -169,6 +169,8 @@ def test_a_batchs_runs_on_the_embedded_model_share_one_server_stopped_with_the_b
     try:
         first, second = (servers.environment(spec) for spec in on_model)
         assert first == second and set(first) == {BATCH_SERVERS_ENV}
+        # a project's own notebook, outside the registry, may call the model: it gets the server too
+        assert servers.environment(RunSpec(notebook="our_own_experiment", settings=Settings())) == first
         assert servers.environment(model_free) == {} and servers.environment(endpoint) == {}
         (url,) = json.loads(first[BATCH_SERVERS_ENV]).values()
         assert answers(url) and (tmp_path / EMBEDDED_SERVER_LOG).stat().st_size > 0

@@ -18,7 +18,7 @@ from conftest import PROJECT_ROOT
 
 from ragtrial.config.batch import load_batch
 from ragtrial.report.index_page import render_index
-from ragtrial.runner.batch import run_batch
+from ragtrial.runner.batch import EMBEDDED_SERVER_LOG, run_batch
 from ragtrial.runner.execute import batch_record
 
 pytestmark = pytest.mark.usefixtures("notebook_kernels")
@@ -109,6 +109,9 @@ def test_second_run_replays_everything_from_the_cache(tmp_path):
     first = run_batch(batch, root=PROJECT_ROOT, outputs=out, log=lambda _: None)
     assert [r.status for r in first] == ["completed"], first[0].error
     assert first[0].summary["llm_calls_live"] >= 2
+    # the kernel called the batch's server (its log is in the outputs folder) and started none of its own
+    own_log = out / first[0].run_id / "server.log"
+    assert (out / EMBEDDED_SERVER_LOG).stat().st_size > 0 and not own_log.exists()
     second = run_batch(batch, root=PROJECT_ROOT, outputs=out, force=True, log=lambda _: None)
     assert second[0].status == "completed"
     s1, s2 = first[0].summary, second[0].summary

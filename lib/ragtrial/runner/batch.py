@@ -45,7 +45,9 @@ class BatchServers:
     def environment(self, spec: RunSpec) -> dict[str, str]:
         """The kernel variables for `spec`: none for a run against an endpoint or one that calls no model."""
         llm = spec.settings.llm
-        if llm.backend != "embedded" or NOTEBOOKS.get(spec.notebook).real_evidence:
+        # a notebook outside the registry (a project's own) may call the model
+        model_free = spec.notebook in NOTEBOOKS and NOTEBOOKS.get(spec.notebook).real_evidence
+        if llm.backend != "embedded" or model_free:
             return {}
         try:
             environment = batch_server_environment(llm, self.log_path)
