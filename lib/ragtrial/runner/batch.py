@@ -14,14 +14,13 @@ from typing import Any
 from ragtrial.config.base import ParamsError
 from ragtrial.config.batch import RunSpec
 from ragtrial.config.llm import LLMSettings
-from ragtrial.config.notebooks import NOTEBOOKS
 from ragtrial.config.paths import outputs_dir
 from ragtrial.llm.server import batch_server_environment, server_key, stop_embedded
 from ragtrial.runner.checks import check_batch
 from ragtrial.runner.execute import RunResult, batch_record, execute_run
 from ragtrial.runner.progress import POLL_EVERY_S, BatchMonitor
 from ragtrial.runner.recorder import BatchRecorder
-from ragtrial.runner.schedule import RunQueue, run_waits
+from ragtrial.runner.schedule import RunQueue, machine_lane, run_waits
 
 ENGINES = ("threads", "ray")
 # The log of the embedded server a batch's runs share, in the outputs folder (appended to)
@@ -44,11 +43,9 @@ class BatchServers:
 
     def environment(self, spec: RunSpec) -> dict[str, str]:
         """The kernel variables for `spec`: none for a run against an endpoint or one that calls no model."""
-        llm = spec.settings.llm
-        # a notebook outside the registry (a project's own) may call the model
-        model_free = spec.notebook in NOTEBOOKS and NOTEBOOKS.get(spec.notebook).real_evidence
-        if llm.backend != "embedded" or model_free:
+        if machine_lane(spec) != "embedded model":
             return {}
+        llm = spec.settings.llm
         try:
             environment = batch_server_environment(llm, self.log_path)
         except (RuntimeError, OSError) as err:  # TimeoutError is an OSError

@@ -37,7 +37,8 @@ def machine_lane(spec: RunSpec) -> str:
     """How a run computes on this machine's cores: "no model" (torch on every core), "embedded model"
     (the batch's shared server), "" neither (e.g. a run against an endpoint elsewhere).
     """
-    if NOTEBOOKS.get(spec.notebook).real_evidence:
+    # a notebook outside the registry (a project's own) may call the model
+    if spec.notebook in NOTEBOOKS and NOTEBOOKS.get(spec.notebook).real_evidence:
         return "no model"
     return "embedded model" if spec.settings.llm.backend == "embedded" else ""
 
