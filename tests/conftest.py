@@ -52,6 +52,10 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if SLOW_FIXTURES.keys() & set(item.fixturenames):  # the closure: fixtures of fixtures included
             item.add_marker(pytest.mark.slow)
+    # The slow tier first (a stable sort, so each tier keeps its order): the xdist workers pull the next
+    # test as each ends, so the long ones start early and the quick ones fill the end. In file order a
+    # 100-s test was pulled last and kept one worker busy 75 s after the other had finished.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def refusal(fixture: str):

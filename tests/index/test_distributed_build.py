@@ -110,6 +110,19 @@ def test_a_distributed_build_has_the_single_machine_tables_ids_and_calls_and_a_r
         pd.testing.assert_frame_equal(getattr(again, table), getattr(single, table), obj=table)
 
 
+def test_a_stages_tasks_are_dealt_to_the_nodes_cpus_in_turn():
+    """One task per node before any node gets a second; a node's share follows its CPUs; a head node
+    without CPUs gets none unless no node has one.
+    """
+    from ragtrial.index.distribute import dealt_nodes
+
+    assert dealt_nodes({"b": 1, "a": 1}, 2) == ["a", "b"]
+    assert dealt_nodes({"a": 1, "b": 1}, 5) == ["a", "b", "a", "b", "a"]
+    assert dealt_nodes({"a": 3, "b": 1, "head": 0}, 4) == ["a", "b", "a", "a"]
+    assert dealt_nodes({"head": 0, "other": 0}, 3) == ["head", "other", "head"]
+    assert dealt_nodes({"a": 2}, 0) == []
+
+
 def test_without_the_address_a_build_imports_nothing_of_ray(scripted, tmp_path):
     settings = endpoint_settings(
         scripted.base_url, tmp_path, data={"size": "tiny"}, index={"graph_source": "nlp", "reports": "none"}

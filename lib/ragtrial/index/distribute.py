@@ -44,6 +44,7 @@ from typing import Any
 
 import pandas as pd
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ragtrial.config import Settings
 from ragtrial.config.base import ParamsError
@@ -137,6 +138,23 @@ def missing_keys(key_variables: Sequence[str], node: str) -> str | None:
 def node_names() -> dict[str, str]:
     """Each live node of the cluster: its id, and its address with the id's first characters."""
     return {n["NodeID"]: f"{n['NodeManagerAddress']} {n['NodeID'][:8]}" for n in ray.nodes() if n["Alive"]}
+
+
+def dealt_nodes(cpus: dict[str, int], count: int) -> list[str]:
+    """The node of each of `count` tasks: the nodes' CPUs dealt in turn (every node's first CPU, then
+    every node's second, ...); nodes without CPUs only when no node has one.
+    """
+    working = {node: n for node, n in sorted(cpus.items()) if n > 0} or dict.fromkeys(sorted(cpus), 1)
+    seats = [node for turn in range(max(working.values())) for node, n in working.items() if turn < n]
+    return [seats[i % len(seats)] for i in range(count)]
+
+
+def placements(count: int) -> list[NodeAffinitySchedulingStrategy]:
+    """`dealt_nodes` over the live nodes, each task pinned softly (a node that dies hands its task
+    on). Ray's SPREAD is best effort: under load it put both tasks of a two-node stage on one node.
+    """
+    cpus = {n["NodeID"]: int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n["Alive"]}
+    return [NodeAffinitySchedulingStrategy(node, soft=True) for node in dealt_nodes(cpus, count)]
 
 
 # ---------------------------------------------------------------- the tasks
@@ -275,10 +293,10 @@ class Cluster:
         """
         shared_refs = [ray.put(value) for value in shared]  # once, however many tasks read them
         refs = [
-            _task.options(scheduling_strategy="SPREAD").remote(
+            _task.options(scheduling_strategy=placement).remote(
                 work, self.environment, self.key_variables, part, *shared_refs
             )
-            for part in parts
+            for part, placement in zip(parts, placements(len(parts)), strict=True)
         ]
         position = {ref: i for i, ref in enumerate(refs)}
         results: list[Any] = [None] * len(refs)
