@@ -236,7 +236,8 @@ class ScriptedServer:
 
 class InFlight:
     """A reply function wrapped to hold each request `hold_s` and keep, per kind of request
-    (`kind_of(body)`: a stage, a schema title), the most requests the server held at once in `most`.
+    (`kind_of(body)`: a stage, a schema title), the most requests the server held at once in `most`,
+    and in `together` each pair of kinds that were held at the same moment.
     A behaviour check that calls really run concurrently, not a timing.
     """
 
@@ -244,6 +245,7 @@ class InFlight:
         self.reply, self.hold_s, self.kind_of = reply, hold_s, kind_of
         self.now: Counter[str] = Counter()
         self.most: Counter[str] = Counter()
+        self.together: set[frozenset[str]] = set()
         self.lock = threading.Lock()
 
     def __call__(self, body: dict) -> str:
@@ -251,6 +253,8 @@ class InFlight:
         with self.lock:
             self.now[kind] += 1
             self.most[kind] = max(self.most[kind], self.now[kind])
+            held = [other for other, n in self.now.items() if n and other != kind]
+            self.together |= {frozenset((kind, other)) for other in held}
         time.sleep(self.hold_s)
         with self.lock:
             self.now[kind] -= 1

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from conftest import batch_runs, make_llm
+from scripted_server import InFlight
 from test_judge import first_position_judge, shown_answers, words
 
 from ragtrial.config.judge import JudgeSettings
@@ -79,6 +80,38 @@ def test_the_self_check_judges_two_runs_in_both_orders_and_counts_every_call(scr
     overall = run.classic_summary[run.classic_summary["aspect"] == "overall"].set_index("position")
     assert overall.loc["AB", "win_rate_a"] == 1.0 and overall.loc["BA", "win_rate_a"] == 0.0
     assert run.unbiased_result.summary["tie_rate"].iloc[0] == 1.0
+
+
+def schema_title(body: dict) -> str:
+    return body.get("response_format", {}).get("schema", {}).get("title", "text")
+
+
+def test_the_classic_protocol_runs_beside_the_first_unbiased_trial_with_the_same_tables(scripted, tmp_path):
+    """They judge the same pairs independently: above concurrency 1 their calls are in flight
+    together; at 1 every classic call goes first, as the stages were written.
+    """
+    cfg = CFG.model_copy(update={"methods": ["naive_rag", "hybrid"]})
+    design = comparison_design(cfg, ["naive_rag", "hybrid"])
+    texts = {(q, m, 0): words(20, m) for q in QUESTIONS["question_id"] for m in ("naive_rag", "hybrid")}
+    runs = {}
+    for concurrency in (1, 4):
+        held = InFlight(first_position_judge, 0.1, schema_title)
+        scripted.default_reply = held
+        scripted.requests.clear()
+        llm = make_llm(scripted.base_url, tmp_path / f"c{concurrency}", concurrency=concurrency)
+        runs[concurrency] = run_judge_pipeline(llm, cfg, design, QUESTIONS, answer_set(texts))
+        kinds = [schema_title(r["body"]) for r in scripted.chat_requests()]
+        assert sorted(set(kinds)) == ["AspectScores", "ClassicVerdict"]
+        if concurrency == 1:
+            assert kinds == sorted(kinds, key=lambda kind: kind != "ClassicVerdict")  # classic first
+            assert held.together == set()
+        else:
+            assert frozenset(("ClassicVerdict", "AspectScores")) in held.together
+    for name in ("pairs", "classic_summary", "costs"):
+        one, four = (getattr(runs[c], name).drop(columns=["latency_s"], errors="ignore") for c in (1, 4))
+        pd.testing.assert_frame_equal(one, four, obj=name)
+    one, four = (runs[c].unbiased.judgments for c in (1, 4))
+    pd.testing.assert_frame_equal(one, four, obj="unbiased judgments")
 
 
 def test_a_failed_answer_leaves_its_pairs_out_and_the_classic_protocol_can_run_alone(scripted, tmp_path):

@@ -165,11 +165,24 @@ def run_judge_pipeline(
     if per_trial and resample is None:
         raise ValueError("trial_scope answers needs answers that can be written again per trial (resample)")
     first = _paired(design, questions, answered)
-    classic = None
-    if design.classic_positions:
+
+    def classic_protocol() -> Judgments | None:
+        if not design.classic_positions:
+            return None
         classic_cfg = cast("JudgeSettings", cfg)  # only 06's and 07's designs run the classic protocol
-        classic = judge_classic_with_settings(llm, first[0], classic_cfg, design.classic_positions)
-    trial_runs = [_judge_trial(llm, cfg, design, answered, first, append, 0, 1 if per_trial else cfg.trials)]
+        return judge_classic_with_settings(llm, first[0], classic_cfg, design.classic_positions)
+
+    def first_trial() -> _Trial:
+        return _judge_trial(llm, cfg, design, answered, first, append, 0, 1 if per_trial else cfg.trials)
+
+    # Independent (the classic protocol judges the pairs as generated, the first trial aligns them
+    # first), so they run side by side and their calls fill each other's partly filled waves; the
+    # endpoint's limit holds across both. At concurrency 1 they run in this order.
+    classic_run, first_run = llm.fan_out(
+        lambda protocol: protocol(), [classic_protocol, first_trial], label="classic judge beside trial 0"
+    )
+    classic = cast("Judgments | None", classic_run)
+    trial_runs = [cast("_Trial", first_run)]
     later = (resample(t) for t in range(1, cfg.trials)) if per_trial and resample else iter(())
     for trial, answer_set in enumerate(later, start=1):  # one trial's answers in memory at a time
         paired = _paired(design, questions, answer_set)
