@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 
 import pandas as pd
@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # test-side code, as tests use it
 
 from capable_server import CapableServerProcess  # noqa: E402
+from postgres_server import SUPERUSER, PostgresServer, running_postgres  # noqa: E402
 from ray_cluster import LocalRayCluster  # noqa: E402
 
 from ragtrial.llm.ledger import read_ledger, summarize  # noqa: E402
@@ -224,6 +225,15 @@ def as_flags(settings: list[str]) -> list[str]:
     return [flag for setting in settings for flag in ("--set", setting)]
 
 
+def store_overrides(postgres: PostgresServer) -> list[str]:
+    """A fresh database of the rehearsal's own PostgreSQL as the batch's `store.url`; the password goes
+    in $PGPASSWORD (libpq reads it), never on a command line or in a table.
+    """
+    database = postgres.create_database("rehearsal").rsplit("/", 1)[1]
+    os.environ["PGPASSWORD"] = postgres.password
+    return [f"store.url=postgresql://{SUPERUSER}@{postgres.host}:{postgres.port}/{database}"]
+
+
 def rehearse(
     batch: str,
     size: list[str],
@@ -232,10 +242,13 @@ def rehearse(
     args: argparse.Namespace,
     folder: Path,
     cluster: LocalRayCluster | None = None,
+    stores: list[str] | None = None,
 ) -> tuple[list[dict], list[dict]]:
-    """The batch cold then warm at `size` (settings); its rows, and its reports' sizes and loads."""
+    """The batch cold then warm at `size` (settings); its rows, and its reports' sizes and loads.
+    `stores`: settings of the stores the rehearsal started for it (`store.url`).
+    """
     outputs = folder / "outputs"
-    endpoint = endpoint_overrides(server, args.concurrency)
+    endpoint = [*endpoint_overrides(server, args.concurrency), *(stores or [])]
     only_flags = [flag for name in only for flag in ("--only", name)]
     row: dict = {
         "batch": Path(batch).stem,
@@ -346,6 +359,9 @@ PLAN_SIZE = [
 ]
 # ... and per batch, where its stated size is set otherwise (the generated corpus's preset).
 PLAN_EXTRA = {"paper_scale_study": ["data.size=small"]}
+# batches that search a PostgreSQL database: the rehearsal starts one (tests/postgres_server.py, on
+# 127.0.0.1) and gives each such batch a fresh database of it
+NEEDS_POSTGRES = {"seed_stores"}
 PLAN = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "params").glob("paper_*.yaml")) + [
     "params/seed_stores.yaml"
 ]
@@ -391,7 +407,9 @@ def main() -> None:
         batches, size, only = args.batch, args.set or [], args.only or []
     rows: list[dict] = []
     loads: list[dict] = []
+    postgres: PostgresServer | None = None  # started for the first batch that needs one
     with (
+        ExitStack() as stack,
         tempfile.TemporaryDirectory() as tmp,
         CapableServerProcess(
             args.median, args.p99, args.slots, time_scale=args.time_scale, rate_per_s=args.rate
@@ -403,8 +421,12 @@ def main() -> None:
         for n, batch in enumerate(batches):
             print(f"{time.strftime('%H:%M:%S')} {batch}", file=sys.stderr, flush=True)
             try:
+                stores = []
+                if Path(batch).stem in NEEDS_POSTGRES:
+                    postgres = postgres or stack.enter_context(running_postgres())
+                    stores = store_overrides(postgres)
                 batch_rows, batch_loads = rehearse(
-                    batch, size, only, server, args, Path(tmp) / str(n), cluster
+                    batch, size, only, server, args, Path(tmp) / str(n), cluster, stores
                 )
             except (RuntimeError, subprocess.SubprocessError, OSError) as err:
                 batch_rows, batch_loads = (
