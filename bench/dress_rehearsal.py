@@ -213,6 +213,7 @@ def endpoint_overrides(server: CapableServerProcess, concurrency: int) -> list[s
     """
     return [
         f"llm.base_url={server.base_url}",
+        "llm.backend=openai_compatible",
         "llm.model=capable-sim",
         f"llm.concurrency={concurrency}",
         "embeddings.backend=openai_compatible",

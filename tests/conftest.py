@@ -24,12 +24,20 @@ SHARED_DATASETS = PROJECT_ROOT.parent / "shared" / "datasets"
 # The params files name data-set folders under the data root; on this machine kind they sit beside
 # the project (a run's notebook kernels inherit the variable).
 os.environ.setdefault("RAGTRIAL_DATA_ROOT", str(SHARED_DATASETS))
-# What the batches take from --set: a model endpoint (the paper batches), a PostgreSQL database (the
-# stores' batch). Nothing listens at either: the tests that use them only resolve and check batches.
-BATCH_SETS = {
-    "llm": {"base_url": "http://127.0.0.1:1/v1"},
-    "store": {"url": "postgresql://127.0.0.1:1/ragtrial"},
-}
+
+
+def batch_sets(params: str | Path) -> dict:
+    """What a params file takes from --set: a model endpoint for the paper batches (`paper_*.yaml`,
+    backend openai_compatible; the other batches run the embedded model, which refuses one), a
+    PostgreSQL database for the stores' batch. Nothing listens at either: the tests that use them
+    only resolve and check batches.
+    """
+    name = Path(params).name
+    if name.startswith("paper_"):
+        return {"llm": {"base_url": "http://127.0.0.1:1/v1"}}
+    if name == "seed_stores.yaml":
+        return {"store": {"url": "postgresql://127.0.0.1:1/ragtrial"}}
+    return {}
 
 
 # ---------------------------------------------------------------- the two tiers
@@ -227,13 +235,11 @@ def endpoint_settings(base_url: str, folder: Path, **sections) -> dict:
 
 def batch_runs(params: str) -> list:
     """The runs of a params file (`params/x.yaml`, from the project root) with their settings
-    resolved as `ragtrial run` resolves them, against a placeholder endpoint (the paper batches take
-    theirs from --set).
+    resolved as `ragtrial run` resolves them, with what it takes from --set (`batch_sets`).
     """
     from ragtrial.config.batch import load_batch
 
-    endpoint = {"llm": {"base_url": "http://127.0.0.1:1/v1"}}
-    return load_batch(PROJECT_ROOT / params, endpoint, notebooks_dir=PROJECT_ROOT / "notebooks")[0]
+    return load_batch(PROJECT_ROOT / params, batch_sets(params), notebooks_dir=PROJECT_ROOT / "notebooks")[0]
 
 
 @pytest.fixture

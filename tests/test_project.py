@@ -7,7 +7,7 @@ import tomllib
 import nbformat
 import pytest
 import yaml
-from conftest import BATCH_SETS, PROJECT_ROOT
+from conftest import PROJECT_ROOT, batch_sets
 
 from ragtrial.prompts import load_prompt, prompt_files
 
@@ -98,6 +98,6 @@ def test_every_params_file_validates(batch):
     from ragtrial.config.batch import load_batch
 
     specs, _ = load_batch(
-        PROJECT_ROOT / "params" / batch, BATCH_SETS, notebooks_dir=PROJECT_ROOT / "notebooks"
+        PROJECT_ROOT / "params" / batch, batch_sets(batch), notebooks_dir=PROJECT_ROOT / "notebooks"
     )
     assert specs

@@ -306,3 +306,22 @@ def test_settings_from_lays_the_batch_over_shared_fragments_in_order(tmp_path):
     batch.write_text("settings_from: [shared/runs.yaml]\nruns:\n  - notebook: 06_judge_bias_audit\n")
     with pytest.raises(ParamsError, match="runs"):  # a fragment is settings only
         load_batch(batch)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "backend"),
+    [
+        (["llm.base_url=http://127.0.0.1:9/v1"], "llm.base_url", "embedded"),
+        (["embeddings.base_url=http://127.0.0.1:9/v1"], "embeddings.base_url", "local"),
+    ],
+)
+def test_an_endpoint_url_on_a_local_backend_is_refused_not_ignored(tmp_path, overrides, key, backend):
+    # a batch that sets no backend (seed_stores.yaml) given an endpoint on the command line: the local
+    # model would otherwise answer under the endpoint's model name (the dress rehearsal's first leg did)
+    path = write(tmp_path, {"runs": [{"notebook": "nb"}]})
+    with pytest.raises(ParamsError, match=rf"key '{re.escape(key)}'.*backend {backend}"):
+        load_batch(path, parse_set_overrides(overrides))
+    section = key.split(".")[0]
+    fixed = [*overrides, f"{section}.backend=openai_compatible"]
+    (spec,), _ = load_batch(path, parse_set_overrides(fixed))
+    assert getattr(spec.settings, section).base_url == "http://127.0.0.1:9/v1"

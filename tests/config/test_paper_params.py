@@ -155,7 +155,7 @@ def test_the_paper_scale_study_is_the_paper_judge_on_a_million_token_corpus_as_o
 def test_the_seed_stores_batch_is_seed_001s_grid_on_postgresql_and_seed_004s_diagnostics_on_kuzu():
     specs, _ = load_batch(
         PROJECT_ROOT / "params" / "seed_stores.yaml",
-        {**ENDPOINT, "store": {"url": "postgresql://127.0.0.1:1/ragtrial"}},
+        {"store": {"url": "postgresql://127.0.0.1:1/ragtrial"}},  # the embedded default's batch
         notebooks_dir=PROJECT_ROOT / "notebooks",
     )
     grid = [s.settings for s in specs if s.notebook == "04_rag_vs_graphrag_qa"]

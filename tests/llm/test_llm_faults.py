@@ -170,7 +170,7 @@ def test_free_text_goes_to_completions_as_plain_text_and_structured_stays_on_cha
 def test_auto_text_api_uses_completions_only_for_the_embedded_base_model(backend, text_api, expected):
     from ragtrial.config.llm import LLMSettings
 
-    url = "http://127.0.0.1:1/v1"  # an openai_compatible backend requires one; the embedded ignores it
+    url = "http://127.0.0.1:1/v1" if backend == "openai_compatible" else None  # the embedded refuses one
     assert LLMSettings(backend=backend, text_api=text_api, base_url=url).completions_api is expected
 
 

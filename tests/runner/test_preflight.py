@@ -19,7 +19,7 @@ from typing import Any
 import annotated_types
 import pytest
 import yaml
-from conftest import BATCH_SETS, PROJECT_ROOT
+from conftest import PROJECT_ROOT, batch_sets
 from pydantic import AfterValidator
 from pydantic.fields import FieldInfo
 
@@ -33,7 +33,6 @@ MISSING_PATH = "/nonexistent/ragtrial-preflight"
 
 FOLDER = str(PROJECT_ROOT / "tests" / "fixtures" / "data" / "multihop_ok")
 
-ENDPOINT = BATCH_SETS
 # Fields whose invalid values cannot be read off their type: each value is wrong given the defaults
 # and the field's CONTEXT.
 CONTEXTUAL: dict[str, list[Any]] = {
@@ -224,9 +223,8 @@ def test_cross_field_rule_names_the_key(values: dict[str, Any], key: str) -> Non
 
 def test_defaults_and_every_params_file_pass(tmp_path) -> None:
     check_settings(Settings(), "defaults", PROJECT_ROOT)
-    endpoint = ENDPOINT  # the paper batches take it from --set
     for path in sorted((PROJECT_ROOT / "params").glob("*.yaml")):
-        specs, _ = load_batch(path, endpoint, notebooks_dir=PROJECT_ROOT / "notebooks")
+        specs, _ = load_batch(path, batch_sets(path), notebooks_dir=PROJECT_ROOT / "notebooks")
         for spec in specs:
             if (PROJECT_ROOT.parent / "shared").is_dir() or spec.settings.data.path is None:
                 check_settings(spec.settings, spec.source, PROJECT_ROOT)
@@ -278,10 +276,9 @@ def test_invalid_batch_makes_no_request(scripted, tmp_path, settings, key) -> No
 
 def test_params_files_name_data_folders_under_the_data_root_only() -> None:
     """No params file names a machine's folder: data paths are relative, without a way out of the root."""
-    endpoint = ENDPOINT
     seen = 0
     for path in sorted((PROJECT_ROOT / "params").glob("*.yaml")):
-        for spec in load_batch(path, endpoint, notebooks_dir=PROJECT_ROOT / "notebooks")[0]:
+        for spec in load_batch(path, batch_sets(path), notebooks_dir=PROJECT_ROOT / "notebooks")[0]:
             for value in (spec.settings.data.path, spec.settings.index.import_path):
                 if value is None:
                     continue

@@ -76,7 +76,7 @@ def test_the_default_batch_on_two_threads_overlaps_runs_on_the_embedded_model(tm
     monkeypatch.setattr(batch_module, "execute_run", execute)
     results = batch_module.run_batch(
         PROJECT_ROOT / "params" / "default.yaml",
-        {"llm": {"base_url": "http://127.0.0.1:1/v1"}},
+        {},
         root=PROJECT_ROOT,
         outputs=tmp_path / "out",
         workers=2,

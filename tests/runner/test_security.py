@@ -109,7 +109,9 @@ def test_an_api_key_the_endpoint_echoes_reaches_no_file_a_batch_writes(scripted,
 
 def test_masked_settings_restore_in_the_kernel_and_keep_the_run_id(monkeypatch):
     real = "http://user:pa55word@example.org/v1"
-    spec = RunSpec(notebook="00_backend_check", settings=Settings(llm={"base_url": real}))
+    spec = RunSpec(
+        notebook="00_backend_check", settings=Settings(llm={"backend": "openai_compatible", "base_url": real})
+    )
     masked, carried = mask_credentials(spec.settings.model_dump(mode="json"))
     assert masked["llm"]["base_url"] == "http://***@example.org/v1" and "pa55word" not in json.dumps(masked)
     assert carried == {credential_variable("llm.base_url"): real}
@@ -120,5 +122,7 @@ def test_masked_settings_restore_in_the_kernel_and_keep_the_run_id(monkeypatch):
     restored = Settings.model_validate(restore_credentials(masked, "settings of notebook 00"))
     assert restored.llm.base_url == real
     assert RunSpec(notebook="00_backend_check", settings=restored).run_id == spec.run_id
-    plain = Settings(llm={"base_url": "http://***@example.org/v1"})  # the id is not a hash of the password
+    plain = Settings(
+        llm={"backend": "openai_compatible", "base_url": "http://***@example.org/v1"}
+    )  # the id is not a hash of the password
     assert RunSpec(notebook="00_backend_check", settings=plain).run_id == spec.run_id

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 import yaml
-from conftest import BATCH_SETS, PROJECT_ROOT
+from conftest import PROJECT_ROOT, batch_sets
 from run_folders import QA, write_run
 
 from ragtrial.config.base import ParamsError
@@ -168,7 +168,7 @@ def test_a_point_that_did_not_complete_is_listed_and_left_out(grid):
 
 
 def test_the_sweep_of_params_variations_sets_every_seed_row_beside_its_points(tmp_path):
-    specs, _ = load_batch(PROJECT_ROOT / "params" / "variations.yaml", BATCH_SETS)
+    specs, _ = load_batch(PROJECT_ROOT / "params" / "variations.yaml", batch_sets("variations.yaml"))
     (sweep_spec,) = [s for s in specs if s.notebook == SWEEP_NOTEBOOK]
     points = [s for s in specs if s.run_id in sweep_spec.settings.sweep.runs]
     assert [s.run_id for s in points] == sweep_spec.settings.sweep.runs and len(points) == 16

@@ -53,7 +53,7 @@ class LLMSettings(Section):
         None,
         pattern=_URL,
         description="URL of the OpenAI-compatible endpoint (http:// or https://); required when backend is "
-        "openai_compatible",
+        "openai_compatible, refused with backend embedded",
     )
     model: str = Field(
         "gemma-3-270m-q4_k_m",
@@ -169,6 +169,11 @@ class LLMSettings(Section):
     def _consistent(self) -> LLMSettings:
         if self.backend == "openai_compatible" and not self.base_url:
             raise conflict("base_url", "required when backend is openai_compatible")
+        if self.backend == "embedded" and self.base_url:
+            # else the embedded model would answer, under `model`'s name, what was meant for the endpoint
+            raise conflict(
+                "base_url", "set with backend embedded, which never calls it: set backend openai_compatible"
+            )
         if self.backoff_max_s < self.backoff_initial_s:
             raise conflict("backoff_max_s", f"below backoff_initial_s ({self.backoff_initial_s})")
         return self
@@ -206,7 +211,8 @@ class EmbeddingSettings(Section):
     base_url: str | None = Field(
         None,
         pattern=_URL,
-        description="URL of the endpoint (http:// or https://); required when backend is openai_compatible",
+        description="URL of the endpoint (http:// or https://); required when backend is openai_compatible, "
+        "refused with backend local",
     )
     api_key_env: str = Field(
         "OPENAI_API_KEY",
@@ -232,6 +238,10 @@ class EmbeddingSettings(Section):
     def _endpoint(self) -> EmbeddingSettings:
         if self.backend == "openai_compatible" and not self.base_url:
             raise conflict("base_url", "required when backend is openai_compatible")
+        if self.backend == "local" and self.base_url:
+            raise conflict(
+                "base_url", "set with backend local, which never calls it: set backend openai_compatible"
+            )
         return self
 
     @property
