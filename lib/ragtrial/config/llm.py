@@ -12,6 +12,21 @@ from ragtrial.config.base import Section, conflict
 
 # An OpenAI-compatible endpoint is reached over HTTP(S); a bare host or a file path is a mistake.
 _URL = r"^https?://[^\s/]+"
+
+
+def _check_endpoint_url(backend: str, base_url: str | None) -> None:
+    """A section's `base_url` against its `backend`: required by an endpoint, refused by a local
+    backend (which never calls it: the local model would answer, under `model`'s name, what was meant
+    for the endpoint).
+    """
+    if backend == "openai_compatible" and not base_url:
+        raise conflict("base_url", "required when backend is openai_compatible")
+    if backend != "openai_compatible" and base_url:
+        raise conflict(
+            "base_url", f"set with backend {backend}, which never calls it: set backend openai_compatible"
+        )
+
+
 # The name of an environment variable (POSIX), never the key itself.
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -167,13 +182,7 @@ class LLMSettings(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> LLMSettings:
-        if self.backend == "openai_compatible" and not self.base_url:
-            raise conflict("base_url", "required when backend is openai_compatible")
-        if self.backend == "embedded" and self.base_url:
-            # else the embedded model would answer, under `model`'s name, what was meant for the endpoint
-            raise conflict(
-                "base_url", "set with backend embedded, which never calls it: set backend openai_compatible"
-            )
+        _check_endpoint_url(self.backend, self.base_url)
         if self.backoff_max_s < self.backoff_initial_s:
             raise conflict("backoff_max_s", f"below backoff_initial_s ({self.backoff_initial_s})")
         return self
@@ -236,12 +245,7 @@ class EmbeddingSettings(Section):
 
     @model_validator(mode="after")
     def _endpoint(self) -> EmbeddingSettings:
-        if self.backend == "openai_compatible" and not self.base_url:
-            raise conflict("base_url", "required when backend is openai_compatible")
-        if self.backend == "local" and self.base_url:
-            raise conflict(
-                "base_url", "set with backend local, which never calls it: set backend openai_compatible"
-            )
+        _check_endpoint_url(self.backend, self.base_url)
         return self
 
     @property
