@@ -58,10 +58,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check lib tests bench
 	$(BIN)/mypy
 
-# Two workers, one a core (three were slower: 24.7 against 22.2 min here); the tests that share the
-# session's Ray cluster are one group, run in order on one worker.
+# Three workers on 2 cores: much of the slow tier waits (a killed Ray node's health checks, an upstream
+# worker's start, scripted latencies), and the third worker fills those waits (docs/performance.md:
+# pytest 15 min 50 s on three, 18 min 9 s on two, fresh clones of 6a8b936 the same hour). The tests
+# that share the session's Ray cluster are one group, run in order on one worker.
 test: lint $(SYSTEMS_STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15
+	$(BIN)/python -m pytest -q -n 3 --dist loadgroup --durations=15
 
 # The tests that start no server, cluster, browser, model, upstream system or notebook kernel: those
 # are marked `slow` from the fixtures they use (tests/conftest.py SLOW_FIXTURES). No systems needed.

@@ -106,7 +106,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 # `RAGTRIAL_TEST_TIMELINE=<folder>`: every test's start and end (seconds since the epoch), one file per
-# pytest worker, to see how the suite's time falls on the two workers (docs/performance.md).
+# pytest worker, to see how the suite's time falls on the workers (docs/performance.md).
 # The controller hears every worker's tests again: only the workers record.
 TIMELINE = os.environ.get("RAGTRIAL_TEST_TIMELINE")
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")

@@ -12,6 +12,7 @@ Test-side code beside `latency_server.py`: `bench/ray_batch.py` starts clusters 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -47,6 +48,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 TEST_KEY_ENV = "RAGTRIAL_RAY_TEST_KEY"
+# The head marks a node dead after 3 missed health checks a second apart (Ray's defaults: 5, 3 s apart,
+# after 5 s): a killed node's tasks are retried elsewhere ~10 s sooner, on loopback where no check is
+# missed but for a dead node.
+HEALTH_CHECKS = {
+    "health_check_initial_delay_ms": 1000,
+    "health_check_period_ms": 1000,
+    "health_check_failure_threshold": 3,
+}
 
 
 class LocalRayCluster:
@@ -78,6 +87,7 @@ class LocalRayCluster:
                 f"--temp-dir={self.folder}",
                 "--include-dashboard=false",
                 f"--dashboard-port={free_port()}",
+                f"--system-config={json.dumps(HEALTH_CHECKS)}",
             )
             for _ in range(self.n_nodes - 1):
                 self._start(f"--address={self.address}")

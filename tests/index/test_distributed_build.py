@@ -4,7 +4,7 @@ single-machine build, a rebuild that pays nothing, and the failures that must no
 machine (an address without a cluster, a URL with a password, a node without the API key).
 
 The cluster is the session's (`conftest.cluster`): this file and the engine's tests are one xdist group,
-so under `make test`'s two workers they run on one worker, in order, on one cluster.
+so under `make test`'s workers they run on one worker, in order, on one cluster.
 """
 
 from __future__ import annotations
