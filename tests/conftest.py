@@ -233,7 +233,7 @@ def endpoint_settings(base_url: str, folder: Path, **sections) -> dict:
     return deep_merge(base, sections)
 
 
-def batch_runs(params: str) -> list:
+def batch_runs(params: str | Path) -> list:
     """The runs of a params file (`params/x.yaml`, from the project root) with their settings
     resolved as `ragtrial run` resolves them, with what it takes from --set (`batch_sets`).
     """

@@ -5,9 +5,8 @@ retriever settings, the GraphRAG paper's judge (ties, five repeats) and one shar
 from __future__ import annotations
 
 import pytest
-from conftest import PROJECT_ROOT
+from conftest import batch_runs
 
-from ragtrial.config.batch import load_batch
 from ragtrial.config.judge import JudgeSettings
 from ragtrial.config.settings import Settings
 from ragtrial.evaluation.findings import findings_table
@@ -17,16 +16,12 @@ from ragtrial.report.narrative.wording import answer_length_sentence
 
 pytestmark = pytest.mark.fault
 
-ENDPOINT = {"llm": {"base_url": "http://127.0.0.1:1/v1"}}  # the paper batches take it from --set
 PODCAST_BATCHES = ("paper_judge", "paper_claims", "paper_graphrag_experiment1")
 
 
 def runs(batch: str) -> dict[str, Settings]:
     """The batch's runs by notebook (each notebook runs once in these batches)."""
-    specs, _ = load_batch(
-        PROJECT_ROOT / "params" / f"{batch}.yaml", ENDPOINT, notebooks_dir=PROJECT_ROOT / "notebooks"
-    )
-    return {s.notebook: s.settings for s in specs}
+    return {s.notebook: s.settings for s in batch_runs(f"params/{batch}.yaml")}
 
 
 def answer_sections(batch: str) -> list[tuple[str, object]]:
@@ -109,9 +104,7 @@ def test_the_podcast_batches_share_one_index():
 
 
 def test_paper_diagnostics_is_the_seeds_suite_on_the_generated_corpus_and_on_real_data():
-    specs, _ = load_batch(
-        PROJECT_ROOT / "params" / "paper_diagnostics.yaml", ENDPOINT, notebooks_dir=PROJECT_ROOT / "notebooks"
-    )
+    specs = batch_runs("params/paper_diagnostics.yaml")
     assert [s.notebook for s in specs] == ["09_retrieval_diagnostics"] * 2 + ["10_verdict"] * 2
     generated, real = (s.settings for s in specs[:2])
     assert (generated.data.dataset, generated.data.size) == ("generated", "diagnostics")
@@ -136,9 +129,7 @@ def test_paper_diagnostics_is_the_seeds_suite_on_the_generated_corpus_and_on_rea
 def test_the_paper_scale_study_is_the_paper_judge_on_a_million_token_corpus_as_one_identity():
     from ragtrial.runner.combined_runs import identity
 
-    specs, _ = load_batch(
-        PROJECT_ROOT / "params" / "paper_scale_study.yaml", ENDPOINT, notebooks_dir=PROJECT_ROOT / "notebooks"
-    )
+    specs = batch_runs("params/paper_scale_study.yaml")
     study, judge = {s.notebook: s for s in specs}, runs("paper_judge")
     assert list(study) == ["01_build_index", "06_judge_bias_audit", "07_pairwise_method_comparison"]
     seventh = study["07_pairwise_method_comparison"].settings
@@ -153,11 +144,7 @@ def test_the_paper_scale_study_is_the_paper_judge_on_a_million_token_corpus_as_o
 
 
 def test_the_seed_stores_batch_is_seed_001s_grid_on_postgresql_and_seed_004s_diagnostics_on_kuzu():
-    specs, _ = load_batch(
-        PROJECT_ROOT / "params" / "seed_stores.yaml",
-        {"store": {"url": "postgresql://127.0.0.1:1/ragtrial"}},  # the embedded default's batch
-        notebooks_dir=PROJECT_ROOT / "notebooks",
-    )
+    specs = batch_runs("params/seed_stores.yaml")
     grid = [s.settings for s in specs if s.notebook == "04_rag_vs_graphrag_qa"]
     assert {s.store.retrieval for s in grid} == {"postgresql"}
     knobs = [(s.retrieval.hops, s.retrieval.k, s.retrieval.hub_degree_cap, s.retrieval.keyword) for s in grid]

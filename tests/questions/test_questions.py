@@ -701,19 +701,11 @@ def test_the_shared_seed000_question_sizes_reach_the_graph_generators_prompts(sc
     summary of every chunk its walk's entities and relations come from (each asked for up to 300
     tokens, of a 1,200-token clip) and up to 60 of the walk's entities and relations.
     """
-    from conftest import PROJECT_ROOT
-
-    from ragtrial.config.batch import load_batch
     from ragtrial.llm.tokens import count_tokens
 
     sections = []
     for batch in SEED000_BATCHES:
-        specs, _ = load_batch(
-            PROJECT_ROOT / "params" / f"{batch}.yaml",
-            {"llm": {"base_url": "http://127.0.0.1:1/v1"}},
-            notebooks_dir=PROJECT_ROOT / "notebooks",
-        )
-        sections += [spec.settings.questions for spec in specs]
+        sections += [spec.settings.questions for spec in batch_runs(f"params/{batch}.yaml")]
     fields = ["min_hops", "source_chunks", "chunk_tokens", "summary_chunks", "summary_max_tokens"]
     fields += ["prompt_entities", "prompt_relations"]
     sizes = {tuple(getattr(q, f) for f in fields) for q in sections}

@@ -19,12 +19,12 @@ from typing import Any
 import annotated_types
 import pytest
 import yaml
-from conftest import PROJECT_ROOT, batch_sets
+from conftest import PROJECT_ROOT, batch_runs
 from pydantic import AfterValidator
 from pydantic.fields import FieldInfo
 
 from ragtrial.config.base import ExistingPath, Names, ParamsError, Section
-from ragtrial.config.batch import deep_merge, dotted_to_nested, load_batch
+from ragtrial.config.batch import deep_merge, dotted_to_nested
 from ragtrial.config.settings import Settings, validate_settings
 from ragtrial.runner.batch import run_batch
 from ragtrial.runner.preflight import check_settings
@@ -224,8 +224,7 @@ def test_cross_field_rule_names_the_key(values: dict[str, Any], key: str) -> Non
 def test_defaults_and_every_params_file_pass(tmp_path) -> None:
     check_settings(Settings(), "defaults", PROJECT_ROOT)
     for path in sorted((PROJECT_ROOT / "params").glob("*.yaml")):
-        specs, _ = load_batch(path, batch_sets(path), notebooks_dir=PROJECT_ROOT / "notebooks")
-        for spec in specs:
+        for spec in batch_runs(path):
             if (PROJECT_ROOT.parent / "shared").is_dir() or spec.settings.data.path is None:
                 check_settings(spec.settings, spec.source, PROJECT_ROOT)
 
@@ -278,7 +277,7 @@ def test_params_files_name_data_folders_under_the_data_root_only() -> None:
     """No params file names a machine's folder: data paths are relative, without a way out of the root."""
     seen = 0
     for path in sorted((PROJECT_ROOT / "params").glob("*.yaml")):
-        for spec in load_batch(path, batch_sets(path), notebooks_dir=PROJECT_ROOT / "notebooks")[0]:
+        for spec in batch_runs(path):
             for value in (spec.settings.data.path, spec.settings.index.import_path):
                 if value is None:
                     continue

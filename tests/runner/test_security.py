@@ -122,7 +122,6 @@ def test_masked_settings_restore_in_the_kernel_and_keep_the_run_id(monkeypatch):
     restored = Settings.model_validate(restore_credentials(masked, "settings of notebook 00"))
     assert restored.llm.base_url == real
     assert RunSpec(notebook="00_backend_check", settings=restored).run_id == spec.run_id
-    plain = Settings(
-        llm={"backend": "openai_compatible", "base_url": "http://***@example.org/v1"}
-    )  # the id is not a hash of the password
+    # the id is not a hash of the password
+    plain = Settings(llm={"backend": "openai_compatible", "base_url": "http://***@example.org/v1"})
     assert RunSpec(notebook="00_backend_check", settings=plain).run_id == spec.run_id

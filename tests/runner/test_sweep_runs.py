@@ -11,11 +11,10 @@ import time
 import numpy as np
 import pytest
 import yaml
-from conftest import PROJECT_ROOT, batch_sets
+from conftest import PROJECT_ROOT, batch_runs
 from run_folders import QA, write_run
 
 from ragtrial.config.base import ParamsError
-from ragtrial.config.batch import load_batch
 from ragtrial.config.notebooks import SWEEP_NOTEBOOK
 from ragtrial.config.sweep import SweepSettings
 from ragtrial.evaluation.published_figures import read_published
@@ -168,7 +167,7 @@ def test_a_point_that_did_not_complete_is_listed_and_left_out(grid):
 
 
 def test_the_sweep_of_params_variations_sets_every_seed_row_beside_its_points(tmp_path):
-    specs, _ = load_batch(PROJECT_ROOT / "params" / "variations.yaml", batch_sets("variations.yaml"))
+    specs = batch_runs("params/variations.yaml")
     (sweep_spec,) = [s for s in specs if s.notebook == SWEEP_NOTEBOOK]
     points = [s for s in specs if s.run_id in sweep_spec.settings.sweep.runs]
     assert [s.run_id for s in points] == sweep_spec.settings.sweep.runs and len(points) == 16

@@ -13,6 +13,9 @@ from ragtrial.config.base import Section, conflict
 # An OpenAI-compatible endpoint is reached over HTTP(S); a bare host or a file path is a mistake.
 _URL = r"^https?://[^\s/]+"
 
+# The name of an environment variable (POSIX), never the key itself.
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
 
 def _check_endpoint_url(backend: str, base_url: str | None) -> None:
     """A section's `base_url` against its `backend`: required by an endpoint, refused by a local
@@ -25,10 +28,6 @@ def _check_endpoint_url(backend: str, base_url: str | None) -> None:
         raise conflict(
             "base_url", f"set with backend {backend}, which never calls it: set backend openai_compatible"
         )
-
-
-# The name of an environment variable (POSIX), never the key itself.
-_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 class EmbeddedServerSettings(Section):
