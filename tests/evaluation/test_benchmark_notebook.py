@@ -23,9 +23,9 @@ from ragtrial.llm.embedder import resolve_local_embedding_model
 from ragtrial.llm.ledger import read_ledger
 from ragtrial.runner.batch import run_batch
 
-# one worker runs the module: the batch below is its tests' one fixture (~2 min), built once. 40 passages
-# per data set hold every kept question's gold passages and some distractors (60 made MultiHop-RAG's long
-# articles take 9 s more)
+# one worker runs the module: the batch below is its tests' one fixture (~1.5 min), built once. 24 passages
+# per data set hold every kept question's gold passages and some distractors; the MiniLM embeddings of
+# MultiHop-RAG's long articles are most of the batch (40 passages and 10 questions: 195 s in make test)
 pytestmark = [pytest.mark.usefixtures("notebook_kernels"), pytest.mark.xdist_group("benchmark_notebook")]
 # nothing listens there: a model call would fail, so a completed run made none
 DEAD_ENDPOINT = {"backend": "openai_compatible", "base_url": "http://127.0.0.1:1/v1", "model": "nowhere"}
@@ -38,7 +38,7 @@ def runs(tmp_path_factory):
         "llm": DEAD_ENDPOINT,
         "cache": {"url": f"sqlite:///{folder / 'cache.sqlite'}"},
         "index": {"store_path": str(folder / "indexes")},
-        "data": {"limit_questions": 10, "limit_documents": 40},
+        "data": {"limit_questions": 6, "limit_documents": 24},
         "benchmark": {"bootstrap_resamples": 200},
     }
     results = run_batch(
