@@ -23,9 +23,9 @@ from ragtrial.llm.embedder import resolve_local_embedding_model
 from ragtrial.llm.ledger import read_ledger
 from ragtrial.runner.batch import run_batch
 
-# one worker runs the module: the batch below is its tests' one fixture (~1.5 min), built once. 24 passages
-# per data set hold every kept question's gold passages and some distractors; the MiniLM embeddings of
-# MultiHop-RAG's long articles are most of the batch (40 passages and 10 questions: 195 s in make test)
+# one worker runs the module: the batch below is its tests' one fixture (~1 min alone), built once. 24
+# passages per data set hold every kept question's gold passages and some distractors (40 passages and
+# 10 questions: 74 s alone; in make test contention, not the slice, sets its time)
 pytestmark = [pytest.mark.usefixtures("notebook_kernels"), pytest.mark.xdist_group("benchmark_notebook")]
 # nothing listens there: a model call would fail, so a completed run made none
 DEAD_ENDPOINT = {"backend": "openai_compatible", "base_url": "http://127.0.0.1:1/v1", "model": "nowhere"}
