@@ -13,6 +13,11 @@ the clock; its nodes' CPU and RSS are counted with the run's). One row per batch
   wall_s          the `ragtrial run` process's wall time (scaled time, as the endpoint served it)
   latency_sum_s   Σ unscaled latency of the calls served (what a real endpoint would spend)
   ideal_s         Σ scaled latency / slots: the endpoint's own limit at this time scale
+  ideal_at_concurrency_s, wall_over_ideal  Σ scaled latency / min(concurrency, slots): the limit of a
+                  run that keeps `--concurrency` calls in flight; the wall time over it
+  index_builds    each index the cold leg built with model calls: its build time (the manifest's) over
+                  its ideal, Σ latency of its calls (the ledger's, which counts the kit's own waits
+                  too: ~0.4 % above the endpoint's at c=32 in the paper index batch) / concurrency
   kit_cpu_ms_per_call  CPU seconds of the run's process tree (user + system), per live call
   peak_rss_mib    the largest summed RSS of the run's process tree, sampled every 0.2 s
   outputs_mib     the outputs folder (cache, indexes, reports) after the leg
@@ -29,6 +34,7 @@ after every batch.
     .venv/bin/python bench/dress_rehearsal.py --plan   # every params/paper_*.yaml and seed_stores.yaml
         [BATCH ...] [--set KEY=VALUE ...] [--only NOTEBOOK] [--ray-nodes 2] [--time-scale 0.01]
         [--median 0.8 --p99 5 --slots 64 --rate 50] [--concurrency 32] [--out bench_dress_rehearsal]
+        [--keep FOLDER]   # each batch's outputs kept in FOLDER/<n>/outputs (else a temporary folder)
 """
 
 from __future__ import annotations
@@ -116,6 +122,7 @@ def leg(
     server: CapableServerProcess,
     outputs: Path,
     slots: int,
+    concurrency: int,
     others: Callable[[], set[int]] = set,
 ) -> dict:
     server.reset_counts()
@@ -129,6 +136,7 @@ def leg(
         else {"llm_calls_live": 0, "llm_calls_cached": 0, "failures": 0}
     )
     live = totals["llm_calls_live"]
+    ideal = stats["latency_s"] * server.options["time_scale"] / min(concurrency, slots)
     return {
         "leg": name,
         "exit": status,
@@ -140,6 +148,8 @@ def leg(
         "wall_s": round(wall, 1),
         "latency_sum_s": round(stats["latency_s"], 1),  # unscaled: what a real endpoint would take
         "ideal_s": round(stats["latency_s"] * server.options["time_scale"] / slots, 3),
+        "ideal_at_concurrency_s": round(ideal, 3),
+        "wall_over_ideal": round(wall / ideal, 2) if ideal else None,
         "kit_cpu_s": round(cpu, 1),
         "kit_cpu_ms_per_call": round(1000 * cpu / live, 1) if live else None,
         "peak_rss_mib": round(rss),
@@ -269,17 +279,32 @@ def rehearse(
     if cluster is not None:
         command += ["--engine", "ray", "--address", cluster.address]
         others = lambda: set().union(*(cluster.node_pids(n) for n in range(cluster.n_nodes)))  # noqa: E731
-    cold = leg("cold", command, server, outputs, args.slots, others)
+    cold = leg("cold", command, server, outputs, args.slots, args.concurrency, others)
+    cold["index_builds"] = index_builds(outputs, args.concurrency)
     cold["estimate_within_bounds"] = within_bounds(planned, cold["live_calls"] + cold["cached_calls"])
     loads = report_loads(outputs, args.browser, folder) if args.browser else []
     cold["reports"] = len(loads)
     cold["largest_report_kib"] = max((r["html_kib"] for r in loads), default=None)
     cold["slowest_load_s"] = max((r["load_s"] for r in loads), default=None)
-    warm = leg("warm", [*command, "--force"], server, outputs, args.slots, others)
+    warm = leg("warm", [*command, "--force"], server, outputs, args.slots, args.concurrency, others)
     if cold["exit"] != 0:
         cold["error"] = last_error(outputs)
     rows = [row | cold, row | warm]
     return rows, [{"batch": row["batch"], **r} for r in loads]
+
+
+def index_builds(outputs: Path, concurrency: int) -> str:
+    """'<build s> / <ideal s> = <ratio>' for each index built with model calls under `outputs` (the
+    ledger's latencies are as served, at the rehearsal's time scale, like the build's wall time).
+    """
+    built = []
+    for manifest in sorted(outputs.glob("indexes/*/manifest.json")):
+        record = json.loads(manifest.read_text())
+        model_s = sum(stage["model_s"] for stage in record.get("stages", []))
+        if model_s:
+            wall, ideal = record["build_wall_s"], model_s / concurrency
+            built.append(f"{wall:.1f} / {ideal:.1f} = {wall / ideal:.2f}")
+    return "; ".join(built) or "–"
 
 
 def last_error(outputs: Path) -> str:
@@ -309,7 +334,7 @@ def extrapolated(rows: pd.DataFrame) -> pd.DataFrame:
         warm = legs[legs["leg"] == "warm"].iloc[0]
         made = cold["live_calls"] + cold["cached_calls"]
         full = pd.to_numeric(cold["planned_full"], errors="coerce")
-        if pd.isna(full) or not cold["live_calls"] or cold["exit"] != 0:
+        if pd.isna(full) or not cold["live_calls"] or cold["exit"] != 0 or cold["run_size"] == "full":
             continue
         per_call_cpu = max(0.0, cold["kit_cpu_s"] - warm["kit_cpu_s"]) / cold["live_calls"]
         mean_latency = cold["latency_sum_s"] / max(1, cold["requests"])
@@ -398,6 +423,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--ray-nodes", type=int, default=0, help="run on a loopback Ray cluster of N nodes")
     parser.add_argument("--out", default="bench_dress_rehearsal")
+    parser.add_argument("--keep", type=Path, default=None, help="keep each batch's outputs under this folder")
     args = parser.parse_args()
     args.browser = chromium()
     if args.plan:
@@ -411,7 +437,7 @@ def main() -> None:
     postgres: PostgresServer | None = None  # started for the first batch that needs one
     with (
         ExitStack() as stack,
-        tempfile.TemporaryDirectory() as tmp,
+        nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory() as tmp,
         CapableServerProcess(
             args.median, args.p99, args.slots, time_scale=args.time_scale, rate_per_s=args.rate
         ) as server,

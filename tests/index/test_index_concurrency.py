@@ -252,6 +252,43 @@ def test_a_parent_report_is_asked_for_once_its_own_children_are_reported(scripte
     assert one.stats == four.stats
 
 
+def test_a_parent_whose_elements_fit_waits_for_no_child_and_one_that_overflows_for_all(scripted, tmp_path):
+    # P's own elements fit the window: it reads no sub-report, so it goes out while its slow child X
+    # is still answering. Q's overflow it: it is sent only once both its children are reported.
+    ents, rels, cls = tables(
+        {**{e: e.lower() for e in "ABCD"}, **{e: "a long description " * 12 for e in "GHIJ"}},
+        [("A", "B"), ("B", "C"), ("C", "D"), ("G", "H"), ("H", "I"), ("I", "J")],
+    )
+    comms = frame(
+        community("P", 0, None, list("ABCD"), rels),
+        community("X", 1, "P", list("AB"), rels),
+        community("Y", 1, "P", list("CD"), rels),
+        community("Q", 0, None, list("GHIJ"), rels),
+        community("S", 1, "Q", list("GH"), rels),
+        community("T", 1, "Q", list("IJ"), rels),
+    )
+    settings = IndexSettings(report_levels=None, max_reports=None, report_context_tokens=100)
+
+    def label(body: dict) -> str:
+        return json.loads(report_reply(body))["title"]
+
+    results = []
+    for concurrency in (1, 4):
+        timeline = Timeline(report_reply, label, slow=lambda title: title in ("About A", "About G"))
+        scripted.default_reply = timeline
+        llm = make_llm(scripted.base_url, tmp_path / str(concurrency), concurrency=concurrency)
+        results.append(create_community_reports(llm, ents, rels, cls, comms, settings))
+    contexts = {c["community_id"]: c["context"] for c in results[1].stats["contexts"]}
+    assert contexts["P"] == "elements" and contexts["Q"] == "sub-reports"
+    # P's title is its first element's (B, of its most prominent edge), X's the slow "About A"
+    assert timeline.span("About B")[0] < timeline.span("About A")[1]
+    q_sent = next(came for title, came, _ in timeline.seen if title.startswith("Above"))
+    assert q_sent >= max(timeline.span("About G")[1], timeline.span("About I")[1])
+    one, four = results
+    pd.testing.assert_frame_equal(one.reports, four.reports)
+    assert one.stats == four.stats
+
+
 def test_a_chunks_gleaning_is_sent_before_the_other_chunks_extractions_are_back(scripted, tmp_path) -> None:
     # chunk c2's extraction is slow: c0's gleaning round goes out while it is still waited for
     texts = ["Ada Lind met Bo Carr.", "Cy Dunn met Di Eyre.", "Ed Fox met Flo Gray."]

@@ -8,7 +8,9 @@ of each sub-community are replaced by its (shorter) report, largest sub-communit
 first, until the context fits. A report is generated once its children's reports are done (each
 community waits for its own children, not for their whole level), so a parent finds them. A
 community whose members equal an already reported one (the copies a hierarchy level makes of a
-cluster that was not split) reuses that report.
+cluster that was not split) reuses that report. A community whose own element summaries fit reads
+no sub-community report, so it waits for none: it is asked for at once, as GraphRAG's
+substitution rule allows (the same context either way).
 """
 
 from __future__ import annotations
@@ -293,6 +295,14 @@ def start_order(after: list[set[int]], critical: bool) -> list[int]:
     return order
 
 
+def _overflows(elements: Elements, community: pd.Series, budget: int) -> bool:
+    """Whether the community's own element summaries exceed the context window, so that its
+    children's reports may replace some of them (the first test of `community_context`).
+    """
+    items = elements.prioritized(list(community["entity_ids"]), list(community["relation_ids"]))
+    return context_tokens(items) > budget
+
+
 def _members(community: pd.Series) -> tuple[str, ...]:
     return tuple(sorted(community["entity_ids"]))
 
@@ -332,10 +342,12 @@ def create_community_reports(
             children_of.setdefault(str(row["parent_id"]), []).append(row)
     # The communities with the same members (copies a level makes of a cluster it did not split)
     # form one unit, deepest first: the first report that succeeds is reused by the rest. A unit
-    # comes after the units holding its communities' children (fewer members: no cycle), so it
-    # starts as soon as those are done, not when their whole level is (`after` in
-    # `ragtrial.llm.fanout`), the longest chain of reports waiting on it first. At concurrency 1 the
-    # units go deepest level first, in community order, as the reports' calls always went.
+    # whose elements overflow the context window comes after the units holding its communities'
+    # children (fewer members: no cycle), so it starts as soon as those are done, not when their
+    # whole level is (`after` in `ragtrial.llm.fanout`), the longest chain of reports waiting on it
+    # first; a unit whose elements fit waits for nothing (`community_context` then reads no child
+    # report). At concurrency 1 the units go deepest level first, in community order, as the
+    # reports' calls always went.
     groups: dict[tuple[str, ...], list[pd.Series]] = {}
     for _, community in chosen.iterrows():
         groups.setdefault(_members(community), []).append(community)
@@ -348,6 +360,8 @@ def create_community_reports(
             if str(child["community_id"]) in unit_of
         }
         - {i}
+        if _overflows(elements, group[0], settings.report_context_tokens)
+        else set()
         for i, group in enumerate(groups.values())
     ]
     order = start_order(children_units, critical=llm.settings.in_flight > 1)
