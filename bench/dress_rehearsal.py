@@ -24,6 +24,7 @@ the clock; its nodes' CPU and RSS are counted with the run's). One row per batch
   requests, refused  what the endpoint served and refused with 429
   load_1m         the machine's 1-minute load average (`uptime`) at the leg's start and end
   estimate_within_bounds  calls made vs the estimate's bases (exact: equal; upper bound: not above)
+  stages_within_bounds    the same per run and group of ledger stages (`compare_with_ledger`)
   reports, largest_report_kib, slowest_load_s  each report.html's size and headless Chromium's load
                   time (its screenshot's wall time less a blank page's); per report in `<out>_reports`
 Then, for each batch run below its stated size, its full-size figures extrapolated from the per-call
@@ -40,6 +41,7 @@ after every batch.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import subprocess
@@ -63,6 +65,7 @@ from ray_cluster import LocalRayCluster  # noqa: E402
 
 from ragtrial.llm.ledger import read_ledger, summarize  # noqa: E402
 from ragtrial.report.screenshots import chromium, screenshot  # noqa: E402
+from ragtrial.runner.batch_estimate import compare_with_ledger  # noqa: E402
 
 # `make bench`'s leg: notebook 02 of the question batch at 155 planned calls (full: 50,621, an upper bound)
 DEFAULT_BATCH = "params/paper_questions.yaml"
@@ -188,6 +191,26 @@ def within_bounds(planned: pd.DataFrame, made: int) -> str:
 BLANK_PAGE = "<!doctype html><title>blank</title>"
 
 
+def stages_within_bounds(planned: pd.DataFrame, outputs: Path) -> str:
+    """Each run's calls per group of ledger stages against its estimate's basis (`compare_with_ledger`:
+    exact equal, upper bound not exceeded): "yes", or every group that disagrees.
+    """
+    wrong = []
+    for run_id, rows in planned.groupby("run_id", sort=False):
+        ledger = outputs / str(run_id) / "ledger.csv"
+        if not ledger.is_file():
+            wrong.append(f"{run_id}: no ledger")
+            continue
+        stages = [tuple(ast.literal_eval(s)) if isinstance(s, str) else () for s in rows["ledger_stages"]]
+        compared = compare_with_ledger(rows.assign(ledger_stages=stages), read_ledger(ledger))
+        wrong += [
+            f"{run_id} {r.stages}: {r.made} made, {r.planned} {r.basis}"
+            for r in compared.itertuples()
+            if not r.agrees
+        ]
+    return "yes" if not wrong else "no: " + "; ".join(wrong)
+
+
 def report_loads(outputs: Path, browser: str, folder: Path) -> list[dict]:
     """Each report's HTML size and its Chromium load time: the screenshot's wall time less a blank
     page's (Chromium's own start, the faster of two tries).
@@ -282,6 +305,7 @@ def rehearse(
     cold = leg("cold", command, server, outputs, args.slots, args.concurrency, others)
     cold["index_builds"] = index_builds(outputs, args.concurrency)
     cold["estimate_within_bounds"] = within_bounds(planned, cold["live_calls"] + cold["cached_calls"])
+    cold["stages_within_bounds"] = stages_within_bounds(planned, outputs)
     loads = report_loads(outputs, args.browser, folder) if args.browser else []
     cold["reports"] = len(loads)
     cold["largest_report_kib"] = max((r["html_kib"] for r in loads), default=None)

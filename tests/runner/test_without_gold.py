@@ -20,6 +20,7 @@ from ragtrial.cli.init import planned_runs
 from ragtrial.config.notebooks import NOTEBOOKS
 from ragtrial.llm.ledger import read_ledger
 from ragtrial.runner.batch import run_batch
+from ragtrial.runner.batch_estimate import compare_with_ledger, estimate_batch
 from ragtrial.runner.context import HEADLINE_FILE
 
 # one pytest worker runs the module: the batch below is its tests' one fixture (~2 min), built once
@@ -37,7 +38,8 @@ CORPUS = {
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
+def ran(tmp_path_factory):
+    """The batch's estimate (made before it ran, as a user would) and its runs."""
     tmp = tmp_path_factory.mktemp("without_gold")
     for name, text in CORPUS.items():
         (tmp / "corpus" / name).parent.mkdir(parents=True, exist_ok=True)
@@ -52,7 +54,9 @@ def results(tmp_path_factory):
             server.base_url,
             tmp,
             data={"dataset": "text_folder", "path": str(tmp / "corpus")},
-            judge={"trials": 1, "bootstrap_resamples": 200},
+            # 06's two runs of LightRAG each list the questions' keywords by model
+            judge={"trials": 1, "bootstrap_resamples": 200, "self_method": "lightrag"},
+            retrieval={"lightrag_keywords": "llm"},
             claims={"n_questions": 2, "bootstrap_resamples": 200},
             # 12 fits its judge to this batch's 06 audit, then simulates a few small studies
             calibration={
@@ -63,8 +67,21 @@ def results(tmp_path_factory):
                 "workers": 1,
             },
         )
+        planned, _ = estimate_batch(
+            batch, settings, root=PROJECT_ROOT, outputs=tmp / "out", only=RUNS_WITHOUT_GOLD
+        )
         done = run_batch(batch, settings, root=PROJECT_ROOT, outputs=tmp / "out", log=lambda _: None)
-    return {r.notebook: r for r in done}
+    return {r.notebook: r for r in done}, planned
+
+
+@pytest.fixture(scope="module")
+def results(ran):
+    return ran[0]
+
+
+@pytest.fixture(scope="module")
+def estimate(ran):
+    return ran[1]
 
 
 def test_every_notebook_that_needs_no_gold_runs_on_a_text_folder_and_records_its_headline(results):
@@ -112,3 +129,17 @@ def test_the_judge_notebooks_save_each_judge_call_s_cost_and_narrate_from_their_
         assert len(costs) > 0 and costs["calls"].sum() == judged.sum(), notebook
     for notebook in ("06_judge_bias_audit", "07_pairwise_method_comparison"):
         assert_narrated_from_saved_tables(results[notebook].run_dir)
+
+
+def test_each_notebook_makes_the_calls_its_estimate_planned_stage_by_stage(results, estimate):
+    # exact stages equal, upper bounds not exceeded (06's two runs of one method each list the
+    # questions' keywords: the paper-size rehearsal made 2 x what the estimate planned before)
+    made = 0
+    for notebook in RUNS_WITHOUT_GOLD:
+        result = results[notebook]
+        planned = estimate[estimate["run_id"] == result.run_id]
+        compared = compare_with_ledger(planned, read_ledger(result.run_dir / "ledger.csv"))
+        # (empty for a notebook that plans and makes no model call)
+        assert compared.empty or compared["agrees"].all(), (notebook, compared[~compared["agrees"]])
+        made += len(compared)
+    assert made > 10

@@ -242,11 +242,14 @@ def _judge_pipeline(p: RunPlanner, cfg: UnbiasedJudgeSettings, design: JudgeDesi
     plans = p.index() + generated
     if n is None:
         return plans + [UNKNOWN_QUESTIONS]
-    methods = list(dict.fromkeys(method for method, _ in design.answerers))
-    # every trial's answers retrieve again under `trial_scope: answers` (their calls are samples too)
+    # every answerer run retrieves for itself: 06's two runs of one method are samples of their own,
+    # so each lists the questions' keywords or entities anew; and every trial's answers retrieve again
+    # under `trial_scope: answers` (their calls are samples too)
+    runs = [method for method, _ in design.answerers]
     asked = n * answer_rounds(cfg, design.unbiased)
-    retrieval = [r for r in planned_answers(methods, asked, cfg, p.settings) if r.stage != "answer"]
-    return plans + retrieval + planned_judge_calls(cfg, design, n, answered_by_the_kit(methods, p.settings))
+    retrieval = [r for r in planned_answers(runs, asked, cfg, p.settings) if r.stage != "answer"]
+    judged = retrieval + planned_judge_calls(cfg, design, n, answered_by_the_kit(runs, p.settings))
+    return plans + (at_most(judged) if generated else judged)
 
 
 def plan_claims(p: RunPlanner) -> list[StagePlan]:
@@ -259,13 +262,25 @@ def plan_claims(p: RunPlanner) -> list[StagePlan]:
     if n is None:
         return plans + [UNKNOWN_QUESTIONS]
     n = min(n, cfg.n_questions or n)
-    answers = planned_answers(cfg.methods, n, cfg, p.settings)
-    return (
-        plans
-        + answers
+    answered = (
+        planned_answers(cfg.methods, n, cfg, p.settings)
         + planned_claims(n * len(cfg.methods), cfg.answer_max_tokens, cfg.extraction_max_tokens)
         + planned_verdicts(cfg, p.settings.judge, n, cfg.methods, cfg.answer_max_tokens)
     )
+    return plans + (at_most(answered) if generated else answered)
+
+
+def at_most(plans: list[StagePlan]) -> list[StagePlan]:
+    """Plans over generated questions, whose number is a bound (the generators yield fewer when the
+    graph has fewer structures): an exact count per question is then an upper bound.
+    """
+    why = "at most: per generated question, and fewer may be generated"
+    return [
+        dataclasses.replace(plan, basis="upper bound", note="; ".join(filter(None, [plan.note, why])))
+        if plan.basis == "exact"
+        else plan
+        for plan in plans
+    ]
 
 
 def plan_diagnostics(p: RunPlanner) -> list[StagePlan]:
