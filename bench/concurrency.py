@@ -16,18 +16,22 @@ extraction, a community's report after its own children's reports) and LLM-free 
 Leiden, embeddings), so its wall time stays above the ideal by a few latencies per round whatever
 the concurrency; the judge run is wide (thousands of independent judge calls) after a few such
 rounds.
-For each: wall time, live calls (the ledger), ideal = live calls x latency / concurrency, the ratio
+With `--p99` the latencies are log-normal instead (`tests/capable_server.py`: median `--latency`, that
+99th percentile, longer for long prompts and replies, drawn from the request), so stage barriers pay
+for their slowest call; `--trial-scope answers` runs the judge workload as the paper batches do
+(every trial writes, aligns and judges answers of its own).
+For each: wall time, live calls (the ledger), ideal = Σ latency / concurrency, the ratio
 wall / ideal (target <= 1.2 at 32), the most requests the server saw in flight, the kit's CPU per
 live call (this process, every thread, over the workload: the calls and all else it computes; target
 <= 3 ms at 128), and whether the result tables are identical to those at concurrency 1 (exit
-status 1 if not). Then the response
+status 1 if not), with the first 12 hex digits of their sha256 to compare across runs. Then the response
 cache's cost under threads: per-write time of `put_completion` (every write checkpoints the WAL)
 from 1 thread vs 32 threads, and a replay of the judge workload from a warm cache at 32 vs 1.
 All figures are ratios or times measured within this one run (the machine is shared). The server
 runs in a process of its own, as a real endpoint does.
 
-    .venv/bin/python bench/concurrency.py [--latency 0.3] [--concurrency 1 8 32 128] [--trials 12]
-        [--questions-per-type 6] [--size medium] [--workload index judge cache]
+    .venv/bin/python bench/concurrency.py [--latency 0.3] [--p99 2] [--concurrency 1 8 32 128] [--trials 12]
+        [--questions-per-type 6] [--size medium] [--workload index judge cache] [--trial-scope answers]
 """
 
 from __future__ import annotations
@@ -49,11 +53,12 @@ import pandas as pd
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # test-side code, as tests use it
 
+from capable_server import CapableServerProcess  # noqa: E402
 from latency_server import LatencyServerProcess  # noqa: E402
 
 from ragtrial.config.batch import deep_merge  # noqa: E402
 from ragtrial.data.experiment_dataset import load_experiment_dataset  # noqa: E402
-from ragtrial.evaluation.judge.answers import answer_questions  # noqa: E402
+from ragtrial.evaluation.judge.answers import answer_in_trials  # noqa: E402
 from ragtrial.evaluation.judge.pipeline import comparison_design, run_judge_pipeline  # noqa: E402
 from ragtrial.index.build import build_index, load_or_build_index  # noqa: E402
 from ragtrial.index.tables import SCHEMAS  # noqa: E402
@@ -77,6 +82,11 @@ class Leg:
     max_in_flight: int
     tables: str  # fingerprint of the result tables
     cpu_s: float  # CPU seconds of this process (every thread) during the workload
+    latency_s: float  # Σ latency the endpoint spent on the live calls
+
+    @property
+    def ideal_s(self) -> float:
+        return self.latency_s / self.concurrency
 
 
 def fingerprint(tables: dict[str, Any]) -> str:
@@ -124,7 +134,10 @@ def measure(
     started, cpu = time.perf_counter(), time.process_time()
     tables = workload(ctx)
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-    return Leg(concurrency, wall, live_calls(ctx), server.max_in_flight, fingerprint(tables), cpu)
+    live, stats = live_calls(ctx), server.stats()
+    # the log-normal endpoint sums its latencies; the fixed one spends the same on each call
+    latency = stats["latency_s"] if "latency_s" in stats else live * server.latency_s
+    return Leg(concurrency, wall, live, int(stats["max_in_flight"]), fingerprint(tables), cpu, latency)
 
 
 def index_workload(ctx: RunContext) -> dict[str, Any]:
@@ -151,7 +164,7 @@ def judge_workload(ctx: RunContext) -> dict[str, Any]:
     questions_df = questions_frame(questions)
     methods, _ = make_methods(cfg.methods, index, ctx, cfg)
     design = comparison_design(cfg, [m.name for m in methods])
-    answered = answer_questions({(m.name, 0): m for m in methods}, questions)
+    answered = answer_in_trials(methods, questions, index, ctx, cfg)
     run = run_judge_pipeline(ctx.llm, cfg, design, questions_df, answered)
     assert run.classic is not None  # notebook 07's design runs the classic orders
     return {
@@ -168,21 +181,21 @@ def judge_workload(ctx: RunContext) -> dict[str, Any]:
     }
 
 
-def print_table(title: str, legs: list[Leg], latency_s: float) -> bool:
+def print_table(title: str, legs: list[Leg], latency: str) -> bool:
     """The markdown table of one workload; whether every leg's tables equal those of the first."""
-    print(f"\n**{title}** (latency {latency_s * 1000:.0f} ms per request, cold cache per row)\n")
+    print(f"\n**{title}** (latency {latency}, cold cache per row; ideal = Σ latency / concurrency)\n")
     print(
         "| concurrency | live calls | wall s | ideal s | wall / ideal | max in flight "
-        "| kit CPU ms / live call | tables vs c=1 |"
+        "| kit CPU ms / live call | tables vs c=1 | tables' sha256 |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for leg in legs:
-        ideal = leg.live_calls * latency_s / leg.concurrency
+        ideal = leg.ideal_s
         same = "same" if leg.tables == legs[0].tables else "**different**"
         print(
             f"| {leg.concurrency} | {leg.live_calls} | {leg.wall_s:.1f} | {ideal:.1f} | "
             f"{leg.wall_s / ideal:.2f} | {leg.max_in_flight} | "
-            f"{1000 * leg.cpu_s / leg.live_calls:.2f} | {same} |"
+            f"{1000 * leg.cpu_s / leg.live_calls:.2f} | {same} | {leg.tables[:12]} |"
         )
     calls_differ = len({leg.live_calls for leg in legs}) > 1
     if calls_differ:
@@ -231,7 +244,22 @@ def cache_costs(server: LatencyServerProcess, tmp: Path, judge: dict[str, Any], 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--latency", type=float, default=0.3, help="seconds per request")
+    parser.add_argument(
+        "--latency", type=float, default=0.3, help="seconds per request (the median with --p99)"
+    )
+    parser.add_argument(
+        "--p99",
+        type=float,
+        default=None,
+        help="log-normal latencies with this 99th percentile, longer for long prompts and replies "
+        "(tests/capable_server.py: +50%% per 1,000 tokens beyond the first), instead of a fixed one",
+    )
+    parser.add_argument(
+        "--trial-scope",
+        choices=["judge_only", "answers"],
+        default="judge_only",
+        help="judge.trial_scope of the judge workload (answers: every trial writes, aligns and judges anew)",
+    )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--trials", type=int, default=12, help="judge.trials (M) of the judge workload")
     parser.add_argument(
@@ -255,12 +283,21 @@ def main() -> None:
     ok = True
     with (
         tempfile.TemporaryDirectory(prefix="ragtrial-bench-") as name,
-        LatencyServerProcess(args.latency) as server,
+        (
+            CapableServerProcess(args.latency, args.p99, slots=256)
+            if args.p99
+            else LatencyServerProcess(args.latency)
+        ) as server,
     ):
         tmp = Path(name)
+        latency = (
+            f"log-normal, median {args.latency * 1000:.0f} ms, p99 {args.p99 * 1000:.0f} ms"
+            if args.p99
+            else f"{args.latency * 1000:.0f} ms per request"
+        )
         print(
-            f"Latency-simulating endpoint on 127.0.0.1: {args.latency * 1000:.0f} ms per request, up to 256 "
-            f"at once; embeddings by feature hashing without latency. Concurrencies {args.concurrency}."
+            f"Latency-simulating endpoint on 127.0.0.1: {latency}, up to 256 at once; embeddings by feature "
+            f"hashing without latency. Concurrencies {args.concurrency}."
         )
         if "index" in workloads:
             legs = [
@@ -276,7 +313,7 @@ def main() -> None:
             ok &= print_table(
                 f"Index build, {args.size} corpus, LLM graph on every chunk, every summary and report",
                 legs,
-                args.latency,
+                latency,
             )
         judge = {
             "index": {"store_path": str(tmp / "judge-index")},
@@ -285,6 +322,7 @@ def main() -> None:
                 "methods": JUDGE_METHODS,
                 "trials": args.trials,
                 "questions_per_type": args.questions_per_type,
+                "trial_scope": args.trial_scope,
             },
         }
         if {"judge", "cache"} & set(workloads):
@@ -293,9 +331,10 @@ def main() -> None:
             measure(server, tmp / "judge-index-build", max(args.concurrency), judge, build_judged_index)
             legs = [measure(server, tmp / f"judge-c{c}", c, judge, judge_workload) for c in args.concurrency]
             ok &= print_table(
-                f"Judge run of notebook 07 ({len(JUDGE_METHODS)} methods, 3 pairs, {args.trials} trials)",
+                f"Judge run of notebook 07 ({len(JUDGE_METHODS)} methods, 3 pairs, {args.trials} trials, "
+                f"trial_scope {args.trial_scope})",
                 legs,
-                args.latency,
+                latency,
             )
         if "cache" in workloads:
             if 1 not in args.concurrency:

@@ -6,6 +6,7 @@ run's own.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -168,6 +169,34 @@ def test_the_unbiased_design_aligns_only_what_it_can_regenerate_and_counts_faile
     assert run.unbiased_result.summary["excluded"].iloc[0] == 1
 
 
+def test_two_pairs_asking_the_same_regeneration_count_it_alike_at_any_concurrency(scripted, tmp_path):
+    # x's answer is shorter than y's and z's, which have one length: both pairs ask for x's answer at
+    # 30 words, one request; the pair listed second replays it from the cache whatever the timing
+    cfg = CFG.model_copy(update={"methods": ["x", "y", "z"], "trials": 1})
+    design = comparison_design(cfg, ["x", "y", "z"])
+    texts = {(q, m, 0): words(10 if m == "x" else 30, m) for q in QUESTIONS["question_id"] for m in "xyz"}
+    logs = {}
+    for concurrency in (1, 4):
+        scripted.default_reply = InFlight(lambda body: words(30, "again"), 0.05, lambda body: "any")
+        llm = make_llm(scripted.base_url, tmp_path / f"c{concurrency}", concurrency=concurrency)
+
+        first_askers: set[str] = set()
+
+        def regenerate(question_id, method, replicate, target_words, llm=llm, first_askers=first_askers):
+            asked = f"{question_id}: {method}'s answer in {target_words} words"
+            if asked not in first_askers:  # the first pair to ask is the slower to send it
+                first_askers.add(asked)
+                time.sleep(0.2)
+            return llm.complete(asked, stage="answer", method=method).text
+
+        run = run_judge_pipeline(llm, cfg, design, QUESTIONS, answer_set(texts, regenerate))
+        logs[concurrency] = run.alignment_log
+    pd.testing.assert_frame_equal(logs[1], logs[4])
+    regenerated = logs[4][logs[4]["regenerations"] > 0]
+    assert len(regenerated) == 2 * len(QUESTIONS)
+    assert regenerated.groupby("question_id")["cached_calls"].agg(sorted).tolist() == [[0, 1]] * 3
+
+
 def test_a_fixed_answer_that_stays_apart_is_not_alignable(scripted, tmp_path):
     scripted.default_reply = first_position_judge
     llm = make_llm(scripted.base_url, tmp_path)
@@ -317,6 +346,37 @@ def test_trials_of_scope_answers_write_align_and_judge_answers_of_their_own(scri
     plans = {p.stage: p for p in planned_judge_calls(cfg, design, 2, ["long", "short"])}
     assert plans["answer"].calls == len(written)
     assert plans["length_alignment"].calls == 3 * 2 * (cfg.max_regenerations + 1)
+
+
+def test_trials_of_scope_answers_run_two_at_a_time_with_the_same_tables(scripted, tmp_path):
+    """Each trial's stages end waiting for their slowest call: above concurrency 1 the next trial's
+    calls fill those waits, trial t waiting for trial t - 2 (two trials' answers in memory at most);
+    at 1 the trials run one after the other.
+    """
+
+    def trial_of(body: dict) -> str:  # the seed its answers carry ("s<trial>"), judged or written
+        return (
+            shown_answers(body)[0].split()[0].rstrip("x")
+            if body.get("response_format")
+            else f"s{body['seed']}"
+        )
+
+    runs = {}
+    for concurrency in (1, 4):
+        held = InFlight(trial_answers_reply, 0.05, trial_of)
+        scripted.default_reply = held
+        llm = make_llm(scripted.base_url, tmp_path / f"c{concurrency}", concurrency=concurrency)
+        runs[concurrency] = run_trials(scripted, llm, "answers")[2]
+        if concurrency == 1:
+            assert held.together == set()
+        else:
+            assert frozenset(("s0", "s1")) in held.together or frozenset(("s1", "s2")) in held.together
+            assert frozenset(("s0", "s2")) not in held.together  # trial 2 waits for trial 0
+    for name in ("answers", "aligned", "alignment_log"):
+        one, four = (getattr(runs[c], name).drop(columns=["latency_s"], errors="ignore") for c in (1, 4))
+        pd.testing.assert_frame_equal(one, four, obj=name)
+    one, four = (runs[c].unbiased.judgments for c in (1, 4))
+    pd.testing.assert_frame_equal(one, four, obj="unbiased judgments")
 
 
 def test_trials_of_scope_judge_only_judge_the_answers_written_once(scripted, tmp_path):

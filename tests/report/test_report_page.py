@@ -77,7 +77,7 @@ def test_a_reports_tables_hide_nothing_and_its_page_needs_nothing_but_itself(rep
     assert body.count("It wins on global questions only") == 8
     assert 'rt-corner" colspan="1">method</th>' in body and 'rt-corner">threshold</th>' in body
     assert ">BERTScore<" in body and ">precision<" in body
-    assert "20 of 100 rows; the full table is tables/answers.csv." in body
+    assert '20 of 100 rows; the full table is <a href="tables/answers.csv">tables/answers.csv</a>.' in body
     assert re.search(r"styled_<wbr/?>count</th></tr></thead><tbody><tr><td class=.rt-num.>3<", body)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from hostile import INJECTION, INJECTIONS, live_elements
 
-from ragtrial.report.tables import TALL_ROWS, format_table, show_table
+from ragtrial.report.tables import SHOWN_ROWS, TALL_ROWS, format_displayed, format_table, show_table
 
 
 class Cells(html.parser.HTMLParser):
@@ -168,7 +168,15 @@ def test_a_series_and_an_empty_frame_are_tables_too():
 def test_show_table_says_how_many_rows_it_shows_and_where_the_rest_is():
     frame = pd.DataFrame({"question_id": range(1500)})
     part = show_table(frame, rows=20, saved_as="answers").data
-    assert "20 of 1,500 rows; the full table is tables/answers.csv." in part
+    assert '20 of 1,500 rows; the full table is <a href="tables/answers.csv">tables/answers.csv</a>.' in part
     assert part.count("<tr>") == 21
     whole = show_table(frame.head(5), rows=20, saved_as="answers").data
     assert "rows" not in whole.split("</table>")[-1] and whole.count("<tr>") == 6
+
+
+def test_a_displayed_table_longer_than_the_report_can_carry_shows_its_first_rows_and_says_so():
+    # a paper-size judge run's answers (15,000 rows) made a 20 MB report when shown whole
+    long = pd.DataFrame({"question_id": range(SHOWN_ROWS * 30), "text": "an answer " * 20})
+    shown = format_displayed(long)
+    assert shown.count("<tr>") == SHOWN_ROWS + 1 and f"{SHOWN_ROWS:,} of {len(long):,} rows." in shown
+    assert format_displayed(long.head(SHOWN_ROWS)) == format_table(long.head(SHOWN_ROWS))

@@ -1,5 +1,7 @@
 """The kit's one table style: every DataFrame a report shows, formatted for a reader as a paper's
-table is. Every row and column is shown (a wide table scrolls, a long one scrolls under its header);
+table is. Every column is shown and every row up to `SHOWN_ROWS` (a wide table scrolls, a long one
+scrolls under its header; a longer one shows its first rows and says how many it has: a paper-size
+run's answers, 15,000 rows, made a 20 MB report);
 each column gets the decimals its values need (counts as integers, seconds with two decimals, rates
 with three); a missing value is a dash, not NaN; text keeps its line breaks and wraps; a row index
 only shows when it means something. `install_table_formatter` makes it the HTML of every DataFrame a
@@ -22,6 +24,8 @@ import pandas as pd
 MISSING = '<span class="rt-missing" title="no value">—</span>'
 # more rows than this and the table scrolls under a header that stays in view
 TALL_ROWS = 40
+# more rows than this in a displayed table and it shows these first (`show_table` picks its own)
+SHOWN_ROWS = 500
 # text longer than this wraps inside a column of bounded width
 LONG_TEXT = 48
 SIGNIFICANT = 3
@@ -61,9 +65,15 @@ def format_table(frame: pd.DataFrame | pd.Series) -> str:
 
 
 def table_note(shown: int, total: int, saved_as: str | None = None) -> str:
-    """The line under a table shown in part: how many rows, and where the whole table is."""
-    where = f"; the full table is tables/{saved_as}.csv" if saved_as else ""
-    return f'<p class="rt-note">{shown:,} of {total:,} rows{html.escape(where)}.</p>'
+    """The line under a table shown in part: how many rows, and a link to the whole table (the
+    report sits beside the run's `tables/`).
+    """
+    if not saved_as:
+        return f'<p class="rt-note">{shown:,} of {total:,} rows.</p>'
+    path = html.escape(f"tables/{saved_as}.csv")
+    return (
+        f'<p class="rt-note">{shown:,} of {total:,} rows; the full table is <a href="{path}">{path}</a>.</p>'
+    )
 
 
 def show_table(frame: pd.DataFrame, *, rows: int | None = None, saved_as: str | None = None):
@@ -77,10 +87,17 @@ def show_table(frame: pd.DataFrame, *, rows: int | None = None, saved_as: str | 
     return HTML(format_table(shown) + note)
 
 
+def format_displayed(frame: pd.DataFrame | pd.Series) -> str:
+    """A displayed table: `format_table` of its first `SHOWN_ROWS` rows, with the line saying so."""
+    if len(frame) <= SHOWN_ROWS:
+        return format_table(frame)
+    return format_table(frame.head(SHOWN_ROWS)) + table_note(SHOWN_ROWS, len(frame))
+
+
 def install_table_formatter() -> bool:
-    """Make `format_table` the HTML of every DataFrame, Series and Styler the running IPython shell
-    displays (`display(df)` and a cell's last expression alike), and let the plain-text fallback show
-    every row and column too. False outside IPython (nothing to install into).
+    """Make `format_displayed` the HTML of every DataFrame and Series the running IPython shell
+    displays (`display(df)` and a cell's last expression alike; `format_table` of a Styler), and let
+    the plain-text fallback show every row and column too. False outside IPython (nothing to install into).
     """
     try:
         from IPython import get_ipython
@@ -91,8 +108,8 @@ def install_table_formatter() -> bool:
         return False
     pd.set_option("display.max_rows", None, "display.max_columns", None, "display.max_colwidth", None)
     formatter = shell.display_formatter.formatters["text/html"]
-    formatter.for_type(pd.DataFrame, format_table)
-    formatter.for_type(pd.Series, format_table)
+    formatter.for_type(pd.DataFrame, format_displayed)
+    formatter.for_type(pd.Series, format_displayed)
     formatter.for_type_by_name("pandas.io.formats.style", "Styler", format_table)
     return True
 

@@ -193,6 +193,18 @@ def _align_pair(
     return text, log | {"gap_after": _gap(text), "status": status}
 
 
+def _first_regeneration(pair: Any) -> tuple:
+    """What a pair's first attempt asks for: its shorter answer written to the other's length. Two
+    pairs that ask the same (one answer against two answers of one length) make one request; as the
+    fan-out's key, the second pair runs after the first ones and replays it from the cache at any
+    concurrency, as at 1, so each pair's calls and cached calls are the same whatever the timing.
+    """
+    text = {"a": pair.text_a, "b": pair.text_b}
+    side, other = _shorter_first(text)
+    answer = (getattr(pair, f"method_{side}"), getattr(pair, f"replicate_{side}"))
+    return (pair.question_id, *answer, word_count(text[other]))
+
+
 def align_lengths(
     pairs: pd.DataFrame,
     regenerate: Regenerate,
@@ -225,7 +237,11 @@ def align_lengths(
         return text, row | tally.totals()
 
     units = list(pairs.itertuples(index=False))
-    done = llm.fan_out(align, units, label="length alignment") if llm else [align(p) for p in units]
+    done = (
+        llm.fan_out(align, units, label="length alignment", key=_first_regeneration)
+        if llm
+        else [align(p) for p in units]
+    )
     aligned, log = [], []
     for pair, (text, row) in zip(units, done, strict=True):
         log.append(row)

@@ -14,10 +14,10 @@ when first read (the calibration studies read subsets of the judgments instead).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
@@ -175,18 +175,30 @@ def run_judge_pipeline(
     def first_trial() -> _Trial:
         return _judge_trial(llm, cfg, design, answered, first, append, 0, 1 if per_trial else cfg.trials)
 
-    # Independent (the classic protocol judges the pairs as generated, the first trial aligns them
-    # first), so they run side by side and their calls fill each other's partly filled waves; the
-    # endpoint's limit holds across both. At concurrency 1 they run in this order.
-    classic_run, first_run = llm.fan_out(
-        lambda protocol: protocol(), [classic_protocol, first_trial], label="classic judge beside trial 0"
+    def later_trial(trial: int, answers_of: Callable[[int], AnswerSet]) -> Callable[[], _Trial]:
+        def run() -> _Trial:
+            answer_set = answers_of(trial)
+            paired = _paired(design, questions, answer_set)
+            return _judge_trial(llm, cfg, design, answer_set, paired, append, trial, 1)
+
+        return run
+
+    # Independent units: the classic protocol (it judges the pairs as generated) and the trials (each
+    # aligns and judges pairs of its own). A trial's stages (answers, alignment, judging) each end in a
+    # partly filled wave that waits for its slowest call; two trials at a time fill each other's, and
+    # the classic protocol fills the first ones'. Trial t waits for trial t - 2, so at most two
+    # trials' answers are in memory; the endpoint's limit holds across all. At concurrency 1 they
+    # run in this order: the classic protocol, then trial after trial.
+    later = [later_trial(t, resample) for t in range(1, cfg.trials)] if per_trial and resample else []
+    units: list[Callable[[], Any]] = [classic_protocol, first_trial, *later]
+    runs = llm.fan_out(
+        lambda unit: unit(),
+        units,
+        label="classic judge and trials, two at a time",
+        after=[{i - 2} if i >= 3 else set() for i in range(len(units))],
     )
-    classic = cast("Judgments | None", classic_run)
-    trial_runs = [cast("_Trial", first_run)]
-    later = (resample(t) for t in range(1, cfg.trials)) if per_trial and resample else iter(())
-    for trial, answer_set in enumerate(later, start=1):  # one trial's answers in memory at a time
-        paired = _paired(design, questions, answer_set)
-        trial_runs.append(_judge_trial(llm, cfg, design, answer_set, paired, append, trial, 1))
+    classic = cast("Judgments | None", runs[0])
+    trial_runs = [cast("_Trial", run) for run in runs[1:]]
 
     def stacked(name: str) -> pd.DataFrame:
         frames = [getattr(run, name).assign(trial=trial) for trial, run in enumerate(trial_runs)]
