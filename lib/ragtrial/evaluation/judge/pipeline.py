@@ -142,6 +142,12 @@ class JudgeRun:
         return pd.concat([j.costs for j in self.protocols], ignore_index=True)
 
 
+# Trials of `trial_scope: answers` in flight at once. Measured (`bench/concurrency.py --workload judge
+# --trial-scope answers --p99 2`, 6 trials): wall / ideal 2.08 one at a time, 1.31-1.37 two, 1.23 three
+# and four, 1.16 all six; three keeps most of the gain with three trials' answers (and contexts) in memory.
+TRIALS_AT_ONCE = 3
+
+
 def run_judge_pipeline(
     llm: LLM,
     cfg: UnbiasedJudgeSettings,
@@ -185,17 +191,17 @@ def run_judge_pipeline(
 
     # Independent units: the classic protocol (it judges the pairs as generated) and the trials (each
     # aligns and judges pairs of its own). A trial's stages (answers, alignment, judging) each end in a
-    # partly filled wave that waits for its slowest call; two trials at a time fill each other's, and
-    # the classic protocol fills the first ones'. Trial t waits for trial t - 2, so at most two
-    # trials' answers are in memory; the endpoint's limit holds across all. At concurrency 1 they
-    # run in this order: the classic protocol, then trial after trial.
+    # partly filled wave that waits for its slowest call; trials run TRIALS_AT_ONCE at a time and fill
+    # each other's, the classic protocol the first ones'. Trial t waits for trial t - TRIALS_AT_ONCE,
+    # which bounds the trials' answers in memory; the endpoint's limit holds across all. At
+    # concurrency 1 they run in this order: the classic protocol, then trial after trial.
     later = [later_trial(t, resample) for t in range(1, cfg.trials)] if per_trial and resample else []
     units: list[Callable[[], Any]] = [classic_protocol, first_trial, *later]
     runs = llm.fan_out(
         lambda unit: unit(),
         units,
-        label="classic judge and trials, two at a time",
-        after=[{i - 2} if i >= 3 else set() for i in range(len(units))],
+        label=f"classic judge and trials, {TRIALS_AT_ONCE} at a time",
+        after=[{i - TRIALS_AT_ONCE} if i > TRIALS_AT_ONCE else set() for i in range(len(units))],
     )
     classic = cast("Judgments | None", runs[0])
     trial_runs = [cast("_Trial", run) for run in runs[1:]]
