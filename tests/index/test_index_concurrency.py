@@ -217,12 +217,12 @@ class Timeline:
         return next((came, went) for seen, came, went in self.seen if seen == label)
 
 
-def test_a_parent_report_is_asked_for_once_its_own_children_are_reported(scripted, tmp_path) -> None:
-    # P's children X and Y are quick, R's child S is slow: P's request is sent while S's is still
-    # waited for, so P does not wait for the whole level below it.
+def reports_at_1_and_4(scripted, tmp_path, descriptions: dict[str, str], budget: int, slow):
+    """Two trees of communities (P over X and Y, R over S and T) reported at concurrency 1 and 4 with
+    the `slow` titles held longer: the run at 4's timeline and result (its tables checked equal to 1's).
+    """
     ents, rels, cls = tables(
-        {e: "a long description " * 12 for e in "ABCDGHIJ"},
-        [("A", "B"), ("B", "C"), ("C", "D"), ("G", "H"), ("H", "I"), ("I", "J")],
+        descriptions, [("A", "B"), ("B", "C"), ("C", "D"), ("G", "H"), ("H", "I"), ("I", "J")]
     )
     comms = frame(
         community("P", 0, None, list("ABCD"), rels),
@@ -232,61 +232,47 @@ def test_a_parent_report_is_asked_for_once_its_own_children_are_reported(scripte
         community("S", 1, "R", list("GH"), rels),
         community("T", 1, "R", list("IJ"), rels),
     )
-    settings = IndexSettings(report_levels=None, max_reports=None, report_context_tokens=60)
+    settings = IndexSettings(report_levels=None, max_reports=None, report_context_tokens=budget)
 
     def label(body: dict) -> str:  # the title its reply gives: the first entity or sub-report of its context
         return json.loads(report_reply(body))["title"]
 
     results = []
     for concurrency in (1, 4):
-        timeline = Timeline(report_reply, label, slow=lambda title: title == "About G")
+        timeline = Timeline(report_reply, label, slow=slow)
         scripted.default_reply = timeline
         llm = make_llm(scripted.base_url, tmp_path / str(concurrency), concurrency=concurrency)
         results.append(create_community_reports(llm, ents, rels, cls, comms, settings))
+    one, four = results
+    pd.testing.assert_frame_equal(one.reports, four.reports)
+    assert one.stats == four.stats
+    return timeline, four
+
+
+def test_a_parent_report_is_asked_for_once_its_own_children_are_reported(scripted, tmp_path) -> None:
+    # P's children X and Y are quick, R's child S is slow: P's request is sent while S's is still
+    # waited for, so P does not wait for the whole level below it.
+    long = {e: "a long description " * 12 for e in "ABCDGHIJ"}
+    timeline, _ = reports_at_1_and_4(scripted, tmp_path, long, 60, slow=lambda title: title == "About G")
     # P's context holds its children's reports ("Above About A"), S's is the slow "About G"
     parent_sent, _ = timeline.span("Above About A")
     _, slow_child_done = timeline.span("About G")
     assert parent_sent < slow_child_done
-    one, four = results
-    pd.testing.assert_frame_equal(one.reports, four.reports)
-    assert one.stats == four.stats
 
 
 def test_a_parent_whose_elements_fit_waits_for_no_child_and_one_that_overflows_for_all(scripted, tmp_path):
     # P's own elements fit the window: it reads no sub-report, so it goes out while its slow child X
-    # is still answering. Q's overflow it: it is sent only once both its children are reported.
-    ents, rels, cls = tables(
-        {**{e: e.lower() for e in "ABCD"}, **{e: "a long description " * 12 for e in "GHIJ"}},
-        [("A", "B"), ("B", "C"), ("C", "D"), ("G", "H"), ("H", "I"), ("I", "J")],
+    # is still answering. R's overflow it: it is sent only once both its children are reported.
+    short_and_long = {**{e: e.lower() for e in "ABCD"}, **{e: "a long description " * 12 for e in "GHIJ"}}
+    timeline, four = reports_at_1_and_4(
+        scripted, tmp_path, short_and_long, 100, slow=lambda title: title in ("About A", "About G")
     )
-    comms = frame(
-        community("P", 0, None, list("ABCD"), rels),
-        community("X", 1, "P", list("AB"), rels),
-        community("Y", 1, "P", list("CD"), rels),
-        community("Q", 0, None, list("GHIJ"), rels),
-        community("S", 1, "Q", list("GH"), rels),
-        community("T", 1, "Q", list("IJ"), rels),
-    )
-    settings = IndexSettings(report_levels=None, max_reports=None, report_context_tokens=100)
-
-    def label(body: dict) -> str:
-        return json.loads(report_reply(body))["title"]
-
-    results = []
-    for concurrency in (1, 4):
-        timeline = Timeline(report_reply, label, slow=lambda title: title in ("About A", "About G"))
-        scripted.default_reply = timeline
-        llm = make_llm(scripted.base_url, tmp_path / str(concurrency), concurrency=concurrency)
-        results.append(create_community_reports(llm, ents, rels, cls, comms, settings))
-    contexts = {c["community_id"]: c["context"] for c in results[1].stats["contexts"]}
-    assert contexts["P"] == "elements" and contexts["Q"] == "sub-reports"
+    contexts = {c["community_id"]: c["context"] for c in four.stats["contexts"]}
+    assert contexts["P"] == "elements" and contexts["R"] == "sub-reports"
     # P's title is its first element's (B, of its most prominent edge), X's the slow "About A"
     assert timeline.span("About B")[0] < timeline.span("About A")[1]
-    q_sent = next(came for title, came, _ in timeline.seen if title.startswith("Above"))
-    assert q_sent >= max(timeline.span("About G")[1], timeline.span("About I")[1])
-    one, four = results
-    pd.testing.assert_frame_equal(one.reports, four.reports)
-    assert one.stats == four.stats
+    r_sent = next(came for title, came, _ in timeline.seen if title.startswith("Above"))
+    assert r_sent >= max(timeline.span("About G")[1], timeline.span("About I")[1])
 
 
 def test_a_chunks_gleaning_is_sent_before_the_other_chunks_extractions_are_back(scripted, tmp_path) -> None:
