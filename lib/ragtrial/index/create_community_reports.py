@@ -188,14 +188,26 @@ def fit(items: list[Item], budget: int) -> list[Item]:
     return kept
 
 
+def own_elements(elements: Elements, community: pd.Series) -> list[Item]:
+    """A community's own element summaries, in GraphRAG's order."""
+    return elements.prioritized(list(community["entity_ids"]), list(community["relation_ids"]))
+
+
+def overflows(items: list[Item], budget: int) -> bool:
+    """Whether a community's own element summaries exceed the context window: only then may its
+    children's reports replace some of them (so only then does its report wait for theirs).
+    """
+    return context_tokens(items) > budget
+
+
 def community_context(
     elements: Elements, community: pd.Series, children: list[tuple[pd.Series, str]], budget: int
 ) -> tuple[list[Item], list[str]]:
     """Context items of one community and the ids of the sub-communities whose report replaced
     their elements. `children` are (sub-community row, its report text) for reported children.
     """
-    items = elements.prioritized(list(community["entity_ids"]), list(community["relation_ids"]))
-    if context_tokens(items) <= budget or not children:
+    items = own_elements(elements, community)
+    if not overflows(items, budget) or not children:
         return fit(items, budget), []
     owner = {eid: str(child["community_id"]) for child, _ in children for eid in child["entity_ids"]}
 
@@ -295,14 +307,6 @@ def start_order(after: list[set[int]], critical: bool) -> list[int]:
     return order
 
 
-def _overflows(elements: Elements, community: pd.Series, budget: int) -> bool:
-    """Whether the community's own element summaries exceed the context window, so that its
-    children's reports may replace some of them (the first test of `community_context`).
-    """
-    items = elements.prioritized(list(community["entity_ids"]), list(community["relation_ids"]))
-    return context_tokens(items) > budget
-
-
 def _members(community: pd.Series) -> tuple[str, ...]:
     return tuple(sorted(community["entity_ids"]))
 
@@ -360,7 +364,7 @@ def create_community_reports(
             if str(child["community_id"]) in unit_of
         }
         - {i}
-        if _overflows(elements, group[0], settings.report_context_tokens)
+        if overflows(own_elements(elements, group[0]), settings.report_context_tokens)
         else set()
         for i, group in enumerate(groups.values())
     ]
