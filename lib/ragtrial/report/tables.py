@@ -76,22 +76,25 @@ def table_note(shown: int, total: int, saved_as: str | None = None) -> str:
     )
 
 
-def show_table(frame: pd.DataFrame, *, rows: int | None = None, saved_as: str | None = None):
-    """`frame` (its first `rows` rows) for a report; shown in part, a line says how many rows are
-    shown and where the full table is (`saved_as`: the table's name under the run's `tables/`).
+def format_part(frame: pd.DataFrame | pd.Series, rows: int | None, saved_as: str | None = None) -> str:
+    """`format_table` of the first `rows` rows (all when None); shown in part, the line saying how
+    many rows are shown and where the full table is (`saved_as`: its name under the run's `tables/`).
     """
-    from IPython.display import HTML
-
     shown = frame if rows is None else frame.head(rows)
     note = table_note(len(shown), len(frame), saved_as) if len(shown) < len(frame) else ""
-    return HTML(format_table(shown) + note)
+    return format_table(shown) + note
+
+
+def show_table(frame: pd.DataFrame, *, rows: int | None = None, saved_as: str | None = None):
+    """`frame` (its first `rows` rows) for a report, as `format_part` writes it."""
+    from IPython.display import HTML
+
+    return HTML(format_part(frame, rows, saved_as))
 
 
 def format_displayed(frame: pd.DataFrame | pd.Series) -> str:
-    """A displayed table: `format_table` of its first `SHOWN_ROWS` rows, with the line saying so."""
-    if len(frame) <= SHOWN_ROWS:
-        return format_table(frame)
-    return format_table(frame.head(SHOWN_ROWS)) + table_note(SHOWN_ROWS, len(frame))
+    """A displayed table: its first `SHOWN_ROWS` rows, with the line saying so when there are more."""
+    return format_part(frame, SHOWN_ROWS)
 
 
 def install_table_formatter() -> bool:
