@@ -75,3 +75,28 @@ def test_an_answers_table_without_answers_still_has_every_column():
     empty = answers_frame([])
     assert list(empty.columns) == ANSWER_COLUMNS and empty.empty
     assert side_by_side(empty, [("graphrag_local", "local_search")]).empty
+
+
+def test_equal_contexts_are_one_string_in_every_answers_table_holding_them(tmp_path):
+    """A judge at paper size keeps every trial's answers, and a method whose retrieval does not
+    sample shows the same context in each (issue 36: 781 MB of context text, 250 MB distinct): the
+    tables share one string per distinct context instead of a copy per row, and save it whole.
+    """
+    from ragtrial.evaluation.run_methods import answers_frame
+    from ragtrial.methods.base import Answer
+    from ragtrial.report.files import write_table
+    from ragtrial.retrieval.base import ContextItem
+
+    def answer(question_id: str, words: list[str]) -> Answer:  # a context built anew for each answer
+        item = ContextItem(kind="chunk", text=" ".join(words), score=1.0, retriever="vector", chunk_ids=[])
+        return Answer(question_id, "rag", "text", [item], {"chunk": 3}, 1, 10, 2, 0.1, context_ready=True)
+
+    words = ["the", "same", "passage"]
+    trials = [answers_frame([answer("q1", list(words)), answer("q2", ["another"])]) for _ in range(3)]
+    stacked = pd.concat(trials, ignore_index=True)
+    first_question = list(stacked.loc[stacked["question_id"] == "q1", "context_text"])  # held: ids stay apart
+    assert first_question[0].endswith("the same passage") and first_question == [first_question[0]] * 3
+    assert len({id(text) for text in first_question}) == 1
+    write_table(tmp_path / "answers.parquet", stacked.drop(columns=["failures"]))
+    saved = pd.read_parquet(tmp_path / "answers.parquet")
+    assert list(saved["context_text"]) == list(stacked["context_text"])

@@ -127,6 +127,27 @@ def test_a_slow_stage_shows_progress_and_the_batch_ends_with_its_table_and_no_no
     assert "without encryption" not in (again.run_dir / "kernel.log").read_text()
 
 
+def test_the_kernel_runs_with_few_malloc_arenas_unless_the_environment_sets_its_own(
+    tmp_path, scripted, monkeypatch
+):
+    """A notebook's request threads would each hold an arena of freed memory (issue 36)."""
+    plant(
+        tmp_path,
+        "arenas",
+        "import pathlib\n"  # the environment the kernel process was started with
+        "environ = pathlib.Path('/proc/self/environ').read_text()\n"
+        "started = dict(v.split('=', 1) for v in environ.split('\\0') if v)\n"
+        "pathlib.Path(run_dir, 'arenas.txt').write_text(started.get('MALLOC_ARENA_MAX', 'unset'))",
+    )
+    batch = planted_batch(tmp_path, scripted, ["arenas"])
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    [run] = run_batch(batch, root=tmp_path, outputs=tmp_path / "outputs")
+    assert (run.run_dir / "arenas.txt").read_text() == "2"
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
+    [again] = run_batch(batch, root=tmp_path, outputs=tmp_path / "outputs", force=True)
+    assert (again.run_dir / "arenas.txt").read_text() == "8"
+
+
 def test_a_failed_run_prints_the_notebooks_own_exception(tmp_path, scripted, capsys, monkeypatch):
     plant(
         tmp_path,
