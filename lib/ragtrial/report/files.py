@@ -68,14 +68,26 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+# Rows a CSV is written in at a time: pandas converts the rows it writes (and `spreadsheet_safe` the
+# text) in one piece, which for 07's 15,000 answers at paper size (781 MB of context text) took
+# 1.4 GB beside the table (issue 36); a piece of this many rows holds a few tens of MB.
+CSV_ROWS = 1000
+
+
 def write_table(path: Path, frame: pd.DataFrame) -> Path:
     """Parquet for `.parquet` paths (the text as it is), CSV otherwise (formula text neutralised:
-    `spreadsheet_safe`).
+    `spreadsheet_safe`), written `CSV_ROWS` rows at a time.
     """
     if Path(path).suffix == ".parquet":
         return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
-    safe = spreadsheet_safe(frame)
-    return atomic_write(path, lambda tmp: safe.to_csv(tmp, index=False))
+
+    def write_csv(tmp: Path) -> None:
+        with tmp.open("w", encoding="utf-8", newline="") as out:
+            for start in range(0, max(len(frame), 1), CSV_ROWS):
+                part = spreadsheet_safe(frame.iloc[start : start + CSV_ROWS])
+                part.to_csv(out, index=False, header=start == 0)
+
+    return atomic_write(path, write_csv)
 
 
 def saved_table_path(run_dir: Path, name: str) -> Path:
