@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import pandas as pd
 
@@ -172,13 +172,16 @@ def planned_answers(
     cfg: AnswerSettings,
     settings: Settings,
     basis: str = "exact",
+    map_batches: Mapping[str, MapBatches] | None = None,
 ) -> list[StagePlan]:
     """The calls `run_methods` makes for `method_names` over `n_questions` questions, none sent: one
     answer per question and method (a short answer whose reply opens with a line break is asked again,
     so with `first_line_only` that is at most twice); a retriever that lists the question's entities
     or keywords with the model adds one call per question; a map-reduce method adds its map calls,
-    projected at one per `methods.map_budget` tokens of the reports (or chunks) it maps over. Prompts
-    are projected at the context budget: the contexts need retrieval over an index.
+    one per batch of its units per question: `map_batches` by method where the planner counted or
+    projected them (`runner.batch_estimate`), else projected at one per `methods.map_budget` tokens of
+    `max_reports` (or `max_cluster_size`) reports. Prompts are projected at the context budget: the
+    contexts need retrieval over an index.
     """
     from ragtrial.methods.registry import METHODS
     from ragtrial.retrieval.registry import planned_listing
@@ -237,20 +240,37 @@ def planned_answers(
             name,
         )
         if map_reduce:
-            mapped = (
-                settings.index.max_reports or settings.index.max_cluster_size
-            ) * settings.index.report_max_tokens
-            maps = n_questions * max(1, -(-mapped // settings.methods.map_budget))
+            batches = (map_batches or {}).get(name) or unknown_map_batches(settings)
+            maps = n_questions * batches.per_question
             plans.append(
                 projected(
                     "map",
                     maps,
                     maps * settings.methods.map_budget,
                     settings.methods.map_max_tokens,
-                    "projected",
+                    batches.basis,
                     "json",
-                    "map calls follow the reports (chunks) found",
+                    batches.note,
                     method=name,
                 )
             )
     return plans
+
+
+class MapBatches(NamedTuple):
+    """A map-reduce method's map calls per question (one per batch of its units), on what basis."""
+
+    per_question: int
+    basis: str
+    note: str
+
+
+def unknown_map_batches(settings: Settings) -> MapBatches:
+    """Without the units: `max_reports` (else `max_cluster_size`) reports at `report_max_tokens`."""
+    index = settings.index
+    mapped = (index.max_reports or index.max_cluster_size) * index.report_max_tokens
+    return MapBatches(
+        max(1, -(-mapped // settings.methods.map_budget)),
+        "projected",
+        "map calls follow the reports (chunks) found",
+    )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -27,7 +27,7 @@ from ragtrial.config.batch import RunSpec, load_batch
 from ragtrial.config.data import data_path, data_root_origin
 from ragtrial.config.judge import UnbiasedJudgeSettings
 from ragtrial.config.llm import LLMSettings
-from ragtrial.config.methods import SummarizationSettings
+from ragtrial.config.methods import AnswerSettings, SummarizationSettings
 from ragtrial.config.notebooks import NOTEBOOKS
 from ragtrial.config.paths import notebooks_dir, outputs_dir
 from ragtrial.config.settings import Settings, marked_values
@@ -44,8 +44,10 @@ from ragtrial.evaluation.judge.pipeline import (
     unbiased_design,
 )
 from ragtrial.evaluation.key_facts import planned_key_fact_checks
-from ragtrial.evaluation.run_methods import answered_by_the_kit, planned_answers
-from ragtrial.index.build import planned_build
+from ragtrial.evaluation.run_methods import MapBatches, answered_by_the_kit, planned_answers
+from ragtrial.index.build import planned_build, saved_index
+from ragtrial.index.chunk_documents import chunks_for
+from ragtrial.index.tables import GraphIndex
 from ragtrial.llm.backend_check import planned_calls as planned_probes
 from ragtrial.llm.cache import ResponseCache, cache_location
 from ragtrial.llm.client import LLM
@@ -118,6 +120,38 @@ class RunPlanner:
             return []
         self.built.add(path)
         return plans
+
+    def map_batches(self, names: Sequence[str], cfg: AnswerSettings) -> dict[str, MapBatches]:
+        """The map calls per question of the map-reduce methods among `names`, counted by building
+        each method as its notebook does (its units shuffled and cut to `methods.map_budget`) on the
+        saved index; before the index exists, on the chunks its build will make, which TS maps over.
+        A community level's reports are not known before the build: projected at TS's count (the
+        GraphRAG paper's Table 2 has the source text as the condition with the most context tokens).
+        """
+        from ragtrial.methods.map_reduce import MapReduceMethod
+        from ragtrial.methods.registry import METHODS, make_methods
+
+        wanted = [n for n in names if n in METHODS and METHODS.entry(n).metadata.get("map_reduce")]
+        if not wanted or self.dataset is None or not self.dataset.documents:
+            return {}
+        # cast: building a map-reduce method reads the settings and keeps the model door, unused here
+        ctx = cast(ModelContext, self.ctx)
+        try:
+            index, basis = saved_index(ctx, self.dataset), "exact"
+        except FileNotFoundError:  # an imported index has chunks of its own: these project them
+            chunks = chunks_for(self.dataset.documents_frame(), self.settings.index)
+            basis = "projected" if self.settings.index.graph_source == "import" else "exact"
+            index = GraphIndex(chunks=chunks)
+        counted = {
+            m.name: MapBatches(len(m.batches), basis, "one map call per batch of its units")
+            for m in make_methods(list(dict.fromkeys([*wanted, "ts"])), index, ctx, cfg)[0]
+            if isinstance(m, MapReduceMethod)
+        }
+        source = counted["ts"].per_question
+        projected = MapBatches(
+            source, "projected", "before the index exists: at the source chunks' map calls (TS)"
+        )
+        return {name: counted.get(name, projected) for name in wanted}
 
     def questions(self, per_type: int | None, seed: int, task: str | None = None) -> int | None:
         """How many of the data set's questions a notebook takes; without the data set,
@@ -209,7 +243,9 @@ def _task_notebook(task: str) -> Callable[[RunPlanner], list[StagePlan]]:
             index = []
             for doc_id in dict.fromkeys(q.gold_doc_ids[0] for q in questions if len(q.gold_doc_ids) == 1):
                 index += p.index(p.dataset.model_copy(update={"documents": [docs[doc_id]]}))
-        return index + planned_answers(cfg.methods, n, cfg, p.settings)
+        per_document = isinstance(cfg, SummarizationSettings) and cfg.index_per_document
+        batches = {} if per_document else p.map_batches(cfg.methods, cfg)
+        return index + planned_answers(cfg.methods, n, cfg, p.settings, map_batches=batches)
 
     return plan
 
@@ -247,7 +283,9 @@ def _judge_pipeline(p: RunPlanner, cfg: UnbiasedJudgeSettings, design: JudgeDesi
     # under `trial_scope: answers` (their calls are samples too)
     runs = [method for method, _ in design.answerers]
     asked = n * answer_rounds(cfg, design.unbiased)
-    retrieval = [r for r in planned_answers(runs, asked, cfg, p.settings) if r.stage != "answer"]
+    batches = p.map_batches(runs, cfg)
+    planned = planned_answers(runs, asked, cfg, p.settings, map_batches=batches)
+    retrieval = [r for r in planned if r.stage != "answer"]
     judged = retrieval + planned_judge_calls(cfg, design, n, answered_by_the_kit(runs, p.settings))
     return plans + (at_most(judged) if generated else judged)
 
@@ -263,7 +301,7 @@ def plan_claims(p: RunPlanner) -> list[StagePlan]:
         return plans + [UNKNOWN_QUESTIONS]
     n = min(n, cfg.n_questions or n)
     answered = (
-        planned_answers(cfg.methods, n, cfg, p.settings)
+        planned_answers(cfg.methods, n, cfg, p.settings, map_batches=p.map_batches(cfg.methods, cfg))
         + planned_claims(n * len(cfg.methods), cfg.answer_max_tokens, cfg.extraction_max_tokens)
         + planned_verdicts(cfg, p.settings.judge, n, cfg.methods, cfg.answer_max_tokens)
     )
@@ -294,7 +332,7 @@ def plan_diagnostics(p: RunPlanner) -> list[StagePlan]:
     n_answers = n * len(methods)
     return (
         index
-        + planned_answers(methods, n, cfg, p.settings)
+        + planned_answers(methods, n, cfg, p.settings, map_batches=p.map_batches(methods, cfg))
         + planned_grounding(n_answers, p.settings)
         + planned_key_fact_checks(n_answers, p.settings)
     )
