@@ -113,7 +113,8 @@ def test_map_calls_are_counted_on_the_chunks_before_the_build_and_on_the_reports
     """TS and GraphRAG's global search make one map call per batch of their units per question. The
     estimate counts TS's batches on the chunks the build will make; a level's reports exist only after
     the build, so its map calls are projected before and counted after (issue 36: graphrag_experiment1
-    at its stated size made 18,000 map calls where 1,250 were projected).
+    at its stated size made 18,000 map calls where 1,250 were projected). The saved index is looked
+    for under the outputs folder the runs were given, as their kernels were told.
     """
     scripted.default_reply = schema_reply
     settings, out = overrides(scripted, tmp_path), tmp_path / "out"
@@ -121,6 +122,8 @@ def test_map_calls_are_counted_on_the_chunks_before_the_build_and_on_the_reports
         "qa": {"methods": ["ts", "global_search_c0"], "baseline": "ts", "questions_per_type": 1},
         "methods": {"map_budget": 300},
     }
+    # the default store path, under the outputs folder: the estimate looks for the saved index there
+    settings["index"]["store_path"] = "outputs/indexes"
     runs = ["01_build_index", "04_rag_vs_graphrag_qa"]
 
     def maps(table: pd.DataFrame) -> pd.DataFrame:

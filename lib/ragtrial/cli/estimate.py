@@ -17,7 +17,8 @@ def add_parser(sub) -> None:
     add_batch_arguments(estimate, "estimate only these notebooks")
     estimate.add_argument(
         "--outputs",
-        help="outputs folder whose ledgers give measured latencies (default: <project root>/outputs)",
+        help="the runs' outputs folder: its saved indexes (not built again), its ledgers' measured "
+        "latencies (default: <project root>/outputs)",
     )
     estimate.add_argument("--csv", help="also write the per-stage table to this CSV file")
     estimate.add_argument("--json", help="also write the per-stage table to this JSON file (records)")

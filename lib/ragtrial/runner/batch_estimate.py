@@ -29,7 +29,7 @@ from ragtrial.config.judge import UnbiasedJudgeSettings
 from ragtrial.config.llm import LLMSettings
 from ragtrial.config.methods import AnswerSettings, SummarizationSettings
 from ragtrial.config.notebooks import NOTEBOOKS
-from ragtrial.config.paths import notebooks_dir, outputs_dir
+from ragtrial.config.paths import notebooks_dir, output_path, outputs_dir
 from ragtrial.config.settings import Settings, marked_values
 from ragtrial.data.experiment_dataset import load_experiment_dataset
 from ragtrial.evaluation.claim_verdicts import planned_calls as planned_verdicts
@@ -503,7 +503,13 @@ def estimate_batch(
             caches[str(location)] = ResponseCache(location, settings.cache.password_env)
         cache = caches[str(location)]
         ledger = Ledger(spec.run_id)
-        ctx = PlanContext(settings, spec.run_id, ledger, LLM(settings.llm, cache, ledger, _no_endpoint))
+        # the settings' `outputs/` paths under this outputs folder, as `ragtrial run --outputs` tells its
+        # kernels: the saved indexes are looked for where the batch's runs save them
+        store = output_path(settings.index.store_path, root, outputs)
+        planning = settings.model_copy(
+            update={"index": settings.index.model_copy(update={"store_path": str(store)})}
+        )
+        ctx = PlanContext(planning, spec.run_id, ledger, LLM(settings.llm, cache, ledger, _no_endpoint))
         dataset = None if "data.path" in absent else load_experiment_dataset(settings.data)
         planner = RunPlanner(spec, ctx, dataset, built, absent)
         plans = plan_notebook(planner)
