@@ -143,3 +143,19 @@ def test_each_notebook_makes_the_calls_its_estimate_planned_stage_by_stage(resul
         assert compared.empty or compared["agrees"].all(), (notebook, compared[~compared["agrees"]])
         made += len(compared)
     assert made > 10
+
+
+def test_the_estimate_of_a_notebook_that_needs_gold_says_the_run_stops_instead_of_failing(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "carol.txt").write_text(CORPUS["carol.txt"])
+    batch = tmp_path / "batch.yaml"
+    batch.write_text(yaml.safe_dump({"settings": {}, "runs": [{"notebook": n} for n in NEED_GOLD]}))
+    data = {"dataset": "text_folder", "path": str(corpus)}
+    settings = endpoint_settings("http://127.0.0.1:9/v1", tmp_path, data=data)
+    table, notes = estimate_batch(batch, settings, root=PROJECT_ROOT, outputs=tmp_path / "out")
+    assert list(table["notebook"]) == NEED_GOLD and set(table["basis"]) == {"unknown"}
+    assert (table["calls"] == 0).all() and table["note"].str.startswith(
+        "the run stops before any model call"
+    ).all()
+    assert all(f"notebook {n} cannot run on data set 'text_folder'" in " ".join(notes) for n in NEED_GOLD)

@@ -32,6 +32,7 @@ from ragtrial.config.notebooks import NOTEBOOKS
 from ragtrial.config.paths import notebooks_dir, output_path, outputs_dir
 from ragtrial.config.settings import Settings, marked_values
 from ragtrial.data.experiment_dataset import load_experiment_dataset
+from ragtrial.data.gold import require_gold
 from ragtrial.evaluation.claim_verdicts import planned_calls as planned_verdicts
 from ragtrial.evaluation.claims import planned_calls as planned_claims
 from ragtrial.evaluation.grounding import planned_grounding
@@ -511,6 +512,15 @@ def estimate_batch(
         )
         ctx = PlanContext(planning, spec.run_id, ledger, LLM(settings.llm, cache, ledger, _no_endpoint))
         dataset = None if "data.path" in absent else load_experiment_dataset(settings.data)
+        try:  # as `ragtrial run` stops the run at its data set, before any model call
+            if dataset is not None:
+                require_gold(dataset, spec.notebook)
+        except ParamsError as err:
+            rows.append(
+                plan_row(spec, unknown("run", f"the run stops before any model call: {err}"), measured)
+            )
+            notes.append(f"{spec.run_id}: {err}")
+            continue
         planner = RunPlanner(spec, ctx, dataset, built, absent)
         plans = plan_notebook(planner)
         for plan in plans:
