@@ -1,8 +1,11 @@
 """The SQLite response cache: schema migration, durability of committed rows, unusable files."""
 
+import gc
+import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -65,6 +68,27 @@ def test_close_checkpoints_and_the_cache_reopens_on_use(cache_location, tmp_path
     cache.close()
     (tmp_path / "cache.sqlite-wal").unlink(missing_ok=True)  # SQLite: the file alone holds the row
     assert cache.get_completion("k").text == "text"
+
+
+def test_a_threads_connection_is_closed_when_the_thread_ends(cache_location):
+    """The fan-outs start threads by the thousand at paper size, each opening its own connection;
+    one kept open per finished thread ran notebook 04 out of file descriptors (issue 36).
+    """
+
+    def open_files() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    cache = ResponseCache(cache_location)
+    cache.put_completion("k", "m", "text", 1, 1)  # this thread's connection, open throughout
+    before = open_files()
+    for _ in range(40):
+        thread = threading.Thread(target=cache.get_completion, args=("k",))
+        thread.start()
+        thread.join()
+    gc.collect()
+    assert open_files() - before < 5  # 40 connections kept would hold 40 to 120 files
+    assert cache.get_completion("k").text == "text"  # the cache and this thread's connection go on
+    cache.close()
 
 
 def test_close_does_not_wait_for_another_connections_read(tmp_path):

@@ -132,9 +132,32 @@ def _close_all(connections: list[Any], lock: threading.Lock, close_one: Callable
         connections.clear()
 
 
+def _close_forgotten(
+    conn: Any, connections: list[Any], lock: threading.Lock, close_one: Callable[[Any], None]
+) -> None:
+    """Close `conn` unless `close` (or a reconnect) already did: it is closed once, whoever comes first."""
+    with lock:
+        if conn not in connections:
+            return
+        connections.remove(conn)
+    close_one(conn)
+
+
+class _Held:
+    """A thread's connection, held in its thread-local storage: when the thread ends, Python drops its
+    thread-locals, and the finalizer made with this object closes the connection.
+    """
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+
+
 class ThreadConnections:
     """One connection per thread, opened on first use (again after `close`, or when the server
-    dropped it); every one is closed by `close`, on garbage collection of `owner`, or at exit.
+    dropped it); each is closed when its thread ends, and every one by `close`, on garbage collection
+    of `owner`, or at exit. Closing at thread end matters at paper size: the fan-outs start threads
+    by the thousand, and a connection kept for each (a SQLite one holds three files) ran a run out of
+    file descriptors (issue 36: "Too many open files" in notebook 04 of `paper_rag_vs_graphrag`).
     """
 
     def __init__(
@@ -153,17 +176,17 @@ class ThreadConnections:
         self._finalizer = weakref.finalize(owner, _close_all, self._all, self._lock, close_one)
 
     def get(self) -> Any:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._usable(conn):
-            return conn
-        fresh = self._open()
+        held = getattr(self._local, "held", None)
+        if held is not None and self._usable(held.conn):
+            return held.conn
+        if held is not None:  # dropped by the server: closed, forgotten
+            _close_forgotten(held.conn, self._all, self._lock, self._close_one)
+        fresh = _Held(self._open())
         with self._lock:
-            if conn is not None and conn in self._all:  # dropped by the server: closed, forgotten
-                self._close_one(conn)
-                self._all.remove(conn)
-            self._all.append(fresh)
-        self._local.conn = fresh
-        return fresh
+            self._all.append(fresh.conn)
+        weakref.finalize(fresh, _close_forgotten, fresh.conn, self._all, self._lock, self._close_one)
+        self._local.held = fresh
+        return fresh.conn
 
     def close(self) -> None:
         _close_all(self._all, self._lock, self._close_one)
