@@ -32,3 +32,14 @@ def test_map_and_route_calls_follow_the_method_metadata(monkeypatch):
         "route",
         "map",
     }
+
+
+def test_a_method_plans_the_listing_of_the_retriever_it_is_built_on():
+    """kg_triplets_text retrieves with the kg_triplets retriever, which lists each question's entities
+    (its second listing comes from the cache, still a call made: `paper_rag_vs_graphrag` at its stated
+    size made 500 listings per run where 400 were planned, issue 36).
+    """
+    settings = Settings.model_validate({"retrieval": {"entity_source": "llm"}})
+    plans = planned_answers(["kg_triplets", "kg_triplets_text"], 4, QASettings(), settings)
+    listed = {plan.method: plan.calls for plan in plans if plan.stage == "question_entities"}
+    assert listed == {"kg_triplets": 4, "kg_triplets_text": 4}

@@ -231,7 +231,7 @@ def planned_answers(
                 )
             )
         # Integration and Selection retrieve with the graph method too (Selection only when routed there)
-        retriever = settings.methods.graph_method if family == "both" else name
+        retriever = settings.methods.graph_method if family == "both" else metadata.get("retriever", name)
         plans += planned_listing(
             retriever,
             settings.retrieval,

@@ -151,7 +151,8 @@ _GRAPH_ORIGINS = {"both": ("nlp", "llm"), "nlp": ("nlp",), "llm": ("llm",), "imp
 # `index_parts`: what it reads from the index (None: its parts' union, see `index_parts`).
 # The model calls it makes besides the answer, which `ragtrial estimate` plans from this metadata
 # (`evaluation.run_methods.planned_answers`): `map_reduce`, map calls over what it retrieves;
-# `route_prompt`, one routing call per question with that prompt.
+# `route_prompt`, one routing call per question with that prompt; `retriever`, the retriever whose
+# own calls (an entity listing) it makes when that is not the retriever of its own name.
 METHODS: Registry[Callable[[str, Toolkit], Method]] = Registry("method")
 METHODS.add(
     "closed_book",
@@ -207,6 +208,7 @@ METHODS.add(
     "Han et al.'s KG-GraphRAG Triplets+Text: the triplets, then the passages they came from",
     family="graph",
     index_parts=GRAPH_RETRIEVER_PARTS["kg_triplets"],
+    retriever="kg_triplets",
 )
 METHODS.add(
     "global_search",
