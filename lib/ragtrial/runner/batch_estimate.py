@@ -148,11 +148,13 @@ class RunPlanner:
             for m in make_methods(list(dict.fromkeys([*wanted, "ts"])), index, ctx, cfg)[0]
             if isinstance(m, MapReduceMethod)
         }
-        source = counted["ts"].per_question
-        projected = MapBatches(
-            source, "projected", "before the index exists: at the source chunks' map calls (TS)"
-        )
-        return {name: counted.get(name, projected) for name in wanted}
+        if "ts" in counted:  # else (no chunk to map over) `planned_answers` projects them
+            note = "before the index exists: at the source chunks' map calls (TS)"
+            counted = {
+                name: counted.get(name, counted["ts"]._replace(basis="projected", note=note))
+                for name in wanted
+            }
+        return {name: batches for name, batches in counted.items() if name in wanted}
 
     def questions(self, per_type: int | None, seed: int, task: str | None = None) -> int | None:
         """How many of the data set's questions a notebook takes; without the data set,
