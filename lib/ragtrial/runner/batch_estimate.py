@@ -138,23 +138,36 @@ class RunPlanner:
         # cast: building a map-reduce method reads the settings and keeps the model door, unused here
         ctx = cast(ModelContext, self.ctx)
         try:
-            index, basis = saved_index(ctx, self.dataset), "exact"
-        except FileNotFoundError:  # an imported index has chunks of its own: these project them
-            chunks = chunks_for(self.dataset.documents_frame(), self.settings.index)
-            basis = "projected" if self.settings.index.graph_source == "import" else "exact"
-            index = GraphIndex(chunks=chunks)
+            index, saved = saved_index(ctx, self.dataset), True
+        except FileNotFoundError:
+            index, saved = (
+                GraphIndex(chunks=chunks_for(self.dataset.documents_frame(), self.settings.index)),
+                False,
+            )
+        # before the build, TS's batches stand in for the levels' reports not yet written
+        built, _ = make_methods(wanted if saved else list(dict.fromkeys([*wanted, "ts"])), index, ctx, cfg)
+        # an imported index has chunks of its own: these project them
+        basis = "projected" if not saved and self.settings.index.graph_source == "import" else "exact"
         counted = {
             m.name: MapBatches(len(m.batches), basis, "one map call per batch of its units")
-            for m in make_methods(list(dict.fromkeys([*wanted, "ts"])), index, ctx, cfg)[0]
+            for m in built
             if isinstance(m, MapReduceMethod)
         }
-        if "ts" in counted:  # else (no chunk to map over) `planned_answers` projects them
+        if not saved and "ts" in counted:
             note = "before the index exists: at the source chunks' map calls (TS)"
-            counted = {
-                name: counted.get(name, counted["ts"]._replace(basis="projected", note=note))
-                for name in wanted
-            }
-        return {name: batches for name, batches in counted.items() if name in wanted}
+            before = counted["ts"]._replace(basis="projected", note=note)
+            return {name: counted.get(name, before) for name in wanted}
+        # else a method left out (no chunk, or a level without reports) is projected by `planned_answers`
+        return {name: counted[name] for name in wanted if name in counted}
+
+    def answers(
+        self, names: Sequence[str], n: int, cfg: AnswerSettings, counted: bool = True
+    ) -> list[StagePlan]:
+        """`planned_answers` of `names` over `n` questions, map calls counted (`map_batches`) when
+        `counted` (not for an index per document, whose batches differ by document).
+        """
+        batches = self.map_batches(names, cfg) if counted else {}
+        return planned_answers(names, n, cfg, self.settings, map_batches=batches)
 
     def questions(self, per_type: int | None, seed: int, task: str | None = None) -> int | None:
         """How many of the data set's questions a notebook takes; without the data set,
@@ -247,8 +260,7 @@ def _task_notebook(task: str) -> Callable[[RunPlanner], list[StagePlan]]:
             for doc_id in dict.fromkeys(q.gold_doc_ids[0] for q in questions if len(q.gold_doc_ids) == 1):
                 index += p.index(p.dataset.model_copy(update={"documents": [docs[doc_id]]}))
         per_document = isinstance(cfg, SummarizationSettings) and cfg.index_per_document
-        batches = {} if per_document else p.map_batches(cfg.methods, cfg)
-        return index + planned_answers(cfg.methods, n, cfg, p.settings, map_batches=batches)
+        return index + p.answers(cfg.methods, n, cfg, counted=not per_document)
 
     return plan
 
@@ -286,9 +298,7 @@ def _judge_pipeline(p: RunPlanner, cfg: UnbiasedJudgeSettings, design: JudgeDesi
     # under `trial_scope: answers` (their calls are samples too)
     runs = [method for method, _ in design.answerers]
     asked = n * answer_rounds(cfg, design.unbiased)
-    batches = p.map_batches(runs, cfg)
-    planned = planned_answers(runs, asked, cfg, p.settings, map_batches=batches)
-    retrieval = [r for r in planned if r.stage != "answer"]
+    retrieval = [r for r in p.answers(runs, asked, cfg) if r.stage != "answer"]
     judged = retrieval + planned_judge_calls(cfg, design, n, answered_by_the_kit(runs, p.settings))
     return plans + (at_most(judged) if generated else judged)
 
@@ -304,7 +314,7 @@ def plan_claims(p: RunPlanner) -> list[StagePlan]:
         return plans + [UNKNOWN_QUESTIONS]
     n = min(n, cfg.n_questions or n)
     answered = (
-        planned_answers(cfg.methods, n, cfg, p.settings, map_batches=p.map_batches(cfg.methods, cfg))
+        p.answers(cfg.methods, n, cfg)
         + planned_claims(n * len(cfg.methods), cfg.answer_max_tokens, cfg.extraction_max_tokens)
         + planned_verdicts(cfg, p.settings.judge, n, cfg.methods, cfg.answer_max_tokens)
     )
@@ -335,7 +345,7 @@ def plan_diagnostics(p: RunPlanner) -> list[StagePlan]:
     n_answers = n * len(methods)
     return (
         index
-        + planned_answers(methods, n, cfg, p.settings, map_batches=p.map_batches(methods, cfg))
+        + p.answers(methods, n, cfg)
         + planned_grounding(n_answers, p.settings)
         + planned_key_fact_checks(n_answers, p.settings)
     )
@@ -501,6 +511,16 @@ def estimate_batch(
                 f"{where}: no estimate for notebook {spec.notebook!r} (known: {', '.join(NOTEBOOKS)})"
             )
         plan_notebook = resolve(NOTEBOOKS.get(spec.notebook).planner)
+        dataset = None if "data.path" in absent else load_experiment_dataset(settings.data)
+        try:  # as `ragtrial run` stops the run at its data set, before any model call
+            if dataset is not None:
+                require_gold(dataset, spec.notebook)
+        except ParamsError as err:
+            rows.append(
+                plan_row(spec, unknown("run", f"the run stops before any model call: {err}"), measured)
+            )
+            notes.append(f"{spec.run_id}: {err}")
+            continue
         location = cache_location(settings.cache, root, outputs)
         if str(location) not in caches:
             caches[str(location)] = ResponseCache(location, settings.cache.password_env)
@@ -513,16 +533,6 @@ def estimate_batch(
             update={"index": settings.index.model_copy(update={"store_path": str(store)})}
         )
         ctx = PlanContext(planning, spec.run_id, ledger, LLM(settings.llm, cache, ledger, _no_endpoint))
-        dataset = None if "data.path" in absent else load_experiment_dataset(settings.data)
-        try:  # as `ragtrial run` stops the run at its data set, before any model call
-            if dataset is not None:
-                require_gold(dataset, spec.notebook)
-        except ParamsError as err:
-            rows.append(
-                plan_row(spec, unknown("run", f"the run stops before any model call: {err}"), measured)
-            )
-            notes.append(f"{spec.run_id}: {err}")
-            continue
         planner = RunPlanner(spec, ctx, dataset, built, absent)
         plans = plan_notebook(planner)
         for plan in plans:
